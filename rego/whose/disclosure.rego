@@ -1,0 +1,112 @@
+# Disclosure: may this record be shown to the asker and everyone in the
+# response audience, and as what?
+#
+# Input: {asker, audience, purpose, now, as_of, records}. The sidecar asks once
+# per candidate batch; `decisions` applies the single-record rule `decision`
+# to every record, so the batch and the single answer can never diverge.
+package whose.disclosure
+
+import data.whose.lib.directory
+import data.whose.lib.evidence
+import data.whose.lib.sources
+import data.whose.lib.validity
+
+# METADATA
+# description: one decision per candidate record, keyed by record id.
+decisions[record.id] := decision(record) if some record in input.records
+
+# METADATA
+# description: the single-record rule (input.record), for explain and tests.
+single := decision(input.record)
+
+# METADATA
+# description: the decision for one record.
+decision(record) := {
+	"allow": allow(record),
+	"usable_as": usable_as(record),
+	"obligations": obligations(record),
+	"reasons": (denials(record) | notes(record)),
+}
+
+default allow(_) := false
+
+# METADATA
+# description: allowed only when no rule denies.
+allow(record) if count(denials(record)) == 0
+
+# The asker is always in the audience; other members carry no token claims.
+members contains input.asker
+
+members contains {"id": id, "tenant": input.asker.tenant} if {
+	some id in input.audience
+	id != input.asker.id
+}
+
+as_of := object.get(input, "as_of", input.now)
+
+# METADATA
+# description: every reason this record may not be disclosed (empty means allow).
+denials(record) := union({
+	tenant_denials(record),
+	audience_denials(record),
+	scope_denials(record),
+	time_denials(record),
+	purpose_denials,
+})
+
+tenant_denials(record) := {"tenant_mismatch" | not same_tenant(record)}
+
+same_tenant(record) if record.tenant == input.asker.tenant
+
+audience_denials(record) := {sprintf("audience_excludes:%s", [member.id]) |
+	some member in members
+	not directory.admits(record, member)
+}
+
+scope_denials(record) := {sprintf("scope_not_cleared:%s", [member.id]) |
+	some member in members
+	not directory.clears_scope(record, member)
+}
+
+# An unknown purpose is a caller bug; refuse rather than guess which rules apply.
+purpose_denials := {"unknown_purpose" | not input.purpose in {"recall", "get", "history", "explain"}}
+
+# Recall asks for what applied at as_of; get and history show any version.
+time_denials(record) := {"not_valid_at_as_of" |
+	input.purpose == "recall"
+	not validity.current_at(record, as_of)
+}
+
+# METADATA
+# description: what the record may support, from its modality and support.
+usable_as(record) := "fact" if {
+	record.modality == "world_state"
+	sources.authoritative(record)
+	validity.current_at(record, input.now)
+} else := "unverified_claim" if {
+	record.modality == "world_state"
+} else := "knowledge" if {
+	record.modality == "known"
+	evidence.satisfies(record)
+} else := "common_knowledge" if {
+	record.modality == "common_knowledge"
+	sources.qualifying_announcement(record)
+} else := "nested_belief" if {
+	record.observed_id
+} else := "belief"
+
+# METADATA
+# description: what the caller must do when it uses the record.
+obligations(record) := union({
+	{"cite_source"},
+	{"attribute" | usable_as(record) != "fact"},
+	{"verify_before_acting" | usable_as(record) == "unverified_claim"},
+})
+
+# METADATA
+# description: why a record was downgraded (reported with allowed records too).
+notes(record) := union({
+	{"not_authoritative" | record.modality == "world_state"; usable_as(record) == "unverified_claim"},
+	{"evidence_insufficient" | record.modality == "known"; usable_as(record) != "knowledge"},
+	{"announcement_not_qualifying" | record.modality == "common_knowledge"; usable_as(record) != "common_knowledge"},
+})

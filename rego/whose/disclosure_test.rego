@@ -1,0 +1,245 @@
+package whose.disclosure_test
+
+import data.whose.disclosure
+
+now := "2026-11-30T12:00:00Z"
+
+alice := {"id": "alice", "tenant": "acme"}
+
+bob := {"id": "bob", "tenant": "acme"}
+
+carol := {"id": "carol", "tenant": "acme"}
+
+# Alice, in a private session: "I think the launch is October 17."
+private_belief := {
+	"id": "r1",
+	"tenant": "acme",
+	"observer_id": "alice",
+	"modality": "reported_belief",
+	"source_id": "private-session-42",
+	"source": {"kind": "conversation", "speaker": "alice"},
+	"audience": ["alice"],
+	"valid_at": "2026-10-01T00:00:00Z",
+}
+
+team_belief := object.union(private_belief, {"id": "r2", "audience": ["group:launch-team"]})
+
+scoped_belief := object.union(team_belief, {"id": "r3", "access_scope": "launch-core"})
+
+ask(asker, record) := ask_with(asker, [], record)
+
+ask_with(asker, audience, record) := decision if {
+	decision := disclosure.single with input as {
+		"asker": asker,
+		"audience": audience,
+		"purpose": "recall",
+		"now": now,
+		"record": record,
+	}
+}
+
+# --- batch and single rule agree ---
+
+test_batch_applies_single_rule_to_every_record if {
+	result := disclosure.decisions with input as {
+		"asker": bob,
+		"purpose": "recall",
+		"now": now,
+		"records": [private_belief, team_belief],
+	}
+	result.r1 == ask(bob, private_belief)
+	result.r2 == ask(bob, team_belief)
+	result.r1.allow == false
+	result.r2.allow == true
+}
+
+# --- default deny ---
+
+test_default_deny_without_asker if {
+	not disclosure.single.allow with input as {"purpose": "recall", "now": now, "record": team_belief}
+}
+
+test_default_deny_record_without_audience if {
+	not ask(alice, object.remove(private_belief, ["audience"])).allow
+}
+
+# --- tenant ---
+
+test_holder_sees_own_private_belief if ask(alice, private_belief).allow
+
+test_tenant_mismatch_denied if {
+	d := ask({"id": "alice", "tenant": "globex"}, private_belief)
+	not d.allow
+	"tenant_mismatch" in d.reasons
+}
+
+test_record_without_tenant_denied if {
+	d := ask(alice, object.remove(private_belief, ["tenant"]))
+	"tenant_mismatch" in d.reasons
+}
+
+# --- audience ---
+
+test_private_belief_not_disclosed_to_bob if {
+	d := ask(bob, private_belief)
+	not d.allow
+	"audience_excludes:bob" in d.reasons
+}
+
+test_group_audience_admits_member if ask(bob, team_belief).allow
+
+test_token_group_claim_admits_bearer if {
+	record := object.union(private_belief, {"audience": ["group:ops"]})
+	ask({"id": "dave", "tenant": "acme", "groups": ["ops"]}, record).allow
+}
+
+test_every_audience_member_must_be_admitted if {
+	d := ask_with(alice, ["bob"], private_belief)
+	not d.allow
+	d.reasons == {"audience_excludes:bob"}
+}
+
+test_audience_member_claims_do_not_come_from_the_askers_token if {
+	record := object.union(private_belief, {"audience": ["alice", "group:ops"]})
+	d := ask_with({"id": "alice", "tenant": "acme", "groups": ["ops"]}, ["dave"], record)
+	"audience_excludes:dave" in d.reasons
+}
+
+# --- scope clearance ---
+
+test_scope_cleared_member_allowed if ask(carol, scoped_belief).allow
+
+test_scope_not_cleared_denied if {
+	d := ask(bob, scoped_belief)
+	not d.allow
+	d.reasons == {"scope_not_cleared:bob"}
+}
+
+test_least_cleared_member_limits_the_answer if {
+	d := ask_with(alice, ["carol", "bob"], scoped_belief)
+	d.reasons == {"scope_not_cleared:bob"}
+}
+
+# --- valid time ---
+
+test_not_yet_valid_denied_for_recall if {
+	d := disclosure.single with input as {
+		"asker": alice, "purpose": "recall", "now": now,
+		"as_of": "2026-09-01T00:00:00Z", "record": private_belief,
+	}
+	d.reasons == {"not_valid_at_as_of"}
+}
+
+test_superseded_denied_for_current_recall if {
+	record := object.union(private_belief, {"invalid_at": "2026-11-01T00:00:00Z"})
+	d := ask(alice, record)
+	d.reasons == {"not_valid_at_as_of"}
+}
+
+test_superseded_allowed_for_recall_as_of_then if {
+	record := object.union(private_belief, {"invalid_at": "2026-11-01T00:00:00Z"})
+	disclosure.single.allow with input as {
+		"asker": alice, "purpose": "recall", "now": now,
+		"as_of": "2026-10-15T00:00:00Z", "record": record,
+	}
+}
+
+test_history_shows_superseded_versions if {
+	record := object.union(private_belief, {"invalid_at": "2026-11-01T00:00:00Z"})
+	disclosure.single.allow with input as {"asker": alice, "purpose": "history", "now": now, "record": record}
+}
+
+test_history_still_gated_by_audience if {
+	record := object.union(private_belief, {"invalid_at": "2026-11-01T00:00:00Z"})
+	not disclosure.single.allow with input as {"asker": bob, "purpose": "history", "now": now, "record": record}
+}
+
+test_unknown_purpose_denied if {
+	d := disclosure.single with input as {"asker": alice, "purpose": "anything", "now": now, "record": private_belief}
+	d.reasons == {"unknown_purpose"}
+}
+
+# --- usable_as and obligations ---
+
+test_belief_is_attributed if {
+	d := ask(alice, private_belief)
+	d.usable_as == "belief"
+	d.obligations == {"attribute", "cite_source"}
+}
+
+test_belief_about_another_is_nested if {
+	record := object.union(team_belief, {"observed_id": "bob", "observed_attitude": "knows", "modality": "reported_belief"})
+	d := ask(bob, record)
+	d.usable_as == "nested_belief"
+	"attribute" in d.obligations
+}
+
+test_known_with_evidence_is_knowledge if {
+	record := object.union(team_belief, {
+		"modality": "known", "observed_id": "bob",
+		"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9"}],
+	})
+	ask(bob, record).usable_as == "knowledge"
+}
+
+test_known_without_evidence_is_reporters_nested_belief if {
+	record := object.union(team_belief, {"modality": "known", "observed_id": "bob"})
+	d := ask(bob, record)
+	d.usable_as == "nested_belief"
+	"evidence_insufficient" in d.reasons
+	d.allow
+}
+
+test_first_person_known_without_evidence_is_belief if {
+	record := object.union(team_belief, {"modality": "known"})
+	ask(bob, record).usable_as == "belief"
+}
+
+world_state := {
+	"id": "w1",
+	"tenant": "acme",
+	"modality": "world_state",
+	"source_id": "CR-7",
+	"source": {"kind": "change_record"},
+	"audience": ["group:launch-team"],
+	"valid_at": "2026-10-01T00:00:00Z",
+}
+
+test_authoritative_current_world_state_is_fact if {
+	d := ask(bob, world_state)
+	d.usable_as == "fact"
+	d.obligations == {"cite_source"}
+}
+
+test_world_state_without_authority_is_unverified if {
+	d := ask(bob, object.union(world_state, {"source": {"kind": "conversation"}}))
+	d.usable_as == "unverified_claim"
+	d.obligations == {"attribute", "cite_source", "verify_before_acting"}
+	"not_authoritative" in d.reasons
+}
+
+test_ended_world_state_is_not_fact if {
+	record := object.union(world_state, {"invalid_at": "2026-11-01T00:00:00Z"})
+	d := disclosure.single with input as {"asker": bob, "purpose": "history", "now": now, "record": record}
+	d.usable_as == "unverified_claim"
+}
+
+announcement := {
+	"id": "a1",
+	"tenant": "acme",
+	"observer_id": "carol",
+	"modality": "common_knowledge",
+	"source_id": "all-hands-2026-10-02",
+	"source": {"kind": "announcement", "speaker": "carol", "channel": "all-hands"},
+	"audience": ["group:launch-team"],
+	"valid_at": "2026-10-02T00:00:00Z",
+}
+
+test_qualifying_announcement_is_common_knowledge if ask(bob, announcement).usable_as == "common_knowledge"
+
+test_private_observations_are_not_common_knowledge if {
+	record := object.union(announcement, {"source": {"kind": "conversation", "speaker": "carol"}})
+	d := ask(bob, record)
+	d.usable_as == "belief"
+	"announcement_not_qualifying" in d.reasons
+}

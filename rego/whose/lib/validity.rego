@@ -1,0 +1,19 @@
+# Valid time: when a claim applied. Timestamps are RFC 3339 strings.
+package whose.lib.validity
+
+# METADATA
+# description: the record applied at instant t (valid_at <= t < invalid_at).
+current_at(record, t) if {
+	started_by(record, t)
+	not ended_by(record, t)
+}
+
+started_by(record, t) if time.parse_rfc3339_ns(record.valid_at) <= time.parse_rfc3339_ns(t)
+
+ended_by(record, t) if time.parse_rfc3339_ns(record.invalid_at) <= time.parse_rfc3339_ns(t)
+
+# An unparseable end is treated as ended, so a bad timestamp can only narrow.
+ended_by(record, _) if {
+	record.invalid_at
+	not time.parse_rfc3339_ns(record.invalid_at)
+}

@@ -1,0 +1,193 @@
+"""The native HTTP API (`/v1`) and the health endpoints.
+
+Each route reads identity, calls one use case (recall, ingest) or the policy
+directly, and shapes the answer. Every route that returns record content asks
+the disclosure policy first; a record that may not be disclosed answers exactly
+like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from sidecar.attribution import disclosed_item
+from sidecar.identity import Identity
+from sidecar.messages import (
+    HistoryResponse,
+    MemoryResponse,
+    Problem,
+    RecallRequest,
+    RecallResponse,
+    StoredRecords,
+)
+from sidecar.policy import DisclosureQuestion, PolicyUnavailable
+from sidecar.recall import recall
+from sidecar.record import MemoryRecord, MemoryWrite
+from sidecar.services import Services, services
+from sidecar.store import Hit, StoreUnavailable
+
+router = APIRouter()
+
+MAX_WRITE_BATCH = 1000
+MAX_HISTORY = 100
+
+
+def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
+    return svc.authenticate(request)
+
+
+Svc = Annotated[Services, Depends(services)]
+Asker = Annotated[Identity, Depends(asker)]
+
+_NOT_FOUND = HTTPException(status_code=404, detail={"error": "not_found"})
+_errors: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem},
+    422: {"model": Problem},
+    503: {"model": Problem},
+}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@router.post(
+    "/v1/memories",
+    status_code=201,
+    response_model=StoredRecords,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def write_memories(
+    body: Annotated[MemoryWrite | list[MemoryWrite], Body()], svc: Svc, who: Asker
+) -> StoredRecords:
+    """Store one record or an array of them: all, or (422 with reasons) none."""
+    bodies = body if isinstance(body, list) else [body]
+    if not bodies or len(bodies) > MAX_WRITE_BATCH:
+        raise HTTPException(
+            422, detail={"error": "invalid_request", "reasons": [f"1..{MAX_WRITE_BATCH} records"]}
+        )
+    stored = await svc.writer.write(bodies, who, _now())
+    return StoredRecords(records=stored)
+
+
+@router.post(
+    "/v1/recall", response_model=RecallResponse, response_model_exclude_none=True, responses=_errors
+)
+async def recall_memories(request: RecallRequest, svc: Svc, who: Asker) -> Any:
+    """Attributed beliefs, an answer, a conflict, or an abstention."""
+    problems = []
+    if request.limit > svc.settings.max_limit:
+        problems.append(f"limit_above_{svc.settings.max_limit}")
+    if request.vector is not None and len(request.vector) != svc.embedder.dim:
+        problems.append(f"vector_dimension_must_be_{svc.embedder.dim}")
+    if problems:
+        raise HTTPException(422, detail={"error": "invalid_request", "reasons": problems})
+    try:
+        return await recall(
+            request,
+            who,
+            store=svc.store,
+            policy=svc.policy,
+            embedder=svc.embedder,
+            bounds=svc.bounds,
+            now=_now(),
+        )
+    except PolicyUnavailable as exc:
+        # Fail closed, and say why: nothing is disclosed without a decision.
+        refusal = RecallResponse(
+            verdict="abstain", items=[], decision_id=uuid.uuid4(), reason=exc.reason
+        )
+        return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
+
+
+@router.get(
+    "/v1/memories/{record_id}",
+    response_model=MemoryResponse,
+    response_model_exclude_none=True,
+    responses={404: {"model": Problem}, **_errors},
+)
+async def get_memory(record_id: UUID, svc: Svc, who: Asker) -> MemoryResponse:
+    """One record, if the policy lets the asker see it; otherwise 404 as if missing."""
+    now = _now()
+    hits = await svc.store.get(who.tenant, [record_id])
+    question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
+    # Asked even when nothing was found, so a missing record and a forbidden one
+    # take the same path (and fail the same way when OPA is down).
+    decisions = await svc.policy.disclosure(question, [h.record for h in hits])
+    decision = decisions.get(str(record_id))
+    if not hits or decision is None or not decision.allow:
+        raise _NOT_FOUND
+    record = hits[0].record
+    return MemoryResponse(
+        item=disclosed_item(record, decision, now),
+        record=MemoryRecord.model_validate(record),
+        decision_id=uuid.uuid4(),
+    )
+
+
+@router.get(
+    "/v1/memories/{record_id}/history",
+    response_model=HistoryResponse,
+    response_model_exclude_none=True,
+    responses={404: {"model": Problem}, **_errors},
+)
+async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryResponse:
+    """The supersession chain through one record, oldest first, each version gated."""
+    now = _now()
+    chain = await _chain(svc, who.tenant, record_id)
+    question = DisclosureQuestion(asker=who, audience=[], purpose="history", now=now)
+    decisions = await svc.policy.disclosure(question, [h.record for h in chain])
+    start = decisions.get(str(record_id))
+    if start is None or not start.allow:
+        raise _NOT_FOUND
+    items = [
+        disclosed_item(h.record, decisions[h.record["id"]], now)
+        for h in chain
+        if decisions[h.record["id"]].allow
+    ]
+    return HistoryResponse(items=items, decision_id=uuid.uuid4())
+
+
+async def _chain(svc: Services, tenant: str, record_id: UUID) -> list[Hit]:
+    """Follow supersedes back and superseded_by forward, bounded by MAX_HISTORY."""
+    found = await svc.store.get(tenant, [record_id])
+    if not found:
+        return []
+    chain = list(found)
+    seen = {found[0].record["id"]}
+    for link, at_front in (("supersedes", True), ("superseded_by", False)):
+        cursor = found[0].record
+        while (next_id := cursor.get(link)) and next_id not in seen and len(chain) < MAX_HISTORY:
+            hits = await svc.store.get(tenant, [UUID(next_id)])
+            if not hits:
+                break
+            cursor = hits[0].record
+            seen.add(next_id)
+            chain.insert(0, hits[0]) if at_front else chain.append(hits[0])
+    return chain
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up (says nothing about its dependencies)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "A dependency is not reachable."}})
+async def readyz(svc: Svc) -> JSONResponse:
+    """OPA and the store answer."""
+    checks = {"opa": await svc.policy.ready(), "store": True}
+    try:
+        await svc.store.ping()
+    except StoreUnavailable:
+        checks["store"] = False
+    status = 200 if all(checks.values()) else 503
+    body = {"status": "ready" if status == 200 else "not_ready", "checks": checks}
+    return JSONResponse(body, status_code=status)

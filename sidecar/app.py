@@ -1,0 +1,132 @@
+"""The FastAPI application: wiring of store, policy and identity, and error shapes.
+
+Start-up opens the store and reaches OPA (starting a local one on embedded
+defaults); shutdown closes both. Routes live in api.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from qdrant_client import AsyncQdrantClient
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sidecar import __version__, api
+from sidecar.embed import HashingEmbedder
+from sidecar.identity import Authenticator
+from sidecar.ingest import Writer, WriteRefused
+from sidecar.local_opa import LocalOpa
+from sidecar.messages import Problem
+from sidecar.policy import PolicyClient, PolicyUnavailable
+from sidecar.recall import Bounds
+from sidecar.services import Services
+from sidecar.settings import Settings
+from sidecar.store import Store, StoreUnavailable
+from sidecar.store.edge import EdgeStore
+from sidecar.store.server import ServerStore
+
+log = logging.getLogger("whose")
+
+
+def open_store(settings: Settings) -> Store:
+    if settings.store == "server":
+        if not settings.qdrant_url:
+            raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        client = AsyncQdrantClient(url=settings.qdrant_url, api_key=api_key)
+        return ServerStore(client, settings.collection, settings.vector_size)
+    path = settings.data_dir / "store" / settings.collection
+    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s)
+
+
+async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:
+    if settings.opa_url:
+        policy = PolicyClient(settings.opa_url, settings.opa_timeout_s)
+    else:
+        opa = LocalOpa(settings.opa_binary, settings.policy_dir, settings.data_dir / "opa.log")
+        await opa.start()
+        stack.push_async_callback(opa.stop)
+        policy = PolicyClient(opa.url, settings.opa_timeout_s, unix_socket=str(opa.socket_path))
+    await policy.start()
+    stack.push_async_callback(policy.close)
+    return policy
+
+
+def create_app(settings: Settings) -> FastAPI:
+    # Fails before serving anything if no identity provider is configured.
+    authenticate = Authenticator(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            policy = await _start_policy(settings, stack)
+            store = open_store(settings)
+            await store.open()
+            stack.push_async_callback(store.close)
+            embedder = HashingEmbedder(settings.vector_size)
+            app.state.services = Services(
+                settings=settings,
+                store=store,
+                policy=policy,
+                writer=Writer(store, policy, embedder),
+                embedder=embedder,
+                bounds=Bounds(
+                    settings.overfetch_factor, settings.max_rounds, settings.max_candidates
+                ),
+                authenticate=authenticate,
+            )
+            yield
+
+    app = FastAPI(
+        title="whose",
+        version=__version__,
+        summary="Policy-as-code authorization sidecar for agent memory.",
+        lifespan=lifespan,
+    )
+    app.include_router(api.router)
+    _install_error_shapes(app)
+    return app
+
+
+def _problem(status: int, error: str, reasons: Sequence[object] = ()) -> JSONResponse:
+    return JSONResponse(
+        Problem(error=error, reasons=list(reasons)).model_dump(), status_code=status
+    )
+
+
+def _install_error_shapes(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Echoing the input back is pointless for the caller and may log secrets.
+        reasons = [
+            {"loc": list(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")}
+            for e in exc.errors()
+        ]
+        return _problem(422, "invalid_request", reasons)
+
+    @app.exception_handler(WriteRefused)
+    async def write_refused(_: Request, exc: WriteRefused) -> JSONResponse:
+        return _problem(422, "write_refused", exc.problems)
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.error("store unavailable: %s", exc)
+        return _problem(503, "store_unavailable")
+
+    @app.exception_handler(PolicyUnavailable)
+    async def policy_unavailable(_: Request, exc: PolicyUnavailable) -> JSONResponse:
+        log.error("policy unavailable: %s", exc)
+        return _problem(503, "policy_unavailable")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.detail, dict):
+            body = exc.detail
+        else:
+            body = {"error": str(exc.detail).lower().replace(" ", "_")}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

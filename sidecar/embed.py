@@ -1,0 +1,45 @@
+"""A small, deterministic, offline text embedder for text queries and records.
+
+Feature hashing over words, word pairs and character trigrams: no model files,
+no network, the same vector in every process. It finds records that share
+words with the query, which is what the demo and tests need; production stacks
+usually embed with their own model and pass `vector` instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def embed(self, text: str) -> list[float]:
+        vector = [0.0] * self.dim
+        for feature, weight in _features(text):
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self.dim
+            sign = 1.0 if digest[4] & 1 else -1.0
+            vector[bucket] += sign * weight
+        norm = math.sqrt(sum(x * x for x in vector))
+        if norm == 0.0:
+            # Empty text still needs a valid direction for cosine search.
+            vector[0] = 1.0
+            return vector
+        return [x / norm for x in vector]
+
+
+def _features(text: str) -> list[tuple[str, float]]:
+    words = _WORD.findall(text.lower())
+    features = [(f"w:{word}", 1.0) for word in words]
+    features += [(f"b:{a} {b}", 0.5) for a, b in itertools.pairwise(words)]
+    for word in words:
+        padded = f"^{word}$"
+        features += [(f"c:{padded[i : i + 3]}", 0.25) for i in range(len(padded) - 2)]
+    return features

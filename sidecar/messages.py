@@ -1,0 +1,111 @@
+"""Request and response bodies of the HTTP API (the records are in record.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sidecar.record import Instant, MemoryRecord, Modality, Name, Proposition, ScalarValue, Source
+
+Verdict = Literal["answer", "attributed", "conflict", "abstain"]
+UsableAs = Literal[
+    "fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief"
+]
+
+
+class RecallRequest(BaseModel):
+    """DESIGN §3. The asker comes from identity, never from the body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | None = Field(default=None, min_length=1, max_length=4000)
+    vector: list[float] | None = Field(default=None, min_length=1, max_length=4096)
+    audience: list[Name] = Field(default_factory=list, max_length=100)
+    as_of: Instant | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    about: Name | None = None
+    observer: Name | None = None
+    source_id: Name | None = None
+    modality: Modality | None = None
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    include_history: bool = False
+
+    @model_validator(mode="after")
+    def _one_query(self) -> RecallRequest:
+        if (self.query is None) == (self.vector is None):
+            raise ValueError("give exactly one of query or vector")
+        return self
+
+
+class Item(BaseModel):
+    """One disclosed record, as the agent should use it."""
+
+    id: UUID
+    attribution: str = Field(description="The claim as a sentence that says whose it is.")
+    usable_as: UsableAs
+    obligations: list[str]
+    notes: list[str] = Field(default_factory=list, description="Why the policy downgraded it.")
+    status: Literal["current", "superseded"]
+    content: str
+    proposition: Proposition | None = None
+    observer_id: str | None = None
+    observed_id: str | None = None
+    observed_attitude: str | None = None
+    modality: Modality
+    source_id: str
+    source: Source | None = None
+    confidence: float
+    valid_at: Instant | None = None
+    invalid_at: Instant | None = None
+    supersedes: UUID | None = None
+    superseded_by: UUID | None = None
+    score: float | None = None
+
+
+class View(BaseModel):
+    holder: str | None
+    value: ScalarValue | None
+    record_id: UUID
+    usable_as: UsableAs
+
+
+class Conflict(BaseModel):
+    key: str
+    views: list[View]
+
+
+class RecallResponse(BaseModel):
+    verdict: Verdict
+    items: list[Item]
+    conflicts: list[Conflict] = Field(default_factory=list)
+    decision_id: UUID
+    truncated: bool = Field(
+        default=False, description="The candidate bound stopped the search before `limit`."
+    )
+    reason: str | None = Field(default=None, description="Why nothing could be decided.")
+
+
+class MemoryResponse(BaseModel):
+    """GET /v1/memories/{id}: the item and the full stored record."""
+
+    item: Item
+    record: MemoryRecord
+    decision_id: UUID
+
+
+class HistoryResponse(BaseModel):
+    items: list[Item]
+    decision_id: UUID
+
+
+class StoredRecords(BaseModel):
+    records: list[MemoryRecord]
+
+
+class Problem(BaseModel):
+    """A machine-readable refusal: `error` is stable, `reasons` say what to fix."""
+
+    error: str
+    reasons: list[Any] = Field(default_factory=list)

@@ -1,0 +1,170 @@
+"""The policy client: asks OPA about a whole candidate batch in one HTTP call.
+
+Rego owns every decision; this module only builds the input, posts it, and
+reads the answer. Anything other than a well-formed answer (OPA down, slow,
+erroring, or returning the wrong shape) raises PolicyUnavailable, and callers
+disclose nothing: fail closed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from sidecar.identity import Identity
+from sidecar.store import iso
+
+DISCLOSURE_RULE = "whose/disclosure/decisions"
+INGEST_RULE = "whose/ingest/decisions"
+
+# Free text stays out of the policy input: it is large and no rule reads it.
+# Everything else about a record is there, so new rules need no Python change.
+_NOT_FOR_POLICY = ("content",)
+
+
+class PolicyUnavailable(Exception):
+    reason = "policy_unavailable"
+
+
+class Decision(BaseModel):
+    """What the disclosure policy says about one record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    usable_as: str
+    obligations: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
+class WriteDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+
+
+# What a record gets when the policy said nothing about it.
+NO_DECISION = Decision(allow=False, usable_as="none", reasons=["no_decision"])
+
+
+def policy_view(record: dict[str, Any]) -> dict[str, Any]:
+    view = {k: v for k, v in record.items() if k not in _NOT_FOR_POLICY}
+    proposition = view.get("proposition")
+    if isinstance(proposition, dict):
+        view["proposition"] = {k: v for k, v in proposition.items() if k != "text"}
+    return view
+
+
+@dataclass(frozen=True)
+class DisclosureQuestion:
+    asker: Identity
+    audience: list[str]
+    purpose: str
+    now: datetime
+    as_of: datetime | None = None
+
+    def input(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "asker": self.asker.policy_view(),
+            "audience": self.audience,
+            "purpose": self.purpose,
+            "now": iso(self.now),
+            "as_of": iso(self.as_of or self.now),
+            "records": [policy_view(r) for r in records],
+        }
+
+
+class PolicyClient:
+    """One pooled keep-alive HTTP session to an OPA server (TCP or Unix socket)."""
+
+    def __init__(self, url: str, timeout_s: float, unix_socket: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.unix_socket = unix_socket
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector: aiohttp.BaseConnector
+        if self.unix_socket:
+            connector = aiohttp.UnixConnector(path=self.unix_socket)
+        else:
+            connector = aiohttp.TCPConnector(limit=100, keepalive_timeout=30)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=self.timeout,
+            json_serialize=lambda o: orjson.dumps(o).decode(),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def disclosure(
+        self, question: DisclosureQuestion, records: list[dict[str, Any]]
+    ) -> dict[str, Decision]:
+        """Decisions for a batch, keyed by record id. Missing ids are denials."""
+        result = await self._query(DISCLOSURE_RULE, question.input(records))
+        decisions = _parse(result, Decision)
+        return {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records}
+
+    async def ingest(
+        self, writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
+    ) -> dict[str, WriteDecision]:
+        payload = {
+            "writer": writer.policy_view(),
+            "records": [policy_view(r) for r in records],
+            "premises": [policy_view(p) for p in premises],
+        }
+        result = await self._query(INGEST_RULE, payload)
+        decisions = _parse(result, WriteDecision)
+        refused = WriteDecision(allow=False, reasons=["no_decision"])
+        return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}
+
+    async def ready(self) -> bool:
+        try:
+            async with self._require_session().get(f"{self.url}/health") as response:
+                return response.status == 200
+        except (aiohttp.ClientError, TimeoutError, PolicyUnavailable):
+            return False
+
+    async def _query(self, rule: str, input_: dict[str, Any]) -> Any:
+        body = orjson.dumps({"input": input_})
+        try:
+            async with self._require_session().post(
+                f"{self.url}/v1/data/{rule}",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as response:
+                if response.status != 200:
+                    raise PolicyUnavailable(f"OPA answered {response.status}")
+                answer = orjson.loads(await response.read())
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
+            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
+        if not isinstance(answer, dict) or "result" not in answer:
+            # An undefined rule (missing policy, wrong package) answers {} : deny.
+            raise PolicyUnavailable("OPA returned no result")
+        return answer["result"]
+
+    def _require_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise PolicyUnavailable("policy client is not started")
+        return self._session
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _parse(result: Any, model: type[T]) -> dict[str, T]:
+    if not isinstance(result, dict):
+        raise PolicyUnavailable("OPA result is not an object")
+    try:
+        return {str(key): model.model_validate(value) for key, value in result.items()}
+    except ValidationError as exc:
+        raise PolicyUnavailable("OPA result is malformed") from exc

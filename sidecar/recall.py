@@ -1,0 +1,115 @@
+"""Recall: over-fetch candidates, let the policy decide each, return the verdict.
+
+Relevance is not permission. The store finds what is similar within the asker's
+tenant; the policy decides, in one call per round, what may be disclosed to the
+asker and the whole audience; the loop widens while too few were allowed and
+more candidates exist, within fixed bounds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sidecar.attribution import disclosed_item
+from sidecar.embed import HashingEmbedder
+from sidecar.identity import Identity
+from sidecar.messages import RecallRequest, RecallResponse
+from sidecar.policy import Decision, DisclosureQuestion, PolicyClient
+from sidecar.store import Hit, Scope, Store
+from sidecar.verdict import decide
+
+
+@dataclass(frozen=True)
+class Bounds:
+    overfetch_factor: int
+    max_rounds: int
+    max_candidates: int
+
+
+@dataclass
+class Candidates:
+    """What the over-fetch loop found: allowed hits, and whether it stopped early."""
+
+    allowed: list[tuple[Hit, Decision]]
+    rounds: int
+    truncated: bool
+
+
+async def recall(
+    request: RecallRequest,
+    asker: Identity,
+    *,
+    store: Store,
+    policy: PolicyClient,
+    embedder: HashingEmbedder,
+    bounds: Bounds,
+    now: datetime,
+) -> RecallResponse:
+    vector = request.vector if request.vector is not None else embedder.embed(request.query or "")
+    history = request.include_history
+    scope = Scope(
+        tenant=asker.tenant,
+        current_at=None if history else (request.as_of or now),
+        about=request.about,
+        observer=request.observer,
+        source_id=request.source_id,
+        modality=request.modality,
+        min_confidence=request.min_confidence,
+    )
+    question = DisclosureQuestion(
+        asker=asker,
+        audience=request.audience,
+        purpose="history" if history else "recall",
+        now=now,
+        as_of=request.as_of,
+    )
+    found = await overfetch(vector, scope, question, request.limit, store, policy, bounds)
+    items = [
+        disclosed_item(hit.record, decision, now, hit.score)
+        for hit, decision in found.allowed[: request.limit]
+    ]
+    verdict, conflicts = decide(items)
+    return RecallResponse(
+        verdict=verdict,
+        items=items,
+        conflicts=conflicts,
+        decision_id=uuid.uuid4(),
+        truncated=found.truncated,
+    )
+
+
+async def overfetch(
+    vector: list[float],
+    scope: Scope,
+    question: DisclosureQuestion,
+    limit: int,
+    store: Store,
+    policy: PolicyClient,
+    bounds: Bounds,
+) -> Candidates:
+    batch = min(limit * bounds.overfetch_factor, bounds.max_candidates)
+    offset, rounds = 0, 0
+    seen: set[str] = set()
+    allowed: list[tuple[Hit, Decision]] = []
+    while True:
+        hits = await store.search(vector, scope, batch, offset)
+        rounds += 1
+        exhausted = len(hits) < batch
+        fresh = [hit for hit in hits if str(hit.record.get("id")) not in seen]
+        seen.update(str(hit.record.get("id")) for hit in fresh)
+        # Asked even for an empty batch: with the policy down, "nothing found"
+        # and "nothing allowed" must look the same.
+        decisions = await policy.disclosure(question, [hit.record for hit in fresh])
+        allowed += [
+            (hit, decisions[str(hit.record.get("id"))])
+            for hit in fresh
+            if decisions[str(hit.record.get("id"))].allow
+        ]
+        offset += batch
+        if len(allowed) >= limit or exhausted:
+            return Candidates(allowed, rounds, truncated=False)
+        if rounds >= bounds.max_rounds or offset >= bounds.max_candidates:
+            return Candidates(allowed, rounds, truncated=True)
+        batch = min(batch * 2, bounds.max_candidates - offset)

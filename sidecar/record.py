@@ -1,0 +1,126 @@
+"""The memory record (DESIGN §2): one claim, whose it is, and who may have it.
+
+A record is the payload of one Qdrant point. Field names follow the published
+design contract, so its JSON is accepted as is; unknown fields are refused
+rather than dropped, because a misspelt `audience` must not pass unnoticed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+Modality = Literal[
+    "world_state",
+    "asserted",
+    "believed",
+    "reported_belief",
+    "inferred",
+    "known",
+    "common_knowledge",
+]
+SourceKind = Literal[
+    "conversation", "document", "change_record", "announcement", "acknowledgement", "system"
+]
+Attitude = Literal["knows", "believes"]
+
+
+def _as_utc(value: datetime) -> datetime:
+    # Naive timestamps are read as UTC so every stored instant compares as one.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+Instant = Annotated[datetime, AfterValidator(_as_utc)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+ScalarValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Proposition(_Strict):
+    """The bare claim p, with a key that groups beliefs about the same thing."""
+
+    text: str = Field(min_length=1, max_length=2000)
+    key: Name | None = None
+    value: ScalarValue | None = None
+
+
+class Source(_Strict):
+    kind: SourceKind
+    speaker: Name | None = None
+    channel: Name | None = None
+    participants: list[Name] = Field(default_factory=list, max_length=1000)
+
+
+class Evidence(_Strict):
+    kind: Name
+    ref: Name | None = None
+    by: Name | None = None
+    at: Instant | None = None
+
+
+class Provenance(_Strict):
+    writer: Name | None = None
+    method: Name | None = None
+    derived_from: list[UUID] = Field(default_factory=list, max_length=1000)
+
+
+class MemoryRecord(_Strict):
+    """One perspective on one claim (DESIGN §2)."""
+
+    id: UUID | None = None
+    tenant: Name | None = None
+    content: str = Field(min_length=1, max_length=8000)
+    proposition: Proposition | None = None
+    observer_id: Name | None = None
+    observed_id: Name | None = None
+    observed_attitude: Attitude | None = None
+    source_id: Name
+    source: Source | None = None
+    modality: Modality
+    evidence: list[Evidence] = Field(default_factory=list, max_length=100)
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    audience: list[Name] = Field(default_factory=list, max_length=1000)
+    access_scope: Name | None = None
+    valid_at: Instant | None = None
+    invalid_at: Instant | None = None
+    recorded_at: Instant | None = None
+    supersedes: UUID | None = None
+    superseded_by: UUID | None = None
+    provenance: Provenance | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> MemoryRecord:
+        # Structure only; whether the claim may be stored is the write policy's call.
+        if self.modality != "world_state" and self.observer_id is None:
+            raise ValueError("observer_id is required unless modality is world_state")
+        if self.observed_attitude is not None and self.observed_id is None:
+            raise ValueError("observed_attitude needs observed_id")
+        if self.valid_at and self.invalid_at and self.invalid_at < self.valid_at:
+            raise ValueError("invalid_at is before valid_at")
+        return self
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON stored as the Qdrant payload (absent fields stay absent)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class MemoryWrite(MemoryRecord):
+    """A record as written: optionally with the caller's own embedding."""
+
+    vector: list[float] | None = Field(default=None, max_length=4096)
+
+
+def status_of(record: dict[str, Any], at: datetime) -> Literal["current", "superseded"]:
+    """Whether a stored record still applied at `at` (its invalid_at has not passed)."""
+    ended = record.get("invalid_at")
+    if ended and datetime.fromisoformat(ended) <= at:
+        return "superseded"
+    return "current"

@@ -1,0 +1,68 @@
+"""Configuration: `WHOSE_*` environment variables, overridden by CLI flags."""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_opa_binary() -> Path:
+    # `make` builds a pinned OPA into bin/; fall back to one on PATH.
+    local = REPO_ROOT / "bin" / "opa"
+    if local.exists():
+        return local
+    return Path(shutil.which("opa") or local)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WHOSE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path("data")
+    # Header identity (X-Whose-Asker ...) for local development, loopback only.
+    dev: bool = False
+
+    # Policy: an OPA server URL, or None to start a local OPA on a private socket.
+    opa_url: str | None = None
+    opa_binary: Path = Field(default_factory=_default_opa_binary)
+    policy_dir: Path = REPO_ROOT / "rego"
+    opa_timeout_s: float = Field(default=1.0, gt=0)
+
+    # Store: "edge" keeps Qdrant's engine in-process under data_dir; "server" talks to
+    # a Qdrant server or cluster at qdrant_url.
+    store: Literal["edge", "server"] = "edge"
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    collection: str = "whose_memories"
+    vector_size: int = Field(default=384, ge=8, le=4096)
+    optimize_interval_s: float = Field(default=10.0, gt=0)
+
+    # Recall bounds: first round fetches limit * overfetch_factor candidates, each
+    # further round doubles, until max_rounds or max_candidates stops it.
+    overfetch_factor: int = Field(default=4, ge=1, le=50)
+    max_rounds: int = Field(default=4, ge=1, le=10)
+    max_candidates: int = Field(default=1000, ge=1, le=10_000)
+    max_limit: int = Field(default=100, ge=1, le=1000)
+
+    # Verified identity: an HS256 secret, or a PEM public key (RS256 or ES256).
+    jwt_hs256_secret: SecretStr | None = None
+    jwt_public_key_file: Path | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,137 @@
+"""The store: one interface over Qdrant, two backends (in-process edge, server).
+
+Every query carries the asker's tenant as a `must` condition (`Scope` cannot be
+built without one), and nothing else is trusted to the filter: the policy checks
+every record that comes back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+# Payload fields with an index, and the kind of index each gets.
+KEYWORD_FIELDS = (
+    "observer_id",
+    "observed_id",
+    "modality",
+    "access_scope",
+    "audience",
+    "source_id",
+    "proposition.key",
+)
+DATETIME_FIELDS = ("valid_at", "invalid_at")
+FLOAT_FIELDS = ("confidence",)
+TENANT_FIELD = "tenant"
+
+_POINT_NAMESPACE = uuid.UUID("6f1d3a0e-5b7c-4d2a-9e8f-0a1b2c3d4e5f")
+
+
+def point_id(tenant: str, record_id: UUID | str) -> str:
+    """The Qdrant point id of a record: record ids are scoped by tenant.
+
+    Two tenants can never address each other's points, even with a known id.
+    """
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"{tenant}\x00{record_id}"))
+
+
+class StoreUnavailable(Exception):
+    """The vector store failed or could not be reached."""
+
+
+# Conditions in a backend-neutral form; each backend translates them.
+@dataclass(frozen=True)
+class Match:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    key: str
+    value: float
+
+
+@dataclass(frozen=True)
+class NotAfter:
+    key: str
+    instant: datetime
+
+
+@dataclass(frozen=True)
+class EmptyOrAfter:
+    """The field is absent, or holds an instant strictly after `instant`."""
+
+    key: str
+    instant: datetime
+
+
+Condition = Match | AtLeast | NotAfter | EmptyOrAfter
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a query is limited to. The tenant is not optional."""
+
+    tenant: str
+    current_at: datetime | None = None
+    about: str | None = None
+    observer: str | None = None
+    source_id: str | None = None
+    modality: str | None = None
+    min_confidence: float | None = None
+
+    def conditions(self) -> list[Condition]:
+        conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
+        for key, value in (
+            ("proposition.key", self.about),
+            ("observer_id", self.observer),
+            ("source_id", self.source_id),
+            ("modality", self.modality),
+        ):
+            if value is not None:
+                conditions.append(Match(key, value))
+        if self.min_confidence is not None:
+            conditions.append(AtLeast("confidence", self.min_confidence))
+        if self.current_at is not None:
+            conditions.append(NotAfter("valid_at", self.current_at))
+            conditions.append(EmptyOrAfter("invalid_at", self.current_at))
+        return conditions
+
+
+@dataclass(frozen=True)
+class Hit:
+    record: dict[str, Any]
+    score: float
+    version: int
+
+
+class Store(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
+        """Nearest records within scope, best first."""
+        ...
+
+    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+        """Records of this tenant by record id; unknown ids are left out."""
+        ...
+
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+        """Store records (payload, vector) of one tenant in one operation."""
+        ...
+
+    async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
+        """Set payload fields of one stored record (supersession only; never content)."""
+        ...
+
+
+def iso(instant: datetime) -> str:
+    return instant.isoformat().replace("+00:00", "Z")

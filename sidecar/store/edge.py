@@ -1,0 +1,169 @@
+"""Embedded default: Qdrant's own engine in-process (qdrant-edge-py), on disk.
+
+The engine's calls are synchronous, so each runs in a worker thread, off the
+event loop. HNSW is built by `optimize()`, which blocks; a background task runs
+it after writes, so requests never wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import qdrant_edge as qe
+
+from sidecar.store import (
+    DATETIME_FIELDS,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    TENANT_FIELD,
+    AtLeast,
+    Condition,
+    EmptyOrAfter,
+    Hit,
+    Match,
+    NotAfter,
+    Scope,
+    StoreUnavailable,
+    iso,
+    point_id,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EdgeStore:
+    def __init__(self, path: Path, vector_size: int, optimize_interval_s: float = 10.0) -> None:
+        self.path = path
+        self.vector_size = vector_size
+        self.optimize_interval_s = optimize_interval_s
+        self._shard: qe.EdgeShard | None = None
+        self._dirty = asyncio.Event()
+        self._optimizer: asyncio.Task[None] | None = None
+        self._optimizing: asyncio.Future[None] | None = None
+
+    async def open(self) -> None:
+        self._shard = await asyncio.to_thread(self._open_shard)
+        self._optimizer = asyncio.create_task(self._optimize_after_writes())
+
+    def _open_shard(self) -> qe.EdgeShard:
+        config = qe.EdgeConfig(
+            vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
+        )
+        if (self.path / "edge_config.json").exists():
+            return qe.EdgeShard.load(str(self.path))
+        shard = qe.EdgeShard.create(str(self.path), config)
+        # Indexes go in before any data, so every segment is built with them.
+        shard.update(
+            qe.UpdateOperation.create_field_index(
+                TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)
+            )
+        )
+        for name in KEYWORD_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        for name in DATETIME_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Datetime))
+        for name in FLOAT_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Float))
+        return shard
+
+    async def close(self) -> None:
+        if self._optimizer is not None:
+            self._optimizer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._optimizer
+        if self._optimizing is not None:
+            # A thread cannot be cancelled: let a running optimize finish first.
+            with contextlib.suppress(StoreUnavailable):
+                await self._optimizing
+        if self._shard is not None:
+            shard, self._shard = self._shard, None
+            await asyncio.to_thread(shard.flush)
+            await asyncio.to_thread(shard.close)
+
+    @property
+    def shard(self) -> qe.EdgeShard:
+        if self._shard is None:
+            raise StoreUnavailable("store is not open")
+        return self._shard
+
+    async def ping(self) -> None:
+        await self._run(self.shard.info)
+
+    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
+        request = qe.QueryRequest(
+            limit=limit,
+            offset=offset,
+            query=qe.Query.Nearest(vector),
+            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()]),
+            with_payload=True,
+            with_vector=False,
+        )
+        points = await self._run(self.shard.query, request)
+        return [Hit(p.payload or {}, p.score, p.version) for p in points]
+
+    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+        ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
+        records = await self._run(self.shard.retrieve, ids, True, False)
+        # The tenant is part of the point id; checking the payload too costs nothing.
+        return [
+            Hit(r.payload, 0.0, 0)
+            for r in records
+            if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
+        ]
+
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+        points = [
+            qe.Point(point_id(tenant, payload["id"]), vector, payload) for payload, vector in items
+        ]
+        # One operation: a batch is stored whole or not at all.
+        await self._run(self.shard.update, qe.UpdateOperation.upsert_points(points))
+        self._dirty.set()
+
+    async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
+        operation = qe.UpdateOperation.set_payload([point_id(tenant, record_id)], fields)
+        await self._run(self.shard.update, operation)
+
+    async def optimize(self) -> None:
+        """Build HNSW and merge segments now (blocks a worker thread, not the loop)."""
+        await self._run(self.shard.optimize)
+
+    async def _optimize_after_writes(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(self.optimize_interval_s)
+            self._dirty.clear()
+            self._optimizing = asyncio.ensure_future(self.optimize())
+            try:
+                await asyncio.shield(self._optimizing)
+            except StoreUnavailable:
+                log.exception("background optimize failed")
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+
+def _condition(condition: Condition) -> qe.FieldCondition | qe.Filter:
+    match condition:
+        case Match(key, value):
+            return qe.FieldCondition(key, match=qe.MatchValue(value))
+        case AtLeast(key, value):
+            return qe.FieldCondition(key, range=qe.RangeFloat(gte=value))
+        case NotAfter(key, instant):
+            return qe.FieldCondition(key, range=qe.RangeDateTime(lte=iso(instant)))
+        case EmptyOrAfter(key, instant):
+            return qe.Filter(
+                should=[
+                    qe.IsEmptyCondition(key),
+                    qe.FieldCondition(key, range=qe.RangeDateTime(gt=iso(instant))),
+                ]
+            )

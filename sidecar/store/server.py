@@ -1,0 +1,134 @@
+"""Production backend: a Qdrant server or cluster through qdrant-client (async).
+
+The tenant field gets an `is_tenant` keyword index, so Qdrant can co-locate
+each tenant's points. Tests run this backend against qdrant-client's local
+mode (a pure-Python stand-in for a server), which is never a default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+
+from sidecar.store import (
+    DATETIME_FIELDS,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    TENANT_FIELD,
+    AtLeast,
+    Condition,
+    EmptyOrAfter,
+    Hit,
+    Match,
+    NotAfter,
+    Scope,
+    StoreUnavailable,
+    point_id,
+)
+
+
+class ServerStore:
+    def __init__(self, client: AsyncQdrantClient, collection: str, vector_size: int) -> None:
+        self.client = client
+        self.collection = collection
+        self.vector_size = vector_size
+
+    async def open(self) -> None:
+        try:
+            if await self.client.collection_exists(self.collection):
+                return
+            await self.client.create_collection(
+                self.collection,
+                vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
+            )
+            indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
+                (
+                    TENANT_FIELD,
+                    qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True),
+                )
+            ]
+            indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
+            indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
+            indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
+            for name, schema in indexes:
+                await self.client.create_payload_index(self.collection, name, schema, wait=True)
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def ping(self) -> None:
+        try:
+            await self.client.get_collection(self.collection)
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
+        try:
+            response = await self.client.query_points(
+                self.collection,
+                query=vector,
+                query_filter=qm.Filter(must=[_condition(c) for c in scope.conditions()]),
+                limit=limit,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return [Hit(p.payload or {}, p.score, p.version) for p in response.points]
+
+    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+        try:
+            records = await self.client.retrieve(
+                self.collection,
+                ids=[point_id(tenant, rid) for rid in record_ids],
+                with_payload=True,
+                with_vectors=False,
+            )
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return [
+            Hit(r.payload, 0.0, 0)
+            for r in records
+            if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
+        ]
+
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+        points = [
+            qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
+            for payload, vector in items
+        ]
+        try:
+            await self.client.upsert(self.collection, points=points, wait=True)
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
+        try:
+            await self.client.set_payload(
+                self.collection, payload=fields, points=[point_id(tenant, record_id)], wait=True
+            )
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+
+def _condition(condition: Condition) -> qm.Condition:
+    match condition:
+        case Match(key, value):
+            return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+        case AtLeast(key, value):
+            return qm.FieldCondition(key=key, range=qm.Range(gte=value))
+        case NotAfter(key, instant):
+            return qm.FieldCondition(key=key, range=qm.DatetimeRange(lte=instant))
+        case EmptyOrAfter(key, instant):
+            return qm.Filter(
+                should=[
+                    qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key)),
+                    qm.FieldCondition(key=key, range=qm.DatetimeRange(gt=instant)),
+                ]
+            )

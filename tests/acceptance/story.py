@@ -1,0 +1,43 @@
+"""The launch-date story's records and the HTTP calls the design tests make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import as_
+
+LAUNCH_17 = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
+LAUNCH_24 = {"text": "the launch is October 24", "key": "launch.date", "value": "2026-10-24"}
+
+
+def said_by(speaker: str, session: str, **fields: Any) -> dict[str, Any]:
+    """A claim held by the speaker, from a conversation the speaker took part in."""
+    record: dict[str, Any] = {
+        "content": f"{speaker} believes the launch is October 17",
+        "proposition": LAUNCH_17,
+        "observer_id": speaker,
+        "source_id": session,
+        "source": {"kind": "conversation", "speaker": speaker},
+        "modality": "reported_belief",
+        "confidence": 0.78,
+        "audience": [speaker],
+        "valid_at": "2026-10-01T09:00:00Z",
+    }
+    record.update(fields)
+    return record
+
+
+def write(http: httpx.Client, who: str, records: Any) -> httpx.Response:
+    return http.post("/v1/memories", json=records, headers=as_(who))
+
+
+def stored(http: httpx.Client, who: str, records: Any) -> list[dict[str, Any]]:
+    response = write(http, who, records)
+    assert response.status_code == 201, response.text
+    return list(response.json()["records"])
+
+
+def recall(http: httpx.Client, who: str, **body: Any) -> httpx.Response:
+    return http.post("/v1/recall", json=body, headers=as_(who))

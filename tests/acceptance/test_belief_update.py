@@ -1,0 +1,95 @@
+"""Design test 3: Alice's new belief supersedes her old one; provenance and history remain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.acceptance.story import LAUNCH_24, recall, said_by, stored, write
+from tests.conftest import as_
+
+
+def _update(http: httpx.Client, old: dict[str, Any], session: str) -> dict[str, Any]:
+    [new] = stored(
+        http,
+        "alice",
+        said_by(
+            "alice",
+            session,
+            proposition=LAUNCH_24,
+            content="alice believes the launch is October 24",
+            valid_at="2026-10-10T09:00:00Z",
+            supersedes=old["id"],
+        ),
+    )
+    return new
+
+
+def test_new_belief_replaces_the_old_one_in_recall(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-1"))
+    new = _update(http, old, "session-2")
+
+    now = recall(http, "alice", query="when is the launch?", about="launch.date").json()
+
+    assert [item["id"] for item in now["items"]] == [new["id"]]
+    assert now["items"][0]["supersedes"] == old["id"]
+    assert now["verdict"] == "attributed"  # her own two versions are not a conflict
+
+
+def test_old_version_is_kept_with_its_provenance(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-3"))
+    new = _update(http, old, "session-4")
+
+    kept = http.get(f"/v1/memories/{old['id']}", headers=as_("alice")).json()
+
+    assert kept["item"]["status"] == "superseded"
+    assert kept["record"]["superseded_by"] == new["id"]
+    assert kept["record"]["invalid_at"] == "2026-10-10T09:00:00Z"
+    assert kept["record"]["proposition"]["value"] == "2026-10-17"
+    assert kept["record"]["source_id"] == "session-3"
+    assert kept["record"]["provenance"]["writer"] == "alice"
+
+
+def test_history_returns_the_chain_oldest_first(http: httpx.Client) -> None:
+    [first] = stored(http, "alice", said_by("alice", "session-5"))
+    second = _update(http, first, "session-6")
+
+    for start in (first, second):
+        history = http.get(f"/v1/memories/{start['id']}/history", headers=as_("alice")).json()
+        assert [i["id"] for i in history["items"]] == [first["id"], second["id"]]
+        assert [i["status"] for i in history["items"]] == ["superseded", "current"]
+
+
+def test_as_of_before_the_update_returns_the_old_belief(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-7", proposition={
+        "text": "the venue is Hall A", "key": "launch.venue", "value": "hall-a"}))
+    stored(http, "alice", said_by("alice", "session-8", supersedes=old["id"],
+        valid_at="2026-10-10T09:00:00Z",
+        proposition={"text": "the venue is Hall B", "key": "launch.venue", "value": "hall-b"}))
+
+    then = recall(http, "alice", query="venue", about="launch.venue", as_of="2026-10-05T00:00:00Z")
+
+    assert [i["proposition"]["value"] for i in then.json()["items"]] == ["hall-a"]
+
+
+def test_only_the_holder_can_supersede(http: httpx.Client) -> None:
+    team = ["group:launch-team"]
+    [alices] = stored(http, "alice", said_by("alice", "session-9", audience=team))
+    hijack = said_by("bob", "session-10", audience=team, supersedes=alices["id"])
+
+    response = write(http, "bob", hijack)
+
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["cannot_supersede"]
+    still = http.get(f"/v1/memories/{alices['id']}", headers=as_("alice")).json()
+    assert still["item"]["status"] == "current"
+
+
+def test_a_superseded_version_cannot_be_superseded_again(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-11"))
+    _update(http, old, "session-12")
+    fork = said_by("alice", "session-13", supersedes=old["id"], valid_at="2026-10-11T00:00:00Z")
+    response = write(http, "alice", fork)
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["cannot_supersede"]

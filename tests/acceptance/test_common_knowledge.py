@@ -1,0 +1,59 @@
+"""Design test 5: a qualifying group announcement is represented differently from
+independent private observations."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.acceptance.story import said_by, stored, write
+from tests.conftest import as_
+
+TEAM = ["group:launch-team"]
+
+
+def _announcement() -> dict[str, object]:
+    return said_by(
+        "carol",
+        "all-hands-2026-10-02",
+        content="Carol announced to the launch team that the launch is October 17",
+        modality="common_knowledge",
+        source={"kind": "announcement", "speaker": "carol", "channel": "all-hands"},
+        audience=TEAM,
+    )
+
+
+def test_group_announcement_is_common_knowledge(http: httpx.Client) -> None:
+    [record] = stored(http, "carol", _announcement())
+    got = http.get(f"/v1/memories/{record['id']}", headers=as_("bob")).json()
+    assert got["item"]["usable_as"] == "common_knowledge"
+    assert got["item"]["attribution"].startswith(
+        "It is common knowledge in group:launch-team that the launch is October 17"
+    )
+
+
+def test_private_observations_do_not_add_up_to_common_knowledge(http: httpx.Client) -> None:
+    # Each of them knows p privately: three beliefs, not common knowledge.
+    ids = []
+    for who in ("alice", "bob", "carol"):
+        [record] = stored(http, who, said_by(who, f"dm-{who}", audience=TEAM))
+        ids.append(record["id"])
+    for record_id in ids:
+        item = http.get(f"/v1/memories/{record_id}", headers=as_("carol")).json()["item"]
+        assert item["usable_as"] == "belief"
+        assert "attribute" in item["obligations"]
+
+
+def test_claiming_common_knowledge_without_an_announcement_is_refused(http: httpx.Client) -> None:
+    pile = said_by("alice", "dm-alice", modality="common_knowledge", audience=TEAM)
+    response = write(http, "alice", pile)
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["common_knowledge_without_announcement"]
+
+
+def test_announcement_on_a_non_qualifying_channel_is_refused(http: httpx.Client) -> None:
+    hallway = _announcement() | {
+        "source": {"kind": "announcement", "speaker": "carol", "channel": "hallway"}
+    }
+    response = write(http, "carol", hallway)
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["common_knowledge_without_announcement"]

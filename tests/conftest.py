@@ -1,0 +1,117 @@
+"""Shared fixtures: real processes only (an OPA server, the sidecar itself)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+OPA_BINARY = REPO / "bin" / "opa"
+POLICY_DIR = REPO / "rego"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited early:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    process.terminate()
+    raise RuntimeError(f"not ready after {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start_opa(policy_dir: Path, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    if not OPA_BINARY.exists():
+        pytest.fail(f"{OPA_BINARY} is missing: run the tests with `make test`")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}",
+            "--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego",
+            str(policy_dir),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_until_ready(f"{url}/health", process, log)
+    return url, process
+
+
+@pytest.fixture(scope="session")
+def opa_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OPA server with the project's policies and demo directory."""
+    url, process = start_opa(POLICY_DIR, tmp_path_factory.mktemp("opa") / "opa.log")
+    yield url
+    stop(process)
+
+
+def start_sidecar(data_dir: Path, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    port = free_port()
+    log = data_dir / "sidecar.log"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve", "--dev", "--port", str(port), "--data-dir", str(data_dir)],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_until_ready(f"{base}/healthz", process, log)
+    return base, process
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`whose serve --dev` on embedded defaults: edge store on disk, its own OPA.
+
+    One per test module, so what one story stores cannot show up in another.
+    """
+    base, process = start_sidecar(tmp_path_factory.mktemp("sidecar"))
+    yield base
+    stop(process)
+
+
+@pytest.fixture(scope="module")
+def http(sidecar: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=sidecar, timeout=10) as client:
+        yield client
+
+
+def as_(who: str, tenant: str = "acme", groups: str = "", roles: str = "") -> dict[str, str]:
+    """Dev-mode identity headers."""
+    headers = {"X-Whose-Asker": who, "X-Whose-Tenant": tenant}
+    if groups:
+        headers["X-Whose-Groups"] = groups
+    if roles:
+        headers["X-Whose-Roles"] = roles
+    return headers
