@@ -90,26 +90,24 @@ async def overfetch(
     bounds: Bounds,
 ) -> Candidates:
     batch = min(limit * bounds.overfetch_factor, bounds.max_candidates)
-    offset, rounds = 0, 0
+    rounds = 0
     seen: set[str] = set()
     allowed: list[tuple[Hit, Decision]] = []
     while True:
-        hits = await store.search(vector, scope, batch, offset)
+        hits = await store.search(vector, scope, batch, exclude=seen)
         rounds += 1
         exhausted = len(hits) < batch
-        fresh = [hit for hit in hits if str(hit.record.get("id")) not in seen]
-        seen.update(str(hit.record.get("id")) for hit in fresh)
+        seen.update(str(hit.record.get("id")) for hit in hits)
         # Asked even for an empty batch: with the policy down, "nothing found"
         # and "nothing allowed" must look the same.
-        decisions = await policy.disclosure(question, [hit.record for hit in fresh])
+        decisions = await policy.disclosure(question, [hit.record for hit in hits])
         allowed += [
-            (hit, decisions[str(hit.record.get("id"))])
-            for hit in fresh
-            if decisions[str(hit.record.get("id"))].allow
+            (hit, decision)
+            for hit in hits
+            if (decision := decisions[str(hit.record.get("id"))]).allow
         ]
-        offset += batch
         if len(allowed) >= limit or exhausted:
             return Candidates(allowed, rounds, truncated=False)
-        if rounds >= bounds.max_rounds or offset >= bounds.max_candidates:
+        if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:
             return Candidates(allowed, rounds, truncated=True)
-        batch = min(batch * 2, bounds.max_candidates - offset)
+        batch = min(batch * 2, bounds.max_candidates - len(seen))

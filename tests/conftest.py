@@ -24,7 +24,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+def wait_until_ready(
+    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -52,15 +54,12 @@ def start_opa(policy_dir: Path, log: Path) -> tuple[str, subprocess.Popen[bytes]
     if not OPA_BINARY.exists():
         pytest.fail(f"{OPA_BINARY} is missing: run the tests with `make test`")
     port = free_port()
-    process = subprocess.Popen(
-        [
-            str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}",
-            "--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego",
-            str(policy_dir),
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    command = [str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}"]
+    command += ["--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego"]
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*command, str(policy_dir)], stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     wait_until_ready(f"{url}/health", process, log)
     return url, process
@@ -74,17 +73,19 @@ def opa_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop(process)
 
 
-def start_sidecar(data_dir: Path, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+def start_sidecar(
+    data_dir: Path, env: dict[str, str] | None = None
+) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sidecar", "serve", "--dev", "--port", str(port), "--data-dir", str(data_dir)],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-    )
+    command = [sys.executable, "-m", "sidecar", "serve", "--dev"]
+    command += ["--port", str(port), "--data-dir", str(data_dir)]
+    environment = {**os.environ, **(env or {})}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=environment, cwd=REPO
+        )
     base = f"http://127.0.0.1:{port}"
     wait_until_ready(f"{base}/healthz", process, log)
     return base, process

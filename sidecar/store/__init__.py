@@ -8,6 +8,7 @@ every record that comes back.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -116,8 +117,14 @@ class Store(Protocol):
 
     async def ping(self) -> None: ...
 
-    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
-        """Nearest records within scope, best first."""
+    async def search(
+        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+    ) -> list[Hit]:
+        """Nearest records within scope, best first, leaving out the `exclude` record ids.
+
+        Paging by exclusion rather than offset: with tied scores an offset can
+        skip or repeat records between two queries; exclusion cannot.
+        """
         ...
 
     async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:

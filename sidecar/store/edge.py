@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -94,12 +95,16 @@ class EdgeStore:
     async def ping(self) -> None:
         await self._run(self.shard.info)
 
-    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
+    async def search(
+        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+    ) -> list[Hit]:
+        seen: list[qe.ConditionType] = []
+        if exclude:
+            seen.append(qe.HasIdCondition({point_id(scope.tenant, rid) for rid in exclude}))
         request = qe.QueryRequest(
             limit=limit,
-            offset=offset,
             query=qe.Query.Nearest(vector),
-            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()]),
+            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()], must_not=seen),
             with_payload=True,
             with_vector=False,
         )

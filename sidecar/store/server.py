@@ -7,6 +7,7 @@ mode (a pure-Python stand-in for a server), which is never a default.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 from uuid import UUID
 
@@ -67,14 +68,20 @@ class ServerStore:
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
 
-    async def search(self, vector: list[float], scope: Scope, limit: int, offset: int) -> list[Hit]:
+    async def search(
+        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+    ) -> list[Hit]:
+        seen: list[qm.Condition] = []
+        if exclude:
+            seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))
         try:
             response = await self.client.query_points(
                 self.collection,
                 query=vector,
-                query_filter=qm.Filter(must=[_condition(c) for c in scope.conditions()]),
+                query_filter=qm.Filter(
+                    must=[_condition(c) for c in scope.conditions()], must_not=seen
+                ),
                 limit=limit,
-                offset=offset,
                 with_payload=True,
                 with_vectors=False,
             )

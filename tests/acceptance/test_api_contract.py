@@ -58,14 +58,16 @@ def test_schema_violations_are_422_with_machine_readable_reasons(http: httpx.Cli
         "bad modality": PUBLISHED | {"modality": "gossip"},
         "confidence above 1": PUBLISHED | {"confidence": 1.5},
         "observer missing": {k: v for k, v in PUBLISHED.items() if k != "observer_id"},
-        "attitude without observed": PUBLISHED | {"observed_id": None, "observed_attitude": "knows"},
+        "attitude without observed": PUBLISHED
+        | {"observed_id": None, "observed_attitude": "knows"},
     }
     for name, body in cases.items():
         response = write(http, "alice", body)
         assert response.status_code == 422, name
         problem = response.json()
         assert problem["error"] == "invalid_request", name
-        assert problem["reasons"] and all("type" in r and "loc" in r for r in problem["reasons"])
+        assert problem["reasons"]
+        assert all("type" in r and "loc" in r for r in problem["reasons"])
 
 
 def test_body_tenant_other_than_the_writers_is_refused(http: httpx.Client) -> None:

@@ -62,11 +62,26 @@ def test_history_returns_the_chain_oldest_first(http: httpx.Client) -> None:
 
 
 def test_as_of_before_the_update_returns_the_old_belief(http: httpx.Client) -> None:
-    [old] = stored(http, "alice", said_by("alice", "session-7", proposition={
-        "text": "the venue is Hall A", "key": "launch.venue", "value": "hall-a"}))
-    stored(http, "alice", said_by("alice", "session-8", supersedes=old["id"],
-        valid_at="2026-10-10T09:00:00Z",
-        proposition={"text": "the venue is Hall B", "key": "launch.venue", "value": "hall-b"}))
+    [old] = stored(
+        http,
+        "alice",
+        said_by(
+            "alice",
+            "session-7",
+            proposition={"text": "the venue is Hall A", "key": "launch.venue", "value": "hall-a"},
+        ),
+    )
+    stored(
+        http,
+        "alice",
+        said_by(
+            "alice",
+            "session-8",
+            supersedes=old["id"],
+            valid_at="2026-10-10T09:00:00Z",
+            proposition={"text": "the venue is Hall B", "key": "launch.venue", "value": "hall-b"},
+        ),
+    )
 
     then = recall(http, "alice", query="venue", about="launch.venue", as_of="2026-10-05T00:00:00Z")
 

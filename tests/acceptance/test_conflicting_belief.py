@@ -43,9 +43,7 @@ def test_disagreeing_holders_give_a_conflict_with_both_views(http: httpx.Client)
 
 def test_neither_view_is_deleted_or_rewritten(http: httpx.Client) -> None:
     [alice] = stored(http, "alice", said_by("alice", "standup-2", audience=TEAM))
-    [bob] = stored(
-        http, "bob", said_by("bob", "standup-2", audience=TEAM, proposition=LAUNCH_24)
-    )
+    [bob] = stored(http, "bob", said_by("bob", "standup-2", audience=TEAM, proposition=LAUNCH_24))
     for record, value in ((alice, "2026-10-17"), (bob, "2026-10-24")):
         got = http.get(f"/v1/memories/{record['id']}", headers=as_("carol")).json()
         assert got["item"]["status"] == "current"
@@ -56,10 +54,25 @@ def test_neither_view_is_deleted_or_rewritten(http: httpx.Client) -> None:
 
 def test_asker_who_may_see_one_view_gets_no_conflict(http: httpx.Client) -> None:
     # Bob's private view of the date must not surface as a "conflict" marker to Carol.
-    stored(http, "alice", said_by("alice", "standup-3", audience=TEAM, proposition={
-        "text": "the demo is on Friday", "key": "demo.day", "value": "friday"}))
-    stored(http, "bob", said_by("bob", "standup-3", proposition={
-        "text": "the demo is on Monday", "key": "demo.day", "value": "monday"}))
+    stored(
+        http,
+        "alice",
+        said_by(
+            "alice",
+            "standup-3",
+            audience=TEAM,
+            proposition={"text": "the demo is on Friday", "key": "demo.day", "value": "friday"},
+        ),
+    )
+    stored(
+        http,
+        "bob",
+        said_by(
+            "bob",
+            "standup-3",
+            proposition={"text": "the demo is on Monday", "key": "demo.day", "value": "monday"},
+        ),
+    )
 
     carol = recall(http, "carol", query="when is the demo?", about="demo.day").json()
 

@@ -39,8 +39,11 @@ def test_get_and_write_fail_closed(no_opa: str) -> None:
     assert got.status_code == 503
     assert got.json()["error"] == "policy_unavailable"
     record = {
-        "content": "x", "observer_id": "alice", "source_id": "s",
-        "modality": "asserted", "audience": ["alice"],
+        "content": "x",
+        "observer_id": "alice",
+        "source_id": "s",
+        "modality": "asserted",
+        "audience": ["alice"],
     }
     wrote = httpx.post(f"{no_opa}/v1/memories", json=record, headers=as_("alice"))
     assert wrote.status_code == 503

@@ -20,14 +20,17 @@ SECRETS = ("October 17", "2026-10-17", "Oct 17")
 
 
 def test_private_belief_is_not_disclosed_to_bob(http: httpx.Client) -> None:
-    [record] = stored(http, "alice", said_by("alice", "private-session-42", access_scope="launch-core"))
+    [record] = stored(
+        http, "alice", said_by("alice", "private-session-42", access_scope="launch-core")
+    )
 
     bob = recall(http, "bob", query="Is the launch on October 17?")
 
     assert bob.status_code == 200
     body = bob.json()
     assert body["verdict"] == "abstain"
-    assert body["items"] == [] and body["conflicts"] == []
+    assert body["items"] == []
+    assert body["conflicts"] == []
     for secret in (*SECRETS, record["id"], "private-session-42", "alice"):
         assert secret not in bob.text
 
@@ -90,4 +93,6 @@ def test_other_tenant_sees_nothing(http: httpx.Client) -> None:
         "/v1/recall", json={"query": "launch October 17"}, headers=as_("alice", tenant="globex")
     )
     assert other.json()["verdict"] == "abstain"
-    assert http.get(f"/v1/memories/{record['id']}", headers=as_("alice", "globex")).status_code == 404
+    assert (
+        http.get(f"/v1/memories/{record['id']}", headers=as_("alice", "globex")).status_code == 404
+    )

@@ -1,0 +1,123 @@
+"""Recall's over-fetch loop with the real edge store and a real OPA.
+
+Forbidden records crowd the top of the ranking; the loop must widen until it
+finds `limit` allowed ones, ask OPA once per round, and say when a bound
+stopped it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.embed import HashingEmbedder
+from sidecar.identity import Identity
+from sidecar.messages import RecallRequest
+from sidecar.policy import DisclosureQuestion, PolicyClient
+from sidecar.recall import Bounds, overfetch, recall
+from sidecar.store import Scope
+from sidecar.store.edge import EdgeStore
+from tests.integration.test_policy_client import data_calls
+
+DIM = 64
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+embedder = HashingEmbedder(DIM)
+BOB = Identity("bob", "acme")
+
+
+def rec(text: str, audience: list[str]) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "tenant": "acme",
+        "content": text,
+        "observer_id": "alice",
+        "modality": "reported_belief",
+        "source_id": "s",
+        "audience": audience,
+        "confidence": 0.5,
+        "valid_at": "2026-10-01T00:00:00Z",
+    }
+
+
+@pytest.fixture(scope="module")
+async def crowded(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EdgeStore]:
+    """100 of Alice's private notes right on the query, 5 team notes further away."""
+    store = EdgeStore(Path(tmp_path_factory.mktemp("crowded")) / "edge", DIM)
+    await store.open()
+    private = [rec(f"the launch date is October 17 note {i}", ["alice"]) for i in range(100)]
+    shared = [
+        rec(f"team lunch menu for the launch party {i}", ["group:launch-team"]) for i in range(5)
+    ]
+    await store.put("acme", [(r, embedder.embed(r["content"])) for r in private + shared])
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
+    client = PolicyClient(opa_url, 2.0)
+    await client.start()
+    yield client
+    await client.close()
+
+
+def ask() -> DisclosureQuestion:
+    return DisclosureQuestion(asker=BOB, audience=[], purpose="recall", now=NOW)
+
+
+async def test_loop_widens_until_limit_allowed_are_found(
+    crowded: EdgeStore, policy: PolicyClient, opa_url: str
+) -> None:
+    vector = embedder.embed("when is the launch date")
+    before = data_calls(opa_url)
+    found = await overfetch(
+        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(4, 5, 1000)
+    )
+    assert len(found.allowed) == 5
+    assert all(d.allow for _, d in found.allowed)
+    assert {h.record["audience"][0] for h, _ in found.allowed} == {"group:launch-team"}
+    # 20, then 40, then 80 candidates: the 5 allowed ones rank after 100 forbidden ones.
+    assert found.rounds == 3
+    assert found.truncated is False
+    assert data_calls(opa_url) - before == found.rounds  # one policy call per round
+
+
+async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, policy: PolicyClient) -> None:
+    vector = embedder.embed("when is the launch date")
+    found = await overfetch(
+        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(2, 2, 1000)
+    )
+    assert found.rounds == 2
+    assert found.truncated is True
+    assert found.allowed == []
+
+
+async def test_candidate_cap_bounds_the_work(crowded: EdgeStore, policy: PolicyClient) -> None:
+    vector = embedder.embed("when is the launch date")
+    found = await overfetch(
+        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(4, 10, 50)
+    )
+    assert found.truncated is True
+    assert found.rounds == 2  # 20 + 30 = the cap of 50
+
+
+async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, policy: PolicyClient) -> None:
+    request = RecallRequest(query="launch", limit=50)
+    response = await recall(
+        request,
+        BOB,
+        store=crowded,
+        policy=policy,
+        embedder=embedder,
+        bounds=Bounds(4, 10, 1000),
+        now=NOW,
+    )
+    assert len(response.items) == 5  # every allowed record, and no more exist
+    assert response.truncated is False
+    assert response.verdict == "attributed"
+    assert not any("October 17" in item.attribution for item in response.items)

@@ -1,0 +1,159 @@
+"""The policy client against real OPA servers: one call per batch, fail closed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sidecar.identity import Identity
+from sidecar.policy import DisclosureQuestion, PolicyClient, PolicyUnavailable
+from tests.conftest import free_port, start_opa, stop
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+BOB = Identity("bob", "acme")
+
+
+def rec(audience: list[str], **fields: Any) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "tenant": "acme",
+        "content": "Alice believes the launch is October 17",
+        "observer_id": "alice",
+        "modality": "reported_belief",
+        "source_id": "private-session-42",
+        "audience": audience,
+        "valid_at": "2026-10-01T00:00:00Z",
+    } | fields
+
+
+def question(asker: Identity = BOB) -> DisclosureQuestion:
+    return DisclosureQuestion(asker=asker, audience=[], purpose="recall", now=NOW)
+
+
+async def client_for(url: str, timeout_s: float = 2.0) -> PolicyClient:
+    client = PolicyClient(url, timeout_s)
+    await client.start()
+    return client
+
+
+@pytest.fixture
+async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
+    client = await client_for(opa_url)
+    yield client
+    await client.close()
+
+
+def data_calls(opa_url: str) -> float:
+    """OPA's own count of answered /v1/data requests (its Prometheus metrics)."""
+    total = 0.0
+    for line in httpx.get(f"{opa_url}/metrics").text.splitlines():
+        if line.startswith("http_request_duration_seconds_count") and 'handler="v1/data"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_a_batch_is_decided_in_one_call(policy: PolicyClient, opa_url: str) -> None:
+    batch = [rec(["alice"]) for _ in range(20)] + [rec(["group:launch-team"]) for _ in range(20)]
+    before = data_calls(opa_url)
+    decisions = await policy.disclosure(question(), batch)
+    assert data_calls(opa_url) - before == 1
+    allowed = {rid for rid, d in decisions.items() if d.allow}
+    assert allowed == {r["id"] for r in batch[20:]}
+    denied = decisions[batch[0]["id"]]
+    assert denied.reasons == ["audience_excludes:bob"]
+
+
+async def test_content_is_not_sent_to_the_policy() -> None:
+    sent = question().input([rec(["alice"], proposition={"text": "p", "key": "k", "value": "v"})])
+    [record] = sent["records"]
+    assert "content" not in record
+    assert record["proposition"] == {"key": "k", "value": "v"}
+
+
+async def test_a_record_the_policy_says_nothing_about_is_denied(policy: PolicyClient) -> None:
+    nameless = rec(["group:launch-team"])
+    del nameless["id"]
+    nameless["id"] = None  # no id: the batch rule cannot key a decision for it
+    decisions = await policy.disclosure(question(), [nameless])
+    assert decisions["None"].allow is False
+    assert decisions["None"].reasons == ["no_decision"]
+
+
+async def test_unreachable_opa_raises_policy_unavailable() -> None:
+    client = await client_for(f"http://127.0.0.1:{free_port()}")
+    try:
+        with pytest.raises(PolicyUnavailable):
+            await client.disclosure(question(), [rec(["bob"])])
+        assert await client.ready() is False
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="module")
+def broken_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OPA whose disclosure rule answers the wrong shape."""
+    folder = tmp_path_factory.mktemp("broken-policy")
+    (folder / "broken.rego").write_text(
+        'package whose.disclosure\n\ndecisions[r.id] := "yes" if some r in input.records\n'
+    )
+    url, process = start_opa(folder, folder / "opa.log")
+    yield url
+    stop(process)
+
+
+async def test_malformed_result_fails_closed(broken_opa: str) -> None:
+    client = await client_for(broken_opa)
+    try:
+        with pytest.raises(PolicyUnavailable, match="malformed"):
+            await client.disclosure(question(), [rec(["bob"])])
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="module")
+def empty_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OPA with no policy loaded: every rule is undefined."""
+    folder = tmp_path_factory.mktemp("no-policy")
+    url, process = start_opa(folder, folder / "opa.log")
+    yield url
+    stop(process)
+
+
+async def test_missing_policy_fails_closed(empty_opa: str) -> None:
+    client = await client_for(empty_opa)
+    try:
+        with pytest.raises(PolicyUnavailable, match="no result"):
+            await client.disclosure(question(), [rec(["bob"])])
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="module")
+def slow_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OPA whose policy takes far longer than the client will wait."""
+    folder: Path = tmp_path_factory.mktemp("slow-policy")
+    (folder / "slow.rego").write_text(
+        "package whose.disclosure\n\n"
+        'decisions[r.id] := {"allow": true, "usable_as": "belief"} if {\n'
+        "\tsome r in input.records\n"
+        "\tcount([x | some x in numbers.range(1, 20000000)]) > 0\n"
+        "}\n"
+    )
+    url, process = start_opa(folder, folder / "opa.log")
+    yield url
+    stop(process)
+
+
+async def test_slow_policy_times_out_and_fails_closed(slow_opa: str) -> None:
+    client = await client_for(slow_opa, timeout_s=0.2)
+    try:
+        with pytest.raises(PolicyUnavailable, match="unreachable"):
+            await client.disclosure(question(), [rec(["bob"])])
+    finally:
+        await client.close()

@@ -1,0 +1,150 @@
+"""Both store backends against the real engines.
+
+`edge` is Qdrant's engine in-process (the embedded default). `server` is the
+production backend through the real qdrant-client; no Qdrant server binary can
+be had on this machine, so it runs against qdrant-client's local mode, a
+pure-Python stand-in for a server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_client import AsyncQdrantClient
+
+from sidecar.embed import HashingEmbedder
+from sidecar.store import Scope, Store
+from sidecar.store.edge import EdgeStore
+from sidecar.store.server import ServerStore
+
+DIM = 64
+embed = HashingEmbedder(DIM).embed
+
+
+@pytest.fixture(params=["edge", "server"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    backend: Store
+    if request.param == "edge":
+        backend = EdgeStore(tmp_path / "edge", DIM, optimize_interval_s=0.01)
+    else:
+        backend = ServerStore(AsyncQdrantClient(location=":memory:"), "memories", DIM)
+    await backend.open()
+    yield backend
+    await backend.close()
+
+
+def rec(tenant: str, text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "tenant": tenant,
+        "content": text,
+        "observer_id": "alice",
+        "modality": "asserted",
+        "source_id": "s",
+        "audience": ["alice"],
+        "confidence": 0.5,
+        "valid_at": "2026-10-01T00:00:00Z",
+    } | fields
+
+
+async def put(store: Store, *records: dict[str, Any]) -> None:
+    for r in records:
+        await store.put(r["tenant"], [(r, embed(r["content"]))])
+
+
+async def test_search_never_crosses_tenants(store: Store) -> None:
+    ours = rec("acme", "the launch is October 17")
+    # The other tenant's record is an exact match for the query; it must still not come back.
+    theirs = rec("globex", "when is the launch")
+    await put(store, ours, theirs)
+    hits = await store.search(embed("when is the launch"), Scope(tenant="acme"), 10)
+    assert [h.record["id"] for h in hits] == [ours["id"]]
+
+
+async def test_get_by_id_is_scoped_by_tenant(store: Store) -> None:
+    theirs = rec("globex", "secret")
+    await put(store, theirs)
+    assert await store.get("acme", [uuid.UUID(theirs["id"])]) == []
+    [hit] = await store.get("globex", [uuid.UUID(theirs["id"])])
+    assert hit.record == theirs
+
+
+async def test_same_record_id_in_two_tenants_are_two_records(store: Store) -> None:
+    shared_id = str(uuid.uuid4())
+    await put(store, rec("acme", "ours", id=shared_id), rec("globex", "theirs", id=shared_id))
+    [ours] = await store.get("acme", [uuid.UUID(shared_id)])
+    assert ours.record["content"] == "ours"
+
+
+async def test_current_at_selects_what_applied_then(store: Store) -> None:
+    old = rec(
+        "acme", "venue hall a", valid_at="2026-10-01T00:00:00Z", invalid_at="2026-10-10T00:00:00Z"
+    )
+    new = rec("acme", "venue hall b", valid_at="2026-10-10T00:00:00Z")
+    future = rec("acme", "venue hall c", valid_at="2027-01-01T00:00:00Z")
+    await put(store, old, new, future)
+
+    def at(day: str) -> Scope:
+        return Scope(tenant="acme", current_at=datetime.fromisoformat(day).replace(tzinfo=UTC))
+
+    then = await store.search(embed("venue"), at("2026-10-05T00:00:00"), 10)
+    now = await store.search(embed("venue"), at("2026-11-01T00:00:00"), 10)
+    boundary = await store.search(embed("venue"), at("2026-10-10T00:00:00"), 10)
+    assert [h.record["id"] for h in then] == [old["id"]]
+    assert [h.record["id"] for h in now] == [new["id"]]
+    assert [h.record["id"] for h in boundary] == [new["id"]]
+
+
+async def test_filters_narrow_by_key_observer_modality_and_confidence(store: Store) -> None:
+    a = rec("acme", "launch", proposition={"text": "p", "key": "launch.date"}, confidence=0.9)
+    b = rec("acme", "launch", observer_id="bob", modality="believed", confidence=0.2)
+    await put(store, a, b)
+    v = embed("launch")
+
+    async def ids(scope: Scope) -> list[str]:
+        return [h.record["id"] for h in await store.search(v, scope, 10)]
+
+    assert await ids(Scope(tenant="acme", about="launch.date")) == [a["id"]]
+    assert await ids(Scope(tenant="acme", observer="bob")) == [b["id"]]
+    assert await ids(Scope(tenant="acme", modality="believed")) == [b["id"]]
+    assert await ids(Scope(tenant="acme", min_confidence=0.5)) == [a["id"]]
+
+
+async def test_exclusion_pages_through_tied_results_without_gaps(store: Store) -> None:
+    # Near-identical texts tie on score, where offset paging skips and repeats.
+    notes = [rec("acme", f"launch note {i}") for i in range(7)]
+    await put(store, *notes)
+    v = embed("launch note")
+    first = await store.search(v, Scope(tenant="acme"), 4)
+    rest = await store.search(v, Scope(tenant="acme"), 4, exclude={h.record["id"] for h in first})
+    assert len(first) == 4
+    assert len(rest) == 3
+    assert {h.record["id"] for h in first + rest} == {n["id"] for n in notes}
+    assert first[-1].score >= rest[0].score
+
+
+async def test_update_sets_fields_and_keeps_the_rest(store: Store) -> None:
+    r = rec("acme", "launch")
+    await put(store, r)
+    await store.update("acme", uuid.UUID(r["id"]), {"invalid_at": "2026-10-10T00:00:00Z"})
+    [hit] = await store.get("acme", [uuid.UUID(r["id"])])
+    assert hit.record == r | {"invalid_at": "2026-10-10T00:00:00Z"}
+
+
+async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
+    first = EdgeStore(tmp_path / "edge", DIM)
+    await first.open()
+    r = rec("acme", "durable")
+    await first.put("acme", [(r, embed("durable"))])
+    await first.optimize()
+    await first.close()
+    again = EdgeStore(tmp_path / "edge", DIM)
+    await again.open()
+    [hit] = await again.get("acme", [uuid.UUID(r["id"])])
+    await again.close()
+    assert hit.record == r

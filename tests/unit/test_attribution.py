@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sidecar.attribution import attribution
+
+P = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
+
+
+def rec(**fields: Any) -> dict[str, Any]:
+    base = {
+        "proposition": P,
+        "observer_id": "alice",
+        "modality": "reported_belief",
+        "source_id": "private-session-42",
+        "confidence": 0.78,
+        "content": "Alice believes the launch is October 17",
+    }
+    return base | fields
+
+
+@pytest.mark.parametrize(
+    ("record", "usable_as", "sentence"),
+    [
+        (rec(), "belief", "alice believes that the launch is October 17"),
+        (rec(modality="asserted"), "belief", "alice says that the launch is October 17"),
+        (
+            rec(observed_id="bob", observed_attitude="knows"),
+            "nested_belief",
+            "alice believes that bob knows that the launch is October 17",
+        ),
+        (rec(modality="known", observed_id="bob"), "knowledge", "bob knows that the launch"),
+        (rec(modality="world_state", observer_id=None), "fact", "The launch is October 17"),
+        (rec(modality="world_state"), "unverified_claim", "Unverified: the launch is October 17"),
+        (
+            rec(modality="common_knowledge", audience=["group:launch-team", "dave"]),
+            "common_knowledge",
+            "It is common knowledge in group:launch-team that the launch",
+        ),
+    ],
+)
+def test_wording_follows_usable_as(record: dict[str, Any], usable_as: str, sentence: str) -> None:
+    assert attribution(record, usable_as).startswith(sentence)
+
+
+def test_every_sentence_cites_source_and_confidence() -> None:
+    assert attribution(rec(), "belief").endswith("— source private-session-42, confidence 0.78")
+
+
+def test_without_a_proposition_the_content_is_quoted_not_restated() -> None:
+    text = attribution(rec(proposition=None), "belief")
+    assert text.startswith("alice believes that “Alice believes the launch is October 17”")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sidecar.messages import Item
+from sidecar.verdict import decide
+
+
+def item(holder: str, value: Any, usable_as: str = "belief", **extra: Any) -> Item:
+    return Item.model_validate(
+        {
+            "id": uuid.uuid4(),
+            "attribution": f"{holder} believes ...",
+            "usable_as": usable_as,
+            "obligations": ["attribute", "cite_source"],
+            "status": "current",
+            "content": "...",
+            "proposition": {"text": "p", "key": "launch.date", "value": value},
+            "observer_id": holder,
+            "modality": "reported_belief",
+            "source_id": "s",
+            "confidence": 0.5,
+        }
+        | extra
+    )
+
+
+def test_nothing_disclosed_is_an_abstention() -> None:
+    assert decide([]) == ("abstain", [])
+
+
+def test_agreeing_beliefs_are_attributed() -> None:
+    verdict, conflicts = decide([item("alice", "2026-10-17"), item("bob", "2026-10-17")])
+    assert (verdict, conflicts) == ("attributed", [])
+
+
+def test_disagreeing_holders_are_a_conflict_with_every_view() -> None:
+    alice, bob = item("alice", "2026-10-17"), item("bob", "2026-10-24")
+    verdict, [conflict] = decide([alice, bob])
+    assert verdict == "conflict"
+    assert {(v.holder, v.value, v.record_id) for v in conflict.views} == {
+        ("alice", "2026-10-17", alice.id),
+        ("bob", "2026-10-24", bob.id),
+    }
+
+
+def test_an_authoritative_fact_answers_and_keeps_the_disagreement_as_context() -> None:
+    fact = item("", "2026-10-24", usable_as="fact", observer_id=None, modality="world_state")
+    verdict, [conflict] = decide([fact, item("alice", "2026-10-17")])
+    assert verdict == "answer"
+    assert len(conflict.views) == 2
+
+
+def test_a_belief_about_another_mind_is_not_a_competing_value() -> None:
+    nested = item("alice", "2026-10-24", usable_as="nested_belief", observed_id="bob")
+    assert decide([item("carol", "2026-10-17"), nested])[0] == "attributed"
+
+
+def test_superseded_versions_do_not_conflict_with_their_successor() -> None:
+    old = item("alice", "2026-10-17", status="superseded")
+    assert decide([old, item("alice", "2026-10-24")])[0] == "attributed"
+
+
+def test_values_of_different_types_differ() -> None:
+    assert decide([item("alice", 1), item("bob", "1")])[0] == "conflict"
+    assert decide([item("alice", 1), item("bob", True)])[0] == "conflict"
+
+
+def test_a_fact_that_has_ended_does_not_answer() -> None:
+    ended = item("", "x", usable_as="fact", observer_id=None, status="superseded")
+    assert decide([ended])[0] == "attributed"
