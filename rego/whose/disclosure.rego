@@ -22,17 +22,20 @@ single := decision(input.record)
 # METADATA
 # description: the decision for one record.
 decision(record) := {
-	"allow": allow(record),
-	"usable_as": usable_as(record),
-	"obligations": obligations(record),
-	"reasons": (denials(record) | notes(record)),
+	"allow": allowed(denied),
+	"usable_as": use,
+	"obligations": obligations(use),
+	"reasons": (denied | notes(record, use)),
+} if {
+	denied := denials(record)
+	use := usable_as(record)
 }
 
-default allow(_) := false
+default allowed(_) := false
 
 # METADATA
-# description: allowed only when no rule denies.
-allow(record) if count(denials(record)) == 0
+# description: allowed only when no rule denies; every check is written so that a missing field denies.
+allowed(denied) if count(denied) == 0
 
 # The asker is always in the audience; other members carry no token claims.
 members contains input.asker
@@ -47,12 +50,21 @@ as_of := object.get(input, "as_of", input.now)
 # METADATA
 # description: every reason this record may not be disclosed (empty means allow).
 denials(record) := union({
+	asker_denials,
 	tenant_denials(record),
 	audience_denials(record),
 	scope_denials(record),
 	time_denials(record),
 	purpose_denials,
 })
+
+# An identity without a subject or a tenant is a wiring bug upstream: refuse.
+asker_denials := {"no_asker" | not known_asker}
+
+known_asker if {
+	is_string(input.asker.id)
+	is_string(input.asker.tenant)
+}
 
 tenant_denials(record) := {"tenant_mismatch" | not same_tenant(record)}
 
@@ -97,16 +109,16 @@ usable_as(record) := "fact" if {
 
 # METADATA
 # description: what the caller must do when it uses the record.
-obligations(record) := union({
+obligations(use) := union({
 	{"cite_source"},
-	{"attribute" | usable_as(record) != "fact"},
-	{"verify_before_acting" | usable_as(record) == "unverified_claim"},
+	{"attribute" | use != "fact"},
+	{"verify_before_acting" | use == "unverified_claim"},
 })
 
 # METADATA
 # description: why a record was downgraded (reported with allowed records too).
-notes(record) := union({
-	{"not_authoritative" | record.modality == "world_state"; usable_as(record) == "unverified_claim"},
-	{"evidence_insufficient" | record.modality == "known"; usable_as(record) != "knowledge"},
-	{"announcement_not_qualifying" | record.modality == "common_knowledge"; usable_as(record) != "common_knowledge"},
+notes(record, use) := union({
+	{"not_authoritative" | record.modality == "world_state"; use == "unverified_claim"},
+	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
+	{"announcement_not_qualifying" | record.modality == "common_knowledge"; use != "common_knowledge"},
 })

@@ -56,7 +56,15 @@ test_batch_applies_single_rule_to_every_record if {
 # --- default deny ---
 
 test_default_deny_without_asker if {
-	not disclosure.single.allow with input as {"purpose": "recall", "now": now, "record": team_belief}
+	d := disclosure.single with input as {"purpose": "recall", "now": now, "record": team_belief}
+	not d.allow
+	"no_asker" in d.reasons
+}
+
+test_default_deny_asker_without_tenant if {
+	d := ask({"id": "bob"}, team_belief)
+	not d.allow
+	"no_asker" in d.reasons
 }
 
 test_default_deny_record_without_audience if {

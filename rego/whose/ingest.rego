@@ -32,6 +32,7 @@ allow(record) if count(denials(record)) == 0
 # METADATA
 # description: every reason the record is refused (empty means allow).
 denials(record) := union({
+	writer_denials,
 	tenant_denials(record),
 	audience_denials(record),
 	speaker_denials(record),
@@ -39,6 +40,13 @@ denials(record) := union({
 	announcement_denials(record),
 	authority_denials(record),
 })
+
+writer_denials := {"no_writer" | not known_writer}
+
+known_writer if {
+	is_string(input.writer.id)
+	is_string(input.writer.tenant)
+}
 
 tenant_denials(record) := {"tenant_mismatch" | not same_tenant(record)}
 

@@ -28,7 +28,11 @@ test_batch_applies_single_rule_to_every_record if {
 	not result.r2.allow
 }
 
-test_default_deny_without_writer if not ingest.decision.allow with input as {"record": belief}
+test_default_deny_without_writer if {
+	d := ingest.decision with input as {"record": belief}
+	not d.allow
+	"no_writer" in d.reasons
+}
 
 test_tenant_mismatch_refused if {
 	d := write({"id": "alice", "tenant": "globex"}, belief)
