@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from sidecar.attribution import disclosed_item
@@ -22,15 +22,18 @@ from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
     Problem,
+    PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
 )
+from sidecar.observations import Observation, to_records
 from sidecar.policy import DisclosureQuestion, PolicyUnavailable
 from sidecar.recall import recall
-from sidecar.record import MemoryRecord, MemoryWrite
+from sidecar.record import Instant, MemoryRecord, MemoryWrite
 from sidecar.services import Services, services
-from sidecar.store import Hit, StoreUnavailable
+from sidecar.store import Hit, Scope, StoreUnavailable
+from sidecar.verdict import decide, settle
 
 router = APIRouter()
 
@@ -78,6 +81,19 @@ async def write_memories(
 
 
 @router.post(
+    "/v1/observations",
+    status_code=201,
+    response_model=StoredRecords,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def write_observation(observation: Observation, svc: Svc, who: Asker) -> StoredRecords:
+    """Store what a speaker said as the speaker's own views (see observations.py)."""
+    stored = await svc.writer.write(to_records(observation), who, _now())
+    return StoredRecords(records=stored)
+
+
+@router.post(
     "/v1/recall", response_model=RecallResponse, response_model_exclude_none=True, responses=_errors
 )
 async def recall_memories(request: RecallRequest, svc: Svc, who: Asker) -> Any:
@@ -113,16 +129,25 @@ async def recall_memories(request: RecallRequest, svc: Svc, who: Asker) -> Any:
     response_model_exclude_none=True,
     responses={404: {"model": Problem}, **_errors},
 )
-async def get_memory(record_id: UUID, svc: Svc, who: Asker) -> MemoryResponse:
-    """One record, if the policy lets the asker see it; otherwise 404 as if missing."""
+async def get_memory(
+    record_id: UUID, svc: Svc, who: Asker, as_of: Annotated[Instant | None, Query()] = None
+) -> MemoryResponse:
+    """One record, if the policy lets the asker see it; otherwise 404 as if missing.
+
+    With `as_of`, the version of the record's chain that applied at that instant.
+    """
     now = _now()
-    hits = await svc.store.get(who.tenant, [record_id])
-    question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
+    if as_of is None:
+        hits = await svc.store.get(who.tenant, [record_id])
+        question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
+    else:
+        hits = [h for h in await _chain(svc, who.tenant, record_id) if _applied(h.record, as_of)]
+        question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
     # Asked even when nothing was found, so a missing record and a forbidden one
     # take the same path (and fail the same way when OPA is down).
     decisions = await svc.policy.disclosure(question, [h.record for h in hits])
-    decision = decisions.get(str(record_id))
-    if not hits or decision is None or not decision.allow:
+    decision = decisions.get(str(hits[0].record.get("id"))) if hits else None
+    if decision is None or not decision.allow:
         raise _NOT_FOUND
     record = hits[0].record
     return MemoryResponse(
@@ -153,6 +178,50 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
         if decisions[h.record["id"]].allow
     ]
     return HistoryResponse(items=items, decision_id=uuid.uuid4())
+
+
+def _applied(record: dict[str, Any], at: datetime) -> bool:
+    start = datetime.fromisoformat(record["valid_at"])
+    end = record.get("invalid_at")
+    return start <= at and (end is None or at < datetime.fromisoformat(end))
+
+
+@router.get(
+    "/v1/propositions/{key}",
+    response_model=PropositionResponse,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def proposition(
+    key: Annotated[str, Path(min_length=1, max_length=200)],
+    svc: Svc,
+    who: Asker,
+    audience: Annotated[list[str] | None, Query(max_length=100)] = None,
+) -> PropositionResponse:
+    """Every disclosable current view of one proposition, and the world-state claim."""
+    now = _now()
+    limit = svc.settings.max_candidates
+    hits = await svc.store.find(Scope(tenant=who.tenant, about=key, current_at=now), limit)
+    question = DisclosureQuestion(who, audience or [], purpose="recall", now=now)
+    decisions = await svc.policy.disclosure(question, [h.record for h in hits])
+    items = settle(
+        [
+            disclosed_item(h.record, decision, now)
+            for h in hits
+            if (decision := decisions[str(h.record.get("id"))]).allow
+        ]
+    )
+    verdict, conflicts = decide(items)
+    facts = [item for item in items if item.usable_as == "fact"]
+    return PropositionResponse(
+        key=key,
+        verdict=verdict,
+        world_state=facts[0] if facts else None,
+        perspectives=[item for item in items if item.usable_as != "fact"],
+        conflicts=conflicts,
+        decision_id=uuid.uuid4(),
+        truncated=len(hits) >= limit,
+    )
 
 
 async def _chain(svc: Services, tenant: str, record_id: UUID) -> list[Hit]:

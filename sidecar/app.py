@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 
+import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -21,6 +22,7 @@ from sidecar.embed import HashingEmbedder
 from sidecar.identity import Authenticator
 from sidecar.ingest import Writer, WriteRefused
 from sidecar.local_opa import LocalOpa
+from sidecar.locks import ChainLocks, LocalLocks, LockUnavailable, RedisLocks
 from sidecar.messages import Problem
 from sidecar.policy import PolicyClient, PolicyUnavailable
 from sidecar.recall import Bounds
@@ -57,6 +59,14 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
     return policy
 
 
+async def _open_locks(settings: Settings, stack: AsyncExitStack) -> ChainLocks:
+    if not settings.redis_url:
+        return LocalLocks()
+    client = aioredis.from_url(settings.redis_url)
+    stack.push_async_callback(client.aclose)
+    return RedisLocks(client, settings.lock_ttl_s, settings.lock_wait_s)
+
+
 def create_app(settings: Settings) -> FastAPI:
     # Fails before serving anything if no identity provider is configured.
     authenticate = Authenticator(settings)
@@ -69,11 +79,12 @@ def create_app(settings: Settings) -> FastAPI:
             await store.open()
             stack.push_async_callback(store.close)
             embedder = HashingEmbedder(settings.vector_size)
+            locks = await _open_locks(settings, stack)
             app.state.services = Services(
                 settings=settings,
                 store=store,
                 policy=policy,
-                writer=Writer(store, policy, embedder),
+                writer=Writer(store, policy, embedder, locks),
                 embedder=embedder,
                 bounds=Bounds(
                     settings.overfetch_factor, settings.max_rounds, settings.max_candidates
@@ -122,6 +133,11 @@ def _install_error_shapes(app: FastAPI) -> None:
     async def policy_unavailable(_: Request, exc: PolicyUnavailable) -> JSONResponse:
         log.error("policy unavailable: %s", exc)
         return _problem(503, "policy_unavailable")
+
+    @app.exception_handler(LockUnavailable)
+    async def lock_unavailable(_: Request, exc: LockUnavailable) -> JSONResponse:
+        log.error("chain lock unavailable: %s", exc)
+        return _problem(503, "lock_unavailable")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -107,11 +107,9 @@ class Authenticator:
                 algorithms=self.algorithms,
                 issuer=self.issuer,
                 audience=self.audience,
-                options={
-                    "require": ["exp", "sub", "tenant"],
-                    "verify_aud": self.audience is not None,
-                    "verify_iss": self.issuer is not None,
-                },
+                # With no audience configured, a token that names one is refused:
+                # it was issued for some other service.
+                options={"require": ["exp", "sub", "tenant"]},
             )
         except jwt.ExpiredSignatureError:
             raise _unauthenticated("token_expired") from None

@@ -1,15 +1,14 @@
 """Writes: prepare each record, ask the write policy about the whole batch, then
-store it whole or not at all.
+link it into its chains and store it whole or not at all.
 
 The tenant and the writer come from the verified identity. The write policy
 (Rego, `whose.ingest`) decides whether each record keeps its point of view;
-this module only enforces what must hold for any policy: ids, vectors, and the
-supersession chain.
+this module enforces what must hold for any policy: ids, vectors, and a
+consistent supersession chain (supersession.py), under a chain lock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,9 +16,14 @@ from typing import Any
 
 from sidecar.embed import HashingEmbedder
 from sidecar.identity import Identity
+from sidecar.locks import ChainLocks
 from sidecar.policy import PolicyClient
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
-from sidecar.store import Store
+from sidecar.store import Hit, Scope, Store
+from sidecar.supersession import Chain, chain_of, open_chains, plan
+
+# Bounds one chain lookup; more open versions than this means something else is wrong.
+_MAX_OPEN_VERSIONS = 16
 
 
 @dataclass
@@ -32,48 +36,80 @@ class WriteRefused(Exception):
 @dataclass
 class Prepared:
     record: MemoryRecord
+    payload: dict[str, Any]
     vector: list[float]
-
-    @property
-    def payload(self) -> dict[str, Any]:
-        return self.record.payload()
 
 
 class Writer:
-    """Owns the write path; one lock serialises supersession within this process."""
-
-    def __init__(self, store: Store, policy: PolicyClient, embedder: HashingEmbedder) -> None:
+    def __init__(
+        self, store: Store, policy: PolicyClient, embedder: HashingEmbedder, locks: ChainLocks
+    ) -> None:
         self.store = store
         self.policy = policy
         self.embedder = embedder
-        self._chain_lock = asyncio.Lock()
+        self.locks = locks
 
     async def write(
         self, bodies: list[MemoryWrite], writer: Identity, now: datetime
     ) -> list[MemoryRecord]:
+        _refuse_if(_body_problems(bodies, writer, now), [b.model_dump(mode="json") for b in bodies])
         prepared = [self._prepare(body, writer, now) for body in bodies]
-        _refuse_if(_shape_problems(bodies, prepared, writer, self.embedder.dim))
-        decisions = await self.policy.ingest(writer, [p.payload for p in prepared], premises=[])
+        payloads = [p.payload for p in prepared]
+        _refuse_if(_prepared_problems(prepared, self.embedder.dim), payloads)
+        premises = await self._premises(payloads, writer.tenant)
+        decisions = await self.policy.ingest(writer, payloads, premises)
         _refuse_if(
             [
-                {"index": i, "id": str(p.record.id), "reasons": sorted(decision.reasons)}
-                for i, p in enumerate(prepared)
-                if not (decision := decisions[str(p.record.id)]).allow
-            ]
+                (i, reason)
+                for i, p in enumerate(payloads)
+                for reason in sorted(decisions[p["id"]].reasons)
+                if not decisions[p["id"]].allow
+            ],
+            payloads,
         )
-        async with self._chain_lock:
-            await self._refuse_taken_ids(prepared, writer)
-            superseded = await self._superseded(prepared, writer)
+        chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
+        named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
+        async with self.locks.hold([c.lock_key() for c in chains] + named):
+            await self._refuse_taken_ids(payloads, writer.tenant)
+            open_versions = {c: await self._open_versions(c) for c in chains}
+            stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
+            linked = plan(payloads, open_versions, {h.record["id"]: h.record for h in stored})
+            _refuse_if(linked.problems, payloads)
+            # New versions first: if we stop half-way, each names its predecessor,
+            # which still looks current until `plan` next sees the chain.
             await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
-            # The new versions are stored first: if we stop here, the old ones are
-            # still current and their successors still name them.
-            for old_id, new in superseded:
-                await self.store.update(
-                    writer.tenant,
-                    old_id,
-                    {"invalid_at": new.payload["valid_at"], "superseded_by": str(new.record.id)},
-                )
-        return [p.record for p in prepared]
+            for record_id, fields in linked.updates:
+                await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
+        return [MemoryRecord.model_validate(p) for p in payloads]
+
+    async def repair(self, tenant: str, limit: int = 100_000) -> int:
+        """Close every chain a crash left with two open versions; returns fixes made."""
+        open_records = await self.store.find(Scope(tenant=tenant, absent=("invalid_at",)), limit)
+        fixes = 0
+        for chain, versions in open_chains([h.record for h in open_records]).items():
+            if len(versions) < 2:
+                continue
+            async with self.locks.hold([chain.lock_key()]):
+                linked = plan([], {chain: await self._open_versions(chain)}, {})
+                for record_id, fields in linked.updates:
+                    await self.store.update(tenant, uuid.UUID(record_id), fields)
+                    fixes += 1
+        return fixes
+
+    async def _open_versions(self, chain: Chain) -> list[dict[str, Any]]:
+        hits = await self.store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
+        return [h.record for h in hits]
+
+    async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
+        ids = {
+            source
+            for p in payloads
+            for source in (p.get("provenance") or {}).get("derived_from", [])
+        }
+        if not ids:
+            return []
+        hits: list[Hit] = await self.store.get(tenant, [uuid.UUID(i) for i in sorted(ids)])
+        return [h.record for h in hits]
 
     def _prepare(self, body: MemoryWrite, writer: Identity, now: datetime) -> Prepared:
         provenance = body.provenance or Provenance()
@@ -89,78 +125,53 @@ class Writer:
         )
         text = record.proposition.text if record.proposition else record.content
         vector = body.vector if body.vector is not None else self.embedder.embed(text)
-        return Prepared(record, vector)
+        return Prepared(record, record.payload(), vector)
 
-    async def _refuse_taken_ids(self, prepared: list[Prepared], writer: Identity) -> None:
-        ids = [p.record.id for p in prepared if p.record.id is not None]
-        taken = {hit.record["id"] for hit in await self.store.get(writer.tenant, ids)}
+    async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
+        taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
+        taken_ids = {hit.record["id"] for hit in taken}
         _refuse_if(
-            [
-                {"index": i, "id": str(p.record.id), "reasons": ["id_exists"]}
-                for i, p in enumerate(prepared)
-                if str(p.record.id) in taken
-            ]
+            [(i, "id_exists") for i, p in enumerate(payloads) if p["id"] in taken_ids], payloads
         )
 
-    async def _superseded(
-        self, prepared: list[Prepared], writer: Identity
-    ) -> list[tuple[uuid.UUID, Prepared]]:
-        """The current versions each new record replaces, checked before anything is stored."""
-        wanted = [(i, p) for i, p in enumerate(prepared) if p.record.supersedes is not None]
-        if not wanted:
-            return []
-        old_ids = [p.record.supersedes for _, p in wanted if p.record.supersedes is not None]
-        old = {hit.record["id"]: hit.record for hit in await self.store.get(writer.tenant, old_ids)}
-        problems, chain = [], []
-        targets: set[uuid.UUID] = set()
-        for i, p in wanted:
-            assert p.record.supersedes is not None
-            previous = old.get(str(p.record.supersedes))
-            forks = p.record.supersedes in targets
-            targets.add(p.record.supersedes)
-            if previous is None or forks or not _may_supersede(previous, p.payload):
-                # One reason for missing, someone else's, already replaced and forked:
-                # the writer learns nothing about records it cannot see.
-                problems.append(
-                    {"index": i, "id": str(p.record.id), "reasons": ["cannot_supersede"]}
-                )
-            else:
-                chain.append((p.record.supersedes, p))
-        _refuse_if(problems)
-        return chain
 
-
-def _may_supersede(previous: dict[str, Any], new: dict[str, Any]) -> bool:
-    return (
-        "superseded_by" not in previous
-        and "invalid_at" not in previous
-        and previous.get("observer_id") == new.get("observer_id")
-        and previous.get("observed_id") == new.get("observed_id")
-        and datetime.fromisoformat(previous["valid_at"]) <= datetime.fromisoformat(new["valid_at"])
-    )
-
-
-def _shape_problems(
-    bodies: list[MemoryWrite], prepared: list[Prepared], writer: Identity, dim: int
-) -> list[dict[str, Any]]:
-    problems = []
-    seen: set[str] = set()
-    for i, (body, p) in enumerate(zip(bodies, prepared, strict=True)):
-        reasons = []
+def _body_problems(
+    bodies: list[MemoryWrite], writer: Identity, now: datetime
+) -> list[tuple[int, str]]:
+    problems: list[tuple[int, str]] = []
+    for i, body in enumerate(bodies):
         if body.tenant is not None and body.tenant != writer.tenant:
-            reasons.append("tenant_not_writers")
+            problems.append((i, "tenant_not_writers"))
         if body.superseded_by is not None:
-            reasons.append("superseded_by_is_set_by_the_sidecar")
-        if len(p.vector) != dim:
-            reasons.append(f"vector_dimension_must_be_{dim}")
-        if str(p.record.id) in seen:
-            reasons.append("duplicate_id_in_batch")
-        seen.add(str(p.record.id))
-        if reasons:
-            problems.append({"index": i, "id": str(p.record.id), "reasons": reasons})
+            problems.append((i, "superseded_by_is_set_by_the_sidecar"))
+        if body.valid_at is None and body.invalid_at is not None and body.invalid_at < now:
+            # valid_at defaults to now, which would put the end before the start.
+            problems.append((i, "invalid_at_before_valid_at"))
     return problems
 
 
-def _refuse_if(problems: list[dict[str, Any]]) -> None:
-    if problems:
-        raise WriteRefused(problems)
+def _prepared_problems(prepared: list[Prepared], dim: int) -> list[tuple[int, str]]:
+    problems: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, p in enumerate(prepared):
+        if len(p.vector) != dim:
+            problems.append((i, f"vector_dimension_must_be_{dim}"))
+        if p.payload["id"] in seen:
+            problems.append((i, "duplicate_id_in_batch"))
+        seen.add(p.payload["id"])
+    return problems
+
+
+def _refuse_if(problems: list[tuple[int, str]], payloads: list[dict[str, Any]]) -> None:
+    """Raise with every reason, grouped by record, if there is any."""
+    if not problems:
+        return
+    by_index: dict[int, list[str]] = {}
+    for index, reason in problems:
+        by_index.setdefault(index, []).append(reason)
+    raise WriteRefused(
+        [
+            {"index": i, "id": payloads[i].get("id"), "reasons": reasons}
+            for i, reasons in sorted(by_index.items())
+        ]
+    )

@@ -7,12 +7,19 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sidecar.record import Instant, MemoryRecord, Modality, Name, Proposition, ScalarValue, Source
+from sidecar.policy import UsableAs
+from sidecar.record import (
+    Instant,
+    MemoryRecord,
+    Modality,
+    Name,
+    Proposition,
+    ScalarValue,
+    Source,
+    Vector,
+)
 
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
-UsableAs = Literal[
-    "fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief"
-]
 
 
 class RecallRequest(BaseModel):
@@ -21,7 +28,7 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
-    vector: list[float] | None = Field(default=None, min_length=1, max_length=4096)
+    vector: Vector | None = None
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
     limit: int = Field(default=10, ge=1, le=1000)
@@ -98,6 +105,20 @@ class MemoryResponse(BaseModel):
 class HistoryResponse(BaseModel):
     items: list[Item]
     decision_id: UUID
+
+
+class PropositionResponse(BaseModel):
+    """Every disclosable current perspective on one proposition key."""
+
+    key: str
+    verdict: Verdict
+    world_state: Item | None = Field(
+        default=None, description="The authoritative, current world-state claim, if any."
+    )
+    perspectives: list[Item]
+    conflicts: list[Conflict] = Field(default_factory=list)
+    decision_id: UUID
+    truncated: bool = False
 
 
 class StoredRecords(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 import orjson
@@ -31,13 +31,19 @@ class PolicyUnavailable(Exception):
     reason = "policy_unavailable"
 
 
+UsableAs = Literal[
+    "fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief", "none"
+]
+
+
 class Decision(BaseModel):
     """What the disclosure policy says about one record."""
 
     model_config = ConfigDict(extra="ignore")
 
     allow: StrictBool
-    usable_as: str
+    # A value we do not know how to present is a malformed answer: fail closed.
+    usable_as: UsableAs
     obligations: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list)
 

@@ -18,7 +18,7 @@ from sidecar.identity import Identity
 from sidecar.messages import RecallRequest, RecallResponse
 from sidecar.policy import Decision, DisclosureQuestion, PolicyClient
 from sidecar.store import Hit, Scope, Store
-from sidecar.verdict import decide
+from sidecar.verdict import decide, settle
 
 
 @dataclass(frozen=True)
@@ -66,17 +66,23 @@ async def recall(
         as_of=request.as_of,
     )
     found = await overfetch(vector, scope, question, request.limit, store, policy, bounds)
-    items = [
-        disclosed_item(hit.record, decision, now, hit.score)
-        for hit, decision in found.allowed[: request.limit]
-    ]
+    # Status is told at the instant asked about: what was current then.
+    at = request.as_of or now
+    items = settle(
+        [
+            disclosed_item(hit.record, decision, at, hit.score)
+            for hit, decision in found.allowed[: request.limit]
+        ]
+    )
     verdict, conflicts = decide(items)
     return RecallResponse(
         verdict=verdict,
         items=items,
         conflicts=conflicts,
         decision_id=uuid.uuid4(),
-        truncated=found.truncated,
+        # With nothing allowed, "the bound stopped us" would say that many records the
+        # asker may not see match the filters: an abstention stays an abstention.
+        truncated=found.truncated and bool(items),
     )
 
 

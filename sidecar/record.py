@@ -28,16 +28,39 @@ SourceKind = Literal[
 Attitude = Literal["knows", "believes"]
 
 
+# OPA compares instants as int64 nanoseconds since 1970: outside these years a
+# timestamp would silently never (or always) apply.
+_FIRST_YEAR, _LAST_YEAR = 1700, 2200
+
+
 def _as_utc(value: datetime) -> datetime:
     # Naive timestamps are read as UTC so every stored instant compares as one.
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp out of range") from None
+    if not _FIRST_YEAR <= utc.year <= _LAST_YEAR:
+        raise ValueError(f"timestamp must fall in the years {_FIRST_YEAR}..{_LAST_YEAR}")
+    return utc
 
 
 Instant = Annotated[datetime, AfterValidator(_as_utc)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-ScalarValue = str | int | float | bool
+# Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+ScalarValue = Annotated[str, Field(max_length=2000)] | Int64 | Finite | bool
+
+
+def _usable_vector(vector: list[float]) -> list[float]:
+    if not any(vector):
+        raise ValueError("vector must not be all zeros")
+    return vector
+
+
+Vector = Annotated[
+    list[Finite], Field(min_length=1, max_length=4096), AfterValidator(_usable_vector)
+]
 
 
 class _Strict(BaseModel):
@@ -115,7 +138,7 @@ class MemoryRecord(_Strict):
 class MemoryWrite(MemoryRecord):
     """A record as written: optionally with the caller's own embedding."""
 
-    vector: list[float] | None = Field(default=None, max_length=4096)
+    vector: Vector | None = None
 
 
 def status_of(record: dict[str, Any], at: datetime) -> Literal["current", "superseded"]:

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     vector_size: int = Field(default=384, ge=8, le=4096)
     optimize_interval_s: float = Field(default=10.0, gt=0)
 
+    # Redis: supersession locks shared by replicas. Unset: in-process locks, which is
+    # right only while a single process owns the store (the embedded default).
+    redis_url: str | None = None
+    lock_ttl_s: float = Field(default=10.0, gt=0)
+    lock_wait_s: float = Field(default=5.0, gt=0)
+
     # Recall bounds: first round fetches limit * overfetch_factor candidates, each
     # further round doubles, until max_rounds or max_candidates stops it.
     overfetch_factor: int = Field(default=4, ge=1, le=50)

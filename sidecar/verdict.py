@@ -19,7 +19,8 @@ _VIEWS_OF_P = {"fact", "knowledge", "common_knowledge", "belief", "unverified_cl
 def decide(items: list[Item]) -> tuple[Verdict, list[Conflict]]:
     current = [item for item in items if item.status == "current"]
     conflicts = find_conflicts(current)
-    if any(item.usable_as == "fact" for item in current):
+    facts = [item for item in current if item.usable_as == "fact"]
+    if facts and not find_conflicts(facts):
         # The beliefs stay attached as context, disagreeing ones as conflicts.
         return "answer", conflicts
     if conflicts:
@@ -52,7 +53,22 @@ def find_conflicts(items: list[Item]) -> list[Conflict]:
     return conflicts
 
 
+def settle(items: list[Item]) -> list[Item]:
+    """Mark as superseded any item that another item in the set says it replaces.
+
+    The store normally says so already; this covers a write interrupted between
+    storing the new version and closing the old one, until the chain is repaired.
+    """
+    replaced = {item.supersedes for item in items if item.supersedes is not None}
+    return [
+        item.model_copy(update={"status": "superseded"}) if item.id in replaced else item
+        for item in items
+    ]
+
+
 def _comparable(item: Item) -> str:
     value = item.proposition.value if item.proposition else None
-    # 1 and True, "1" and 1 are different claims.
+    # 2 and 2.0 are one value; 1 and True, "1" and 1 are different claims.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"number:{float(value)}"
     return f"{type(value).__name__}:{value}"

@@ -38,7 +38,10 @@ denials(record) := union({
 	speaker_denials(record),
 	evidence_denials(record),
 	announcement_denials(record),
-	authority_denials(record),
+	attestation_denials(record),
+	holder_denials(record),
+	scope_denials(record),
+	derivation_denials(record),
 })
 
 writer_denials := {"no_writer" | not known_writer}
@@ -74,13 +77,87 @@ announcement_denials(record) := {"common_knowledge_without_announcement" |
 	not sources.qualifying_announcement(record)
 }
 
-# Only writers holding an authority role may cite an authoritative source.
-authority_denials(record) := {"authoritative_source_needs_authority" |
-	sources.authoritative(record)
-	not writer_is_authority
+# Sources and evidence that vouch for others (a change record, an announcement)
+# may be cited only by writers holding a role the config names for that kind.
+attestation_denials(record) := union({
+	{"source_needs_role" | not attested(record.source.kind)},
+	{"evidence_needs_role" |
+		some item in record.evidence
+		not attested(item.kind)
+	},
+	{"evidence_not_writers" |
+		some item in record.evidence
+		item.kind in config.evidence.signed_by_knower
+		item.by != input.writer.id
+		not writer_may_relay
+	},
+})
+
+attested(kind) if not config.attestation[kind]
+
+attested(kind) if {
+	some role in config.attestation[kind]
+	directory.has_role(input.writer, role)
 }
 
-writer_is_authority if {
-	some role in config.authoritative.writer_roles
+# Writing someone else's view needs a relay role (an extractor service): Alice
+# cannot put beliefs in Bob's head by writing records that name him as holder.
+# A relayed view must say whose words it came from.
+holder_denials(record) := union({
+	{"writer_not_holder" |
+		record.observer_id
+		record.observer_id != input.writer.id
+		not writer_may_relay
+	},
+	{"relay_without_speaker" |
+		record.observer_id
+		record.observer_id != input.writer.id
+		not record.source.speaker
+	},
+})
+
+writer_may_relay if {
+	some role in config.ingest.relay_roles
 	directory.has_role(input.writer, role)
+}
+
+# A writer cannot label a record with a scope it is not cleared for.
+scope_denials(record) := {"scope_not_held" | not directory.clears_scope(record, input.writer)}
+
+# A record derived from others (a summary) may reach no one its premises could
+# not, and the writer must be able to read every premise.
+derivation_denials(record) := union({
+	{"premise_unavailable" |
+		some id in record.provenance.derived_from
+		not readable_premise(id)
+	},
+	{sprintf("derived_audience_wider:%s", [entry]) |
+		some entry in record.audience
+		some premise in premises_of(record)
+		not directory.admits_entry(premise, entry)
+	},
+	{"derived_scope_wider" |
+		some premise in premises_of(record)
+		premise.access_scope
+		record.access_scope != premise.access_scope
+	},
+	{"derived_scope_wider" |
+		some premise in premises_of(record)
+		premise.access_scope
+		not record.access_scope
+	},
+})
+
+premises_of(record) := [premise |
+	some id in record.provenance.derived_from
+	some premise in input.premises
+	premise.id == id
+]
+
+readable_premise(id) if {
+	some premise in input.premises
+	premise.id == id
+	premise.tenant == input.writer.tenant
+	directory.admits(premise, input.writer)
+	directory.clears_scope(premise, input.writer)
 }

@@ -59,6 +59,16 @@ test_flattened_knowledge_refused if {
 
 test_flattened_belief_refused if {
 	d := write(alice, object.union(belief, {"observer_id": "bob"}))
+	d.reasons == {"observer_not_speaker", "writer_not_holder"}
+}
+
+test_relay_without_speaker_refused if {
+	record := object.union(object.remove(belief, ["source"]), {"observer_id": "bob", "source": {"kind": "document"}})
+	write(extractor, record).reasons == {"relay_without_speaker"}
+}
+
+test_extractor_cannot_flatten_either if {
+	d := write({"id": "extractor-bot", "tenant": "acme"}, object.union(belief, {"observer_id": "bob"}))
 	d.reasons == {"observer_not_speaker"}
 }
 
@@ -79,12 +89,31 @@ test_known_with_insufficient_evidence_refused if {
 	write(alice, record).reasons == {"known_without_evidence"}
 }
 
-test_known_with_evidence_allowed if {
-	record := object.union(belief, {
-		"modality": "known", "observed_id": "bob",
-		"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9"}],
+extractor := {"id": "extractor-bot", "tenant": "acme"}
+
+acknowledged := object.union(belief, {
+	"modality": "known", "observed_id": "bob",
+	"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9"}],
+})
+
+test_known_with_evidence_relayed_by_extractor_allowed if write(extractor, acknowledged).allow
+
+test_citing_someone_elses_acknowledgement_refused if {
+	write(alice, acknowledged).reasons == {"evidence_not_writers"}
+}
+
+test_citing_own_acknowledgement_allowed if {
+	own := object.union(object.remove(acknowledged, ["observed_id", "source"]), {
+		"observer_id": "bob",
+		"source": {"kind": "conversation", "speaker": "bob"},
 	})
-	write(alice, record).allow
+	write({"id": "bob", "tenant": "acme"}, own).allow
+}
+
+test_citing_a_change_record_needs_authority if {
+	record := object.union(belief, {"modality": "known", "evidence": [{"kind": "change_record", "ref": "CR-7"}]})
+	write(alice, record).reasons == {"evidence_needs_role"}
+	write({"id": "alice", "tenant": "acme", "roles": ["authority"]}, record).allow
 }
 
 test_common_knowledge_without_announcement_refused if {
@@ -92,14 +121,15 @@ test_common_knowledge_without_announcement_refused if {
 	d.reasons == {"common_knowledge_without_announcement"}
 }
 
-test_common_knowledge_from_announcement_allowed if {
-	record := object.union(belief, {
-		"modality": "common_knowledge",
-		"source": {"kind": "announcement", "speaker": "alice", "channel": "all-hands"},
-		"audience": ["group:launch-team"],
-	})
-	write(alice, record).allow
-}
+announced := object.union(belief, {
+	"modality": "common_knowledge",
+	"source": {"kind": "announcement", "speaker": "alice", "channel": "all-hands"},
+	"audience": ["group:launch-team"],
+})
+
+test_common_knowledge_from_announcement_relayed_by_extractor_allowed if write(extractor, announced).allow
+
+test_announcement_needs_a_role_to_write if write(alice, announced).reasons == {"source_needs_role"}
 
 change_record := {
 	"id": "w1",
@@ -112,7 +142,7 @@ change_record := {
 
 test_authoritative_source_refused_without_authority if {
 	d := write(alice, change_record)
-	d.reasons == {"authoritative_source_needs_authority"}
+	d.reasons == {"source_needs_role"}
 }
 
 test_authoritative_source_allowed_for_directory_authority if write({"id": "release-bot", "tenant": "acme"}, change_record).allow
@@ -121,4 +151,98 @@ test_authoritative_source_allowed_for_token_authority if write({"id": "dave", "t
 
 test_unverified_world_state_allowed_for_anyone if {
 	write(alice, object.union(change_record, {"source": {"kind": "conversation"}})).allow
+}
+
+# --- holder and scope ---
+
+test_writing_someone_elses_belief_refused if {
+	record := object.union(belief, {"observer_id": "bob", "source": {"kind": "conversation", "speaker": "bob"}})
+	write(alice, record).reasons == {"writer_not_holder"}
+}
+
+test_extractor_may_relay_a_speakers_belief if {
+	record := object.union(belief, {"observer_id": "bob", "source": {"kind": "conversation", "speaker": "bob"}, "audience": ["bob"]})
+	write({"id": "extractor-bot", "tenant": "acme"}, record).allow
+}
+
+test_relay_role_from_token_claim if {
+	record := object.union(belief, {"observer_id": "bob", "source": {"kind": "conversation", "speaker": "bob"}})
+	write({"id": "svc", "tenant": "acme", "roles": ["extractor"]}, record).allow
+}
+
+test_scope_not_held_refused if {
+	bob := {"id": "bob", "tenant": "acme"}
+	record := object.union(belief, {"observer_id": "bob", "source": {"kind": "conversation", "speaker": "bob"}, "access_scope": "launch-core"})
+	write(bob, record).reasons == {"scope_not_held"}
+}
+
+test_scope_held_allowed if write(alice, object.union(belief, {"access_scope": "launch-core"})).allow
+
+# --- derived records ---
+
+team_premise := object.union(belief, {"id": "p1", "audience": ["group:launch-team"]})
+
+private_premise := object.union(belief, {"id": "p2", "audience": ["alice"]})
+
+scoped_premise := object.union(belief, {"id": "p3", "audience": ["group:launch-team"], "access_scope": "launch-core"})
+
+summary(audience, derived_from) := object.union(belief, {
+	"id": "s1",
+	"audience": audience,
+	"provenance": {"derived_from": derived_from},
+})
+
+derive(record, premises) := decision if {
+	decision := ingest.decision with input as {"writer": alice, "record": record, "premises": premises}
+}
+
+test_summary_within_its_premises_audience_allowed if {
+	derive(summary(["group:launch-team"], ["p1"]), [team_premise]).allow
+}
+
+test_summary_narrower_than_premises_allowed if {
+	derive(summary(["alice"], ["p1", "p2"]), [team_premise, private_premise]).allow
+}
+
+test_summary_wider_than_a_premise_refused if {
+	d := derive(summary(["group:launch-team"], ["p1", "p2"]), [team_premise, private_premise])
+	d.reasons == {"derived_audience_wider:group:launch-team"}
+}
+
+test_summary_naming_an_outsider_refused if {
+	d := derive(summary(["alice", "bob"], ["p2"]), [private_premise])
+	d.reasons == {"derived_audience_wider:bob"}
+}
+
+test_summary_dropping_a_premises_scope_refused if {
+	d := derive(summary(["group:launch-team"], ["p3"]), [scoped_premise])
+	d.reasons == {"derived_scope_wider"}
+}
+
+test_summary_changing_a_premises_scope_refused if {
+	record := object.union(summary(["group:launch-team"], ["p3"]), {"access_scope": "board"})
+	d := derive(record, [scoped_premise])
+	"derived_scope_wider" in d.reasons
+}
+
+test_summary_keeping_a_premises_scope_allowed if {
+	record := object.union(summary(["group:launch-team"], ["p3"]), {"access_scope": "launch-core"})
+	derive(record, [scoped_premise]).allow
+}
+
+test_missing_premise_refused if {
+	d := derive(summary(["alice"], ["p9"]), [])
+	d.reasons == {"premise_unavailable"}
+}
+
+test_premise_the_writer_cannot_read_refused if {
+	bobs := object.union(belief, {"id": "p4", "observer_id": "bob", "audience": ["bob"]})
+	d := derive(summary(["alice"], ["p4"]), [bobs])
+	"premise_unavailable" in d.reasons
+}
+
+test_premise_of_another_tenant_refused if {
+	foreign := object.union(team_premise, {"tenant": "globex"})
+	d := derive(summary(["alice"], ["p1"]), [foreign])
+	"premise_unavailable" in d.reasons
 }

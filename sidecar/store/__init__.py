@@ -70,7 +70,14 @@ class EmptyOrAfter:
     instant: datetime
 
 
-Condition = Match | AtLeast | NotAfter | EmptyOrAfter
+@dataclass(frozen=True)
+class Absent:
+    """The field is missing (or null, or an empty list)."""
+
+    key: str
+
+
+Condition = Match | AtLeast | NotAfter | EmptyOrAfter | Absent
 
 
 @dataclass(frozen=True)
@@ -81,20 +88,25 @@ class Scope:
     current_at: datetime | None = None
     about: str | None = None
     observer: str | None = None
+    observed: str | None = None
     source_id: str | None = None
     modality: str | None = None
     min_confidence: float | None = None
+    # Fields that must be missing, e.g. ("invalid_at",) for versions still open.
+    absent: tuple[str, ...] = ()
 
     def conditions(self) -> list[Condition]:
         conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
         for key, value in (
             ("proposition.key", self.about),
             ("observer_id", self.observer),
+            ("observed_id", self.observed),
             ("source_id", self.source_id),
             ("modality", self.modality),
         ):
             if value is not None:
                 conditions.append(Match(key, value))
+        conditions.extend(Absent(key) for key in self.absent)
         if self.min_confidence is not None:
             conditions.append(AtLeast("confidence", self.min_confidence))
         if self.current_at is not None:
@@ -129,6 +141,10 @@ class Store(Protocol):
 
     async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
         """Records of this tenant by record id; unknown ids are left out."""
+        ...
+
+    async def find(self, scope: Scope, limit: int) -> list[Hit]:
+        """Records within scope, by filter alone (no vector), in no particular order."""
         ...
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:

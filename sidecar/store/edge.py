@@ -22,6 +22,7 @@ from sidecar.store import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
+    Absent,
     AtLeast,
     Condition,
     EmptyOrAfter,
@@ -121,6 +122,16 @@ class EdgeStore:
             if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
         ]
 
+    async def find(self, scope: Scope, limit: int) -> list[Hit]:
+        request = qe.ScrollRequest(
+            limit=limit,
+            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()]),
+            with_payload=True,
+            with_vector=False,
+        )
+        records, _ = await self._run(self.shard.scroll, request)
+        return [Hit(r.payload or {}, 0.0, 0) for r in records]
+
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
             qe.Point(point_id(tenant, payload["id"]), vector, payload) for payload, vector in items
@@ -157,7 +168,7 @@ class EdgeStore:
             raise StoreUnavailable(str(exc)) from exc
 
 
-def _condition(condition: Condition) -> qe.FieldCondition | qe.Filter:
+def _condition(condition: Condition) -> qe.ConditionType:
     match condition:
         case Match(key, value):
             return qe.FieldCondition(key, match=qe.MatchValue(value))
@@ -165,6 +176,8 @@ def _condition(condition: Condition) -> qe.FieldCondition | qe.Filter:
             return qe.FieldCondition(key, range=qe.RangeFloat(gte=value))
         case NotAfter(key, instant):
             return qe.FieldCondition(key, range=qe.RangeDateTime(lte=iso(instant)))
+        case Absent(key):
+            return qe.IsEmptyCondition(key)
         case EmptyOrAfter(key, instant):
             return qe.Filter(
                 should=[

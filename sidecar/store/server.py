@@ -19,6 +19,7 @@ from sidecar.store import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
+    Absent,
     AtLeast,
     Condition,
     EmptyOrAfter,
@@ -105,6 +106,19 @@ class ServerStore:
             if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
         ]
 
+    async def find(self, scope: Scope, limit: int) -> list[Hit]:
+        try:
+            records, _ = await self.client.scroll(
+                self.collection,
+                scroll_filter=qm.Filter(must=[_condition(c) for c in scope.conditions()]),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        except Exception as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return [Hit(r.payload or {}, 0.0, 0) for r in records]
+
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
             qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
@@ -132,6 +146,8 @@ def _condition(condition: Condition) -> qm.Condition:
             return qm.FieldCondition(key=key, range=qm.Range(gte=value))
         case NotAfter(key, instant):
             return qm.FieldCondition(key=key, range=qm.DatetimeRange(lte=instant))
+        case Absent(key):
+            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
         case EmptyOrAfter(key, instant):
             return qm.Filter(
                 should=[

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
 
 from tests.conftest import as_
 
-LAUNCH_17 = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
-LAUNCH_24 = {"text": "the launch is October 24", "key": "launch.date", "value": "2026-10-24"}
+
+def fresh_key() -> str:
+    """A proposition key of its own: one holder's views of one key form a chain, and
+    tests sharing a sidecar must not supersede each other's records."""
+    return f"launch.date.{uuid.uuid4().hex[:8]}"
+
+
+def launch_17(key: str) -> dict[str, str]:
+    return {"text": "the launch is October 17", "key": key, "value": "2026-10-17"}
+
+
+def launch_24(key: str) -> dict[str, str]:
+    return {"text": "the launch is October 24", "key": key, "value": "2026-10-24"}
 
 
 def said_by(speaker: str, session: str, **fields: Any) -> dict[str, Any]:
     """A claim held by the speaker, from a conversation the speaker took part in."""
     record: dict[str, Any] = {
         "content": f"{speaker} believes the launch is October 17",
-        "proposition": LAUNCH_17,
+        "proposition": launch_17(fresh_key()),
         "observer_id": speaker,
         "source_id": session,
         "source": {"kind": "conversation", "speaker": speaker},

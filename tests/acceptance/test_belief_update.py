@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.acceptance.story import LAUNCH_24, recall, said_by, stored, write
+from tests.acceptance.story import launch_24, recall, said_by, stored, write
 from tests.conftest import as_
 
 
@@ -17,7 +17,7 @@ def _update(http: httpx.Client, old: dict[str, Any], session: str) -> dict[str, 
         said_by(
             "alice",
             session,
-            proposition=LAUNCH_24,
+            proposition=launch_24(old["proposition"]["key"]),
             content="alice believes the launch is October 24",
             valid_at="2026-10-10T09:00:00Z",
             supersedes=old["id"],
@@ -30,7 +30,8 @@ def test_new_belief_replaces_the_old_one_in_recall(http: httpx.Client) -> None:
     [old] = stored(http, "alice", said_by("alice", "session-1"))
     new = _update(http, old, "session-2")
 
-    now = recall(http, "alice", query="when is the launch?", about="launch.date").json()
+    key = old["proposition"]["key"]
+    now = recall(http, "alice", query="when is the launch?", about=key).json()
 
     assert [item["id"] for item in now["items"]] == [new["id"]]
     assert now["items"][0]["supersedes"] == old["id"]

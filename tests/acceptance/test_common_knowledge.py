@@ -23,7 +23,8 @@ def _announcement() -> dict[str, object]:
 
 
 def test_group_announcement_is_common_knowledge(http: httpx.Client) -> None:
-    [record] = stored(http, "carol", _announcement())
+    # The channel's integration (an extractor) relays what Carol announced.
+    [record] = stored(http, "extractor-bot", _announcement())
     got = http.get(f"/v1/memories/{record['id']}", headers=as_("bob")).json()
     assert got["item"]["usable_as"] == "common_knowledge"
     assert got["item"]["attribution"].startswith(
@@ -54,6 +55,12 @@ def test_announcement_on_a_non_qualifying_channel_is_refused(http: httpx.Client)
     hallway = _announcement() | {
         "source": {"kind": "announcement", "speaker": "carol", "channel": "hallway"}
     }
-    response = write(http, "carol", hallway)
+    response = write(http, "extractor-bot", hallway)
     assert response.status_code == 422
     assert response.json()["reasons"][0]["reasons"] == ["common_knowledge_without_announcement"]
+
+
+def test_nobody_can_announce_on_their_own_say_so(http: httpx.Client) -> None:
+    response = write(http, "carol", _announcement())
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["source_needs_role"]

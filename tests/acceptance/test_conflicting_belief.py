@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import httpx
 
-from tests.acceptance.story import LAUNCH_24, recall, said_by, stored
+from tests.acceptance.story import fresh_key, launch_17, launch_24, recall, said_by, stored
 from tests.conftest import as_
 
 TEAM = ["group:launch-team"]
 
 
 def test_disagreeing_holders_give_a_conflict_with_both_views(http: httpx.Client) -> None:
-    [alice] = stored(http, "alice", said_by("alice", "standup-1", audience=TEAM))
+    key = fresh_key()
+    [alice] = stored(
+        http, "alice", said_by("alice", "standup-1", audience=TEAM, proposition=launch_17(key))
+    )
     [bob] = stored(
         http,
         "bob",
@@ -19,16 +22,16 @@ def test_disagreeing_holders_give_a_conflict_with_both_views(http: httpx.Client)
             "bob",
             "standup-1",
             audience=TEAM,
-            proposition=LAUNCH_24,
+            proposition=launch_24(key),
             content="bob believes the launch is October 24",
         ),
     )
 
-    carol = recall(http, "carol", query="when is the launch?", about="launch.date").json()
+    carol = recall(http, "carol", query="when is the launch?", about=key).json()
 
     assert carol["verdict"] == "conflict"
     [conflict] = carol["conflicts"]
-    assert conflict["key"] == "launch.date"
+    assert conflict["key"] == key
     views = {(v["holder"], v["value"], v["record_id"]) for v in conflict["views"]}
     assert views == {
         ("alice", "2026-10-17", alice["id"]),
@@ -42,8 +45,13 @@ def test_disagreeing_holders_give_a_conflict_with_both_views(http: httpx.Client)
 
 
 def test_neither_view_is_deleted_or_rewritten(http: httpx.Client) -> None:
-    [alice] = stored(http, "alice", said_by("alice", "standup-2", audience=TEAM))
-    [bob] = stored(http, "bob", said_by("bob", "standup-2", audience=TEAM, proposition=LAUNCH_24))
+    key = fresh_key()
+    [alice] = stored(
+        http, "alice", said_by("alice", "standup-2", audience=TEAM, proposition=launch_17(key))
+    )
+    [bob] = stored(
+        http, "bob", said_by("bob", "standup-2", audience=TEAM, proposition=launch_24(key))
+    )
     for record, value in ((alice, "2026-10-17"), (bob, "2026-10-24")):
         got = http.get(f"/v1/memories/{record['id']}", headers=as_("carol")).json()
         assert got["item"]["status"] == "current"

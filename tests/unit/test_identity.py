@@ -67,6 +67,13 @@ def test_bad_claims_are_refused(auth: Authenticator, claims: dict[str, Any], exp
     assert reason(auth, headers) == expected
 
 
+def test_token_for_another_service_is_refused_even_without_configured_audience() -> None:
+    lenient = Authenticator(Settings(jwt_hs256_secret=SECRET))
+    assert lenient(request({"Authorization": f"Bearer {token({})}"})).id == "alice"
+    foreign = token({"aud": "some-other-service"})
+    assert reason(lenient, {"Authorization": f"Bearer {foreign}"}) == "invalid_token"
+
+
 def test_missing_tenant_claim_is_refused(auth: Authenticator) -> None:
     claims = {"sub": "alice", "exp": int(time.time()) + 60, "iss": "idp", "aud": "whose"}
     forged = jwt.encode(claims, SECRET, algorithm="HS256")

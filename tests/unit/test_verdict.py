@@ -4,7 +4,7 @@ import uuid
 from typing import Any
 
 from sidecar.messages import Item
-from sidecar.verdict import decide
+from sidecar.verdict import decide, settle
 
 
 def item(holder: str, value: Any, usable_as: str = "belief", **extra: Any) -> Item:
@@ -65,6 +65,27 @@ def test_superseded_versions_do_not_conflict_with_their_successor() -> None:
 def test_values_of_different_types_differ() -> None:
     assert decide([item("alice", 1), item("bob", "1")])[0] == "conflict"
     assert decide([item("alice", 1), item("bob", True)])[0] == "conflict"
+
+
+def test_equal_numbers_agree() -> None:
+    assert decide([item("alice", 2), item("bob", 2.0)])[0] == "attributed"
+
+
+def test_disagreeing_authoritative_facts_are_a_conflict_not_an_answer() -> None:
+    a = item("", "2026-10-17", usable_as="fact", observer_id=None)
+    b = item("", "2026-10-24", usable_as="fact", observer_id=None)
+    verdict, [conflict] = decide([a, b])
+    assert verdict == "conflict"
+    assert {v.record_id for v in conflict.views} == {a.id, b.id}
+
+
+def test_a_version_named_as_superseded_by_another_item_is_not_current() -> None:
+    # A write interrupted after storing the new version: both still look current.
+    old = item("alice", "2026-10-17")
+    new = item("alice", "2026-10-24", supersedes=old.id)
+    settled = settle([old, new])
+    assert [i.status for i in settled] == ["superseded", "current"]
+    assert decide(settled) == ("attributed", [])
 
 
 def test_a_fact_that_has_ended_does_not_answer() -> None:

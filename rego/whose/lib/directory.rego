@@ -43,3 +43,21 @@ admits(record, identity) if {
 clears_scope(record, _) if not record.access_scope
 
 clears_scope(record, identity) if cleared_for(identity, record.access_scope)
+
+# METADATA
+# description: everyone an audience entry (a principal or a group:) stands for is admitted by record.
+admits_entry(record, entry) if entry in record.audience
+
+admits_entry(record, entry) if {
+	not startswith(entry, "group:")
+	admits(record, {"id": entry, "tenant": record.tenant})
+}
+
+# A group the directory does not list cannot be checked, so it is not covered.
+admits_entry(record, entry) if {
+	startswith(entry, "group:")
+	members := data.whose.directory.tenants[record.tenant].groups[trim_prefix(entry, "group:")]
+	every member in members {
+		admits(record, {"id": member, "tenant": record.tenant})
+	}
+}

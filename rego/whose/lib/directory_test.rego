@@ -41,3 +41,19 @@ test_clears_unscoped_record if directory.clears_scope({"tenant": "acme"}, bob)
 test_clears_scope_when_cleared if directory.clears_scope({"tenant": "acme", "access_scope": "launch-core"}, alice)
 
 test_not_clears_scope_when_not_cleared if not directory.clears_scope({"tenant": "acme", "access_scope": "launch-core"}, bob)
+
+test_admits_entry_listed_literally if directory.admits_entry({"tenant": "acme", "audience": ["group:ops"]}, "group:ops")
+
+test_admits_entry_principal_through_group if directory.admits_entry({"tenant": "acme", "audience": ["group:launch-team"]}, "bob")
+
+test_admits_entry_group_whose_members_are_all_admitted if {
+	directory.admits_entry({"tenant": "acme", "audience": ["alice", "bob", "carol"]}, "group:launch-team")
+}
+
+test_not_admits_entry_group_with_an_outsider if {
+	not directory.admits_entry({"tenant": "acme", "audience": ["alice", "carol"]}, "group:launch-team")
+}
+
+test_not_admits_entry_unknown_group if not directory.admits_entry({"tenant": "acme", "audience": ["alice"]}, "group:ops")
+
+test_not_admits_entry_outsider if not directory.admits_entry({"tenant": "acme", "audience": ["alice"]}, "bob")

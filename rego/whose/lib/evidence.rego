@@ -16,14 +16,23 @@ satisfies(record) if {
 	accepted(item, knower(record))
 }
 
-# Kinds that attest by themselves (a change record, an announcement).
+# Kinds that attest by themselves (a change record, an announcement). Who may
+# cite them is the write policy's business (config.attestation).
 accepted(item, _) if {
 	item.kind in config.evidence.accepted_kinds
 	not item.kind in config.evidence.signed_by_knower
+	cited(item)
 }
 
 # Kinds that only count when the knower gave them (an acknowledgement by Bob).
 accepted(item, knower) if {
 	item.kind in config.evidence.signed_by_knower
 	item.by == knower
+	cited(item)
+}
+
+# Evidence points at something that can be checked.
+cited(item) if {
+	is_string(item.ref)
+	item.ref != ""
 }

@@ -18,6 +18,17 @@ test_acknowledgement_by_someone_else_does_not if not evidence.satisfies({
 	"evidence": [{"kind": "acknowledgement", "by": "alice", "ref": "msg-9"}],
 })
 
+test_evidence_without_ref_does_not if not evidence.satisfies({
+	"observer_id": "alice",
+	"evidence": [{"kind": "change_record"}],
+})
+
+test_acknowledgement_without_ref_does_not if not evidence.satisfies({
+	"observer_id": "alice",
+	"observed_id": "bob",
+	"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": ""}],
+})
+
 test_change_record_satisfies if evidence.satisfies({
 	"observer_id": "alice",
 	"evidence": [{"kind": "change_record", "ref": "CR-7"}],

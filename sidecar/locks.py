@@ -1,0 +1,84 @@
+"""Write locks for supersession: one holder of a belief chain at a time.
+
+Two updates of one belief must never both see the same "current" version and
+both replace it. In one process an asyncio lock per chain is enough; several
+sidecar replicas share a Redis lock per chain (SET NX with a token and a TTL,
+released by compare-and-delete, as redis-py implements it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Protocol
+
+import redis.asyncio as aioredis
+from redis.exceptions import LockError, RedisError
+
+
+class LockUnavailable(Exception):
+    """The lock could not be taken in time (or Redis is down): refuse the write."""
+
+
+class ChainLocks(Protocol):
+    def hold(self, keys: Iterable[str]) -> AbstractAsyncContextManager[None]: ...
+
+
+class LocalLocks:
+    """Per-key asyncio locks: enough when one process owns the store (edge)."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    @asynccontextmanager
+    async def hold(self, keys: Iterable[str]) -> AsyncIterator[None]:
+        held = []
+        # Sorted, so two writers needing the same two chains cannot deadlock.
+        for key in sorted(set(keys)):
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = asyncio.Lock()
+            held.append(lock)
+        async with AsyncExitStack() as stack:
+            for lock in held:
+                await stack.enter_async_context(lock)
+            yield
+
+
+class RedisLocks:
+    """Per-key Redis locks shared by every replica."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: float = 10.0, wait_s: float = 5.0) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+        self.wait_s = wait_s
+
+    @asynccontextmanager
+    async def hold(self, keys: Iterable[str]) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for key in sorted(set(keys)):
+                lock = self.client.lock(
+                    f"whose:chain:{_digest(key)}", timeout=self.ttl_s, blocking_timeout=self.wait_s
+                )
+                try:
+                    acquired = await lock.acquire()
+                except RedisError as exc:
+                    raise LockUnavailable(f"redis: {type(exc).__name__}") from exc
+                if not acquired:
+                    raise LockUnavailable("timed out waiting for a chain lock")
+                stack.push_async_callback(_release, lock)
+            yield
+
+
+async def _release(lock: aioredis.lock.Lock) -> None:
+    # Expired or Redis gone: the TTL frees it; the write already happened or failed.
+    with contextlib.suppress(LockError, RedisError):
+        await lock.release()
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:32]

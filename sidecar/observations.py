@@ -1,0 +1,82 @@
+"""Speaker-grounded ingestion: what someone said becomes *their* view, nothing more.
+
+A memory extractor posts an utterance's claims with who said them and who was
+there. Each claim becomes a record held by the speaker; a claim about another
+participant's mind becomes the speaker's belief about that mind (B_speaker(K_bob
+p)), never Bob's knowledge; the audience is who was present. The records then
+take the ordinary write path (write policy, supersession).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sidecar.record import Attitude, Instant, MemoryWrite, Name, Proposition
+
+# A hedged claim ("I think ...") is weaker evidence of the speaker's view.
+DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Proposition
+    about: Name | None = Field(default=None, description="Whose mind the claim is about.")
+    attitude: Attitude | None = Field(default=None, description="With `about`: knows or believes.")
+    hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class Observation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Name
+    source_id: Name
+    channel: Name | None = None
+    participants: list[Name] = Field(default_factory=list, max_length=1000)
+    said_at: Instant | None = None
+    access_scope: Name | None = None
+    claims: list[Claim] = Field(min_length=1, max_length=100)
+
+
+def to_records(observation: Observation) -> list[MemoryWrite]:
+    """One record per claim, held by the speaker, visible to who was present."""
+    speaker = observation.speaker
+    audience = list(dict.fromkeys([speaker, *observation.participants]))
+    source = {
+        "kind": "conversation",
+        "speaker": speaker,
+        "channel": observation.channel,
+        "participants": audience,
+    }
+    records = []
+    for claim in observation.claims:
+        about = claim.about if claim.about not in (None, speaker) else None
+        attitude = (claim.attitude or "believes") if about else None
+        records.append(
+            MemoryWrite(
+                content=_sentence(speaker, claim, about, attitude),
+                proposition=claim.proposition,
+                observer_id=speaker,
+                observed_id=about,
+                observed_attitude=attitude,
+                source_id=observation.source_id,
+                source=source,
+                modality="reported_belief" if claim.hedged else "asserted",
+                confidence=claim.confidence
+                if claim.confidence is not None
+                else DEFAULT_CONFIDENCE[claim.hedged],
+                audience=audience,
+                access_scope=observation.access_scope,
+                valid_at=observation.said_at,
+            )
+        )
+    return records
+
+
+def _sentence(speaker: str, claim: Claim, about: str | None, attitude: str | None) -> str:
+    verb = "thinks" if claim.hedged else "says"
+    text = claim.proposition.text
+    if about:
+        return f"{speaker} {verb} that {about} {attitude} that {text}"
+    return f"{speaker} {verb} that {text}"

@@ -1,0 +1,161 @@
+"""Supersession: a holder's new view of a proposition replaces their current one.
+
+A chain is one holder's successive views of one proposition: (tenant, observer,
+observed, proposition key). Its current version is the one without invalid_at.
+A new record in a chain supersedes the current version: the new one names it
+in `supersedes`, the old one gets `invalid_at` and `superseded_by`, nothing is
+deleted. Other holders' chains are never touched.
+
+Everything here is pure: the writer fetches the current versions under a chain
+lock, this module decides what to change, the writer applies it. Records are
+stored new-first, so a process that dies half-way leaves the new version naming
+its predecessor while the predecessor still looks current; `plan` repairs that
+whenever it next sees the chain (and `whose repair` does it for a tenant).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from sidecar.store import Scope
+
+Payload = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Chain:
+    tenant: str
+    observer: str | None
+    observed: str | None
+    key: str
+
+    def lock_key(self) -> str:
+        return "\x00".join((self.tenant, self.observer or "", self.observed or "", self.key))
+
+    def open_versions(self) -> Scope:
+        absent = ["invalid_at"]
+        if self.observer is None:
+            absent.append("observer_id")
+        if self.observed is None:
+            absent.append("observed_id")
+        return Scope(
+            tenant=self.tenant,
+            about=self.key,
+            observer=self.observer,
+            observed=self.observed,
+            absent=tuple(absent),
+        )
+
+
+def chain_of(record: Payload) -> Chain | None:
+    key = (record.get("proposition") or {}).get("key")
+    if not key:
+        return None
+    return Chain(record["tenant"], record.get("observer_id"), record.get("observed_id"), key)
+
+
+@dataclass
+class Plan:
+    # (record id, fields to set) on records already stored, applied after the new ones.
+    updates: list[tuple[str, Payload]] = field(default_factory=list)
+    # (batch index, reason) for records that cannot be written as asked.
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+
+def plan(
+    new: list[Payload],
+    open_versions: dict[Chain, list[Payload]],
+    named: dict[str, Payload],
+) -> Plan:
+    """Link each new record into its chain; mutates the new payloads in place.
+
+    `open_versions` holds the stored versions without invalid_at of every chain
+    the batch touches; `named` holds stored records that keyless new records
+    name in `supersedes`.
+    """
+    result = Plan()
+    heads = {chain: _repair(versions, result) for chain, versions in open_versions.items()}
+    in_batch = {record["id"] for record in new}
+    claimed: set[str] = set()
+    for index, record in enumerate(new):
+        chain = chain_of(record)
+        if chain is None:
+            previous = named.get(str(record.get("supersedes")))
+            reason = _explicit_refusal(record, previous, claimed)
+        else:
+            previous = heads.get(chain)
+            reason = _chain_refusal(record, previous)
+            if reason is None:
+                heads[chain] = record
+        if reason is not None:
+            result.problems.append((index, reason))
+        elif previous is not None:
+            claimed.add(previous["id"])
+            record["supersedes"] = previous["id"]
+            _close(previous, record, result, stored=previous["id"] not in in_batch)
+    return result
+
+
+def _chain_refusal(record: Payload, head: Payload | None) -> str | None:
+    """A keyed record replaces its chain's head; an explicit `supersedes` must name it."""
+    wanted = record.get("supersedes")
+    if wanted is not None and (head is None or str(wanted) != head["id"]):
+        # One reason for missing, someone else's and already replaced: the writer
+        # learns nothing about records it could not see.
+        return "cannot_supersede"
+    if head is not None and _at(head, "valid_at") > _at(record, "valid_at"):
+        return "valid_at_before_current_version"
+    return None
+
+
+def _explicit_refusal(record: Payload, previous: Payload | None, claimed: set[str]) -> str | None:
+    """A keyless record replaces only what it names: the same holder's open, keyless version."""
+    if record.get("supersedes") is None:
+        return None
+    if (
+        previous is None
+        or previous["id"] in claimed  # a second successor would fork the chain
+        or "invalid_at" in previous
+        or (previous.get("proposition") or {}).get("key")  # keyed versions live in their chain
+        or previous.get("observer_id") != record.get("observer_id")
+        or previous.get("observed_id") != record.get("observed_id")
+    ):
+        return "cannot_supersede"
+    if _at(previous, "valid_at") > _at(record, "valid_at"):
+        return "valid_at_before_current_version"
+    return None
+
+
+def _repair(versions: list[Payload], result: Plan) -> Payload | None:
+    """Close all but the latest of several open versions; returns the head."""
+    ordered = sorted(versions, key=lambda r: (_at(r, "valid_at"), r.get("recorded_at", "")))
+    for older, newer in pairwise(ordered):
+        _close(older, newer, result, stored=True)
+        if newer.get("supersedes") != older["id"]:
+            result.updates.append((newer["id"], {"supersedes": older["id"]}))
+    return ordered[-1] if ordered else None
+
+
+def _close(previous: Payload, successor: Payload, result: Plan, stored: bool) -> None:
+    fields = {"invalid_at": successor["valid_at"], "superseded_by": successor["id"]}
+    if stored:
+        result.updates.append((previous["id"], fields))
+    previous.update(fields)
+
+
+def _at(record: Payload, name: str) -> datetime:
+    return datetime.fromisoformat(record[name])
+
+
+def open_chains(records: list[Payload]) -> dict[Chain, list[Payload]]:
+    """Group open versions by chain (for `whose repair`)."""
+    chains: dict[Chain, list[Payload]] = defaultdict(list)
+    for record in records:
+        chain = chain_of(record)
+        if chain is not None:
+            chains[chain].append(record)
+    return chains
