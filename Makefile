@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install serve demo test rego-check lint typecheck pytest schemas lock clean
+.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
 
@@ -26,7 +26,10 @@ serve: install  ## run the sidecar on embedded defaults, dev identity, 127.0.0.1
 demo: install  ## the launch-date story: what Alice and Bob receive
 	$(BIN)/whose demo
 
-test: install rego-check lint typecheck pytest  ## everything CI runs
+test: install redis rego-check lint typecheck pytest  ## everything CI runs
+
+redis:  ## the tests start their own redis-server; install Debian's if missing
+	scripts/install-redis.sh
 
 rego-check:
 	$(OPA) fmt --list --fail rego

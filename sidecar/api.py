@@ -151,7 +151,7 @@ async def get_memory(
         raise _NOT_FOUND
     record = hits[0].record
     return MemoryResponse(
-        item=disclosed_item(record, decision, now),
+        item=disclosed_item(record, decision, as_of or now),
         record=MemoryRecord.model_validate(record),
         decision_id=uuid.uuid4(),
     )

@@ -59,12 +59,16 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
     return policy
 
 
-async def _open_locks(settings: Settings, stack: AsyncExitStack) -> ChainLocks:
+@asynccontextmanager
+async def open_locks(settings: Settings) -> AsyncIterator[ChainLocks]:
     if not settings.redis_url:
-        return LocalLocks()
+        yield LocalLocks()
+        return
     client = aioredis.from_url(settings.redis_url)
-    stack.push_async_callback(client.aclose)
-    return RedisLocks(client, settings.lock_ttl_s, settings.lock_wait_s)
+    try:
+        yield RedisLocks(client, settings.lock_ttl_s, settings.lock_wait_s)
+    finally:
+        await client.aclose()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -79,7 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
             await store.open()
             stack.push_async_callback(store.close)
             embedder = HashingEmbedder(settings.vector_size)
-            locks = await _open_locks(settings, stack)
+            locks = await stack.enter_async_context(open_locks(settings))
             app.state.services = Services(
                 settings=settings,
                 store=store,

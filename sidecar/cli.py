@@ -51,6 +51,37 @@ def demo() -> None:
 
 
 @app.command()
+def repair(
+    tenant: Annotated[str, typer.Option(help="Tenant whose belief chains to check.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Store folder (WHOSE_DATA_DIR).")] = None,
+) -> None:
+    """Close belief chains that an interrupted write left with two current versions.
+
+    With the embedded store, stop the sidecar first (one process owns the folder);
+    with a Qdrant server and Redis locks it is safe beside running sidecars.
+    """
+    import asyncio
+
+    from sidecar.app import open_locks, open_store
+    from sidecar.ingest import repair as repair_chains
+
+    settings = Settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+
+    async def run() -> int:
+        store = open_store(settings)
+        await store.open()
+        try:
+            async with open_locks(settings) as locks:
+                return await repair_chains(store, locks, tenant)
+        finally:
+            await store.close()
+
+    typer.echo(f"repaired {asyncio.run(run())} field updates in tenant {tenant}")
+
+
+@app.command()
 def schemas(
     out: Annotated[Path, typer.Option(help="Folder for the JSON Schemas.")] = Path("schemas"),
 ) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sidecar.embed import HashingEmbedder
@@ -19,7 +19,7 @@ from sidecar.identity import Identity
 from sidecar.locks import ChainLocks
 from sidecar.policy import PolicyClient
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
-from sidecar.store import Hit, Scope, Store
+from sidecar.store import Hit, Scope, Store, iso
 from sidecar.supersession import Chain, chain_of, open_chains, plan
 
 # Bounds one chain lookup; more open versions than this means something else is wrong.
@@ -70,10 +70,21 @@ class Writer:
         chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
         async with self.locks.hold([c.lock_key() for c in chains] + named):
+            # Without a valid_at of its own, a version starts when it is stored: in
+            # lock order, so concurrent updates of one belief line up instead of
+            # one being refused for starting before the other.
+            committed = iso(datetime.now(UTC))
+            undated = set()
+            for body, payload in zip(bodies, payloads, strict=True):
+                payload["recorded_at"] = committed
+                if body.valid_at is None:
+                    payload["valid_at"] = committed
+                    undated.add(payload["id"])
             await self._refuse_taken_ids(payloads, writer.tenant)
             open_versions = {c: await self._open_versions(c) for c in chains}
             stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
-            linked = plan(payloads, open_versions, {h.record["id"]: h.record for h in stored})
+            named_records = {h.record["id"]: h.record for h in stored}
+            linked = plan(payloads, open_versions, named_records, undated)
             _refuse_if(linked.problems, payloads)
             # New versions first: if we stop half-way, each names its predecessor,
             # which still looks current until `plan` next sees the chain.
@@ -82,23 +93,8 @@ class Writer:
                 await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
         return [MemoryRecord.model_validate(p) for p in payloads]
 
-    async def repair(self, tenant: str, limit: int = 100_000) -> int:
-        """Close every chain a crash left with two open versions; returns fixes made."""
-        open_records = await self.store.find(Scope(tenant=tenant, absent=("invalid_at",)), limit)
-        fixes = 0
-        for chain, versions in open_chains([h.record for h in open_records]).items():
-            if len(versions) < 2:
-                continue
-            async with self.locks.hold([chain.lock_key()]):
-                linked = plan([], {chain: await self._open_versions(chain)}, {})
-                for record_id, fields in linked.updates:
-                    await self.store.update(tenant, uuid.UUID(record_id), fields)
-                    fixes += 1
-        return fixes
-
     async def _open_versions(self, chain: Chain) -> list[dict[str, Any]]:
-        hits = await self.store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-        return [h.record for h in hits]
+        return await open_versions_of(self.store, chain)
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
         ids = {
@@ -133,6 +129,30 @@ class Writer:
         _refuse_if(
             [(i, "id_exists") for i, p in enumerate(payloads) if p["id"] in taken_ids], payloads
         )
+
+
+async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
+    hits = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
+    return [h.record for h in hits]
+
+
+async def repair(store: Store, locks: ChainLocks, tenant: str, limit: int = 100_000) -> int:
+    """Close every chain of a tenant that a crash left with two open versions.
+
+    Returns the number of fields updates made. Each chain is fixed under its lock,
+    so this is safe to run beside live writers that share the same locks.
+    """
+    open_records = await store.find(Scope(tenant=tenant, absent=("invalid_at",)), limit)
+    fixes = 0
+    for chain, versions in open_chains([h.record for h in open_records]).items():
+        if len(versions) < 2:
+            continue
+        async with locks.hold([chain.lock_key()]):
+            linked = plan([], {chain: await open_versions_of(store, chain)}, {})
+            for record_id, fields in linked.updates:
+                await store.update(tenant, uuid.UUID(record_id), fields)
+                fixes += 1
+    return fixes
 
 
 def _body_problems(

@@ -70,12 +70,15 @@ def plan(
     new: list[Payload],
     open_versions: dict[Chain, list[Payload]],
     named: dict[str, Payload],
+    undated: frozenset[str] | set[str] = frozenset(),
 ) -> Plan:
     """Link each new record into its chain; mutates the new payloads in place.
 
     `open_versions` holds the stored versions without invalid_at of every chain
     the batch touches; `named` holds stored records that keyless new records
-    name in `supersedes`.
+    name in `supersedes`; `undated` holds ids of new records whose valid_at was
+    not given, which may move forward to their predecessor's (clock skew
+    between replicas) rather than be refused.
     """
     result = Plan()
     heads = {chain: _repair(versions, result) for chain, versions in open_versions.items()}
@@ -90,6 +93,12 @@ def plan(
             previous = heads.get(chain)
             reason = _chain_refusal(record, previous)
             if reason is None:
+                heads[chain] = record
+        if reason == "valid_at_before_current_version" and record["id"] in undated:
+            assert previous is not None
+            record["valid_at"] = previous["valid_at"]
+            reason = None
+            if chain is not None:
                 heads[chain] = record
         if reason is not None:
             result.problems.append((index, reason))
@@ -132,7 +141,13 @@ def _explicit_refusal(record: Payload, previous: Payload | None, claimed: set[st
 
 def _repair(versions: list[Payload], result: Plan) -> Payload | None:
     """Close all but the latest of several open versions; returns the head."""
-    ordered = sorted(versions, key=lambda r: (_at(r, "valid_at"), r.get("recorded_at", "")))
+    open_ids = {r["id"] for r in versions}
+
+    def age(r: Payload) -> tuple[datetime, str, bool]:
+        # On a tie in time, a version that names another open one is the newer.
+        return _at(r, "valid_at"), r.get("recorded_at", ""), r.get("supersedes") in open_ids
+
+    ordered = sorted(versions, key=age)
     for older, newer in pairwise(ordered):
         _close(older, newer, result, stored=True)
         if newer.get("supersedes") != older["id"]:

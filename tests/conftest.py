@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,3 +117,44 @@ def as_(who: str, tenant: str = "acme", groups: str = "", roles: str = "") -> di
     if roles:
         headers["X-Whose-Roles"] = roles
     return headers
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server on a free loopback port, no persistence."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is missing: run the tests with `make test`")
+    url, process = start_redis(binary, tmp_path_factory.mktemp("redis"))
+    yield url
+    stop(process)
+
+
+def start_redis(
+    binary: str, folder: Path, port: int | None = None
+) -> tuple[str, subprocess.Popen[bytes]]:
+    port = port or free_port()
+    command = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    log = folder / "redis.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return f"redis://127.0.0.1:{port}/0", process
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.terminate()
+    raise RuntimeError(f"redis-server did not start:\n{log.read_text(errors='replace')}")

@@ -148,15 +148,22 @@ derivation_denials(record) := union({
 	},
 })
 
+# Only premises the writer may read are compared: an unreadable one must answer
+# exactly like a missing one (premise_unavailable), nothing more.
 premises_of(record) := [premise |
 	some id in record.provenance.derived_from
 	some premise in input.premises
 	premise.id == id
+	readable(premise)
 ]
 
 readable_premise(id) if {
 	some premise in input.premises
 	premise.id == id
+	readable(premise)
+}
+
+readable(premise) if {
 	premise.tenant == input.writer.tenant
 	directory.admits(premise, input.writer)
 	directory.clears_scope(premise, input.writer)

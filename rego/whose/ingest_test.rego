@@ -238,7 +238,7 @@ test_missing_premise_refused if {
 test_premise_the_writer_cannot_read_refused if {
 	bobs := object.union(belief, {"id": "p4", "observer_id": "bob", "audience": ["bob"]})
 	d := derive(summary(["alice"], ["p4"]), [bobs])
-	"premise_unavailable" in d.reasons
+	d.reasons == {"premise_unavailable"}
 }
 
 test_premise_of_another_tenant_refused if {

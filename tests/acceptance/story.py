@@ -27,7 +27,6 @@ def launch_24(key: str) -> dict[str, str]:
 def said_by(speaker: str, session: str, **fields: Any) -> dict[str, Any]:
     """A claim held by the speaker, from a conversation the speaker took part in."""
     record: dict[str, Any] = {
-        "content": f"{speaker} believes the launch is October 17",
         "proposition": launch_17(fresh_key()),
         "observer_id": speaker,
         "source_id": session,
@@ -38,6 +37,7 @@ def said_by(speaker: str, session: str, **fields: Any) -> dict[str, Any]:
         "valid_at": "2026-10-01T09:00:00Z",
     }
     record.update(fields)
+    record.setdefault("content", f"{speaker} believes {record['proposition']['text']}")
     return record
 
 

@@ -109,3 +109,55 @@ def test_a_superseded_version_cannot_be_superseded_again(http: httpx.Client) -> 
     response = write(http, "alice", fork)
     assert response.status_code == 422
     assert response.json()["reasons"][0]["reasons"] == ["cannot_supersede"]
+
+
+def test_a_new_view_of_the_same_proposition_supersedes_without_being_told(
+    http: httpx.Client,
+) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-14"))
+    key = old["proposition"]["key"]
+    [new] = stored(
+        http,
+        "alice",
+        said_by("alice", "session-15", proposition=launch_24(key), valid_at="2026-10-12T00:00:00Z"),
+    )
+    assert new["supersedes"] == old["id"]
+    got = http.get(f"/v1/memories/{old['id']}", headers=as_("alice")).json()
+    assert got["record"]["superseded_by"] == new["id"]
+
+
+def test_include_history_returns_every_disclosable_version(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-16"))
+    new = _update(http, old, "session-17")
+    key = old["proposition"]["key"]
+    everything = recall(http, "alice", query="launch", about=key, include_history=True).json()
+    assert {(i["id"], i["status"]) for i in everything["items"]} == {
+        (old["id"], "superseded"),
+        (new["id"], "current"),
+    }
+    assert everything["verdict"] == "attributed"  # one holder's versions never conflict
+
+
+def test_get_as_of_returns_the_version_that_applied_then(http: httpx.Client) -> None:
+    [old] = stored(http, "alice", said_by("alice", "session-18"))
+    new = _update(http, old, "session-19")
+    for asked, at, expected in (
+        (new, "2026-10-05T00:00:00Z", old),
+        (old, "2026-10-20T00:00:00Z", new),
+        (old, "2026-10-10T09:00:00Z", new),  # the instant of the update belongs to the new one
+    ):
+        got = http.get(f"/v1/memories/{asked['id']}", params={"as_of": at}, headers=as_("alice"))
+        assert got.json()["item"]["id"] == expected["id"]
+        assert got.json()["item"]["status"] == "current"
+    before = http.get(
+        f"/v1/memories/{old['id']}", params={"as_of": "2026-09-01T00:00:00Z"}, headers=as_("alice")
+    )
+    assert before.status_code == 404
+    assert (
+        http.get(
+            f"/v1/memories/{old['id']}",
+            params={"as_of": "2026-10-05T00:00:00Z"},
+            headers=as_("bob"),
+        ).status_code
+        == 404
+    )

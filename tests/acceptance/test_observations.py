@@ -1,0 +1,101 @@
+"""POST /v1/observations: what a speaker said becomes the speaker's own view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.acceptance.story import fresh_key, recall
+from tests.conftest import as_
+
+
+def observe(http: httpx.Client, writer: str, body: dict[str, Any]) -> httpx.Response:
+    return http.post("/v1/observations", json=body, headers=as_(writer))
+
+
+def private_session(key: str) -> dict[str, Any]:
+    # Alice, alone with the agent: "The launch is October 17. I think Bob already knows."
+    launch = {"text": "the launch is October 17", "key": key, "value": "2026-10-17"}
+    return {
+        "speaker": "alice",
+        "source_id": "private-session-42",
+        "channel": "dm",
+        "participants": ["alice"],
+        "said_at": "2026-10-01T09:00:00Z",
+        "claims": [
+            {"proposition": launch},
+            {"proposition": launch, "about": "bob", "attitude": "knows", "hedged": True},
+        ],
+    }
+
+
+def test_claims_are_grounded_in_the_speaker(http: httpx.Client) -> None:
+    response = observe(http, "extractor-bot", private_session(fresh_key()))
+
+    assert response.status_code == 201, response.text
+    plain, about_bob = response.json()["records"]
+    assert plain["observer_id"] == about_bob["observer_id"] == "alice"
+    assert plain["modality"] == "asserted"
+    assert "observed_id" not in plain
+    # B_alice(K_bob p), never K_bob(p).
+    assert about_bob["modality"] == "reported_belief"
+    assert about_bob["observed_id"] == "bob"
+    assert about_bob["observed_attitude"] == "knows"
+    assert about_bob["content"] == "alice thinks that bob knows that the launch is October 17"
+    # A private session: only the speaker may hear it back.
+    assert plain["audience"] == about_bob["audience"] == ["alice"]
+    assert plain["source"] == {
+        "kind": "conversation",
+        "speaker": "alice",
+        "channel": "dm",
+        "participants": ["alice"],
+    }
+    assert plain["valid_at"] == "2026-10-01T09:00:00Z"
+    assert plain["provenance"]["writer"] == "extractor-bot"
+
+
+def test_bob_learns_nothing_from_alices_private_session(http: httpx.Client) -> None:
+    key = fresh_key()
+    observe(http, "extractor-bot", private_session(key))
+    bob = recall(http, "bob", query="when is the launch?")
+    assert bob.json()["verdict"] == "abstain"
+    assert "October 17" not in bob.text
+    by_key = recall(http, "bob", query="launch", about=key)
+    assert by_key.json()["items"] == []
+
+
+def test_audience_is_who_was_present(http: httpx.Client) -> None:
+    body = private_session(fresh_key()) | {"participants": ["alice", "carol"], "channel": "standup"}
+    [plain, _] = observe(http, "extractor-bot", body).json()["records"]
+    assert plain["audience"] == ["alice", "carol"]
+    carol = http.get(f"/v1/memories/{plain['id']}", headers=as_("carol"))
+    assert carol.json()["item"]["attribution"].startswith("alice says that the launch")
+    assert http.get(f"/v1/memories/{plain['id']}", headers=as_("bob")).status_code == 404
+
+
+def test_speaker_may_report_themselves(http: httpx.Client) -> None:
+    assert observe(http, "alice", private_session(fresh_key())).status_code == 201
+
+
+def test_nobody_may_put_words_in_anothers_mouth(http: httpx.Client) -> None:
+    response = observe(http, "bob", private_session(fresh_key()))
+    assert response.status_code == 422
+    assert all(p["reasons"] == ["writer_not_holder"] for p in response.json()["reasons"])
+
+
+def test_a_later_statement_supersedes_the_speakers_earlier_one(http: httpx.Client) -> None:
+    key = fresh_key()
+    first = observe(http, "alice", private_session(key)).json()["records"][0]
+    later = private_session(key) | {"said_at": "2026-10-08T09:00:00Z"}
+    later["claims"] = [
+        {"proposition": {"text": "the launch is October 24", "key": key, "value": "2026-10-24"}}
+    ]
+    [second] = observe(http, "alice", later).json()["records"]
+    assert second["supersedes"] == first["id"]
+    now = recall(http, "alice", query="launch", about=key).json()
+    first_person = [i for i in now["items"] if "observed_id" not in i]
+    assert [i["proposition"]["value"] for i in first_person] == ["2026-10-24"]
+    # Her belief about Bob is another chain, and stays as it was.
+    [about_bob] = [i for i in now["items"] if i.get("observed_id") == "bob"]
+    assert about_bob["proposition"]["value"] == "2026-10-17"

@@ -1,0 +1,273 @@
+"""Supersession under concurrency: real edge store, real OPA, real Redis.
+
+Invariant: per chain (tenant, observer, observed, proposition key) at most one
+open version; no record is ever lost; every link is two-way (a.superseded_by
+== b.id exactly when b.supersedes == a.id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar.embed import HashingEmbedder
+from sidecar.identity import Identity
+from sidecar.ingest import Writer, WriteRefused, repair
+from sidecar.locks import LocalLocks, LockUnavailable, RedisLocks
+from sidecar.policy import PolicyClient
+from sidecar.record import MemoryWrite
+from sidecar.store import Scope
+from sidecar.store.edge import EdgeStore
+from sidecar.supersession import chain_of
+
+DIM = 32
+embedder = HashingEmbedder(DIM)
+
+
+def belief(holder: str, key: str, value: str, **extra: Any) -> MemoryWrite:
+    return MemoryWrite.model_validate(
+        {
+            "content": f"{holder} believes {key} is {value}",
+            "proposition": {"text": f"{key} is {value}", "key": key, "value": value},
+            "observer_id": holder,
+            "source_id": "session",
+            "source": {"kind": "conversation", "speaker": holder},
+            "modality": "believed",
+            "audience": [holder],
+        }
+        | extra
+    )
+
+
+async def everything(store: EdgeStore) -> list[dict[str, Any]]:
+    return [h.record for h in await store.find(Scope(tenant="acme"), 10_000)]
+
+
+def check_chains(records: list[dict[str, Any]]) -> None:
+    by_id = {r["id"]: r for r in records}
+    open_per_chain = Counter(chain_of(r) for r in records if "invalid_at" not in r)
+    assert all(n == 1 for chain, n in open_per_chain.items() if chain is not None), open_per_chain
+    for record in records:
+        if "superseded_by" in record:
+            successor = by_id[record["superseded_by"]]
+            assert successor["supersedes"] == record["id"]
+            assert record["invalid_at"] == successor["valid_at"]
+        if "supersedes" in record:
+            assert by_id[record["supersedes"]]["superseded_by"] == record["id"]
+    # Every chain is one line: no version has two successors.
+    named = Counter(r["supersedes"] for r in records if "supersedes" in r)
+    assert all(n == 1 for n in named.values()), named
+
+
+@asynccontextmanager
+async def policy_client(opa_url: str) -> AsyncIterator[PolicyClient]:
+    client = PolicyClient(opa_url, 5.0)
+    await client.start()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@asynccontextmanager
+async def edge_store() -> AsyncIterator[EdgeStore]:
+    with tempfile.TemporaryDirectory() as folder:
+        store = EdgeStore(Path(folder) / "edge", DIM, optimize_interval_s=60)
+        await store.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+
+
+class NoLocks:
+    """Deliberately broken: lets the control test show what the locks prevent."""
+
+    @asynccontextmanager
+    async def hold(self, keys: Any) -> AsyncIterator[None]:
+        yield
+
+
+ALICE = Identity("alice", "acme")
+
+
+async def test_two_replicas_updating_one_belief_leave_one_chain(
+    opa_url: str, redis_url: str
+) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        # Two replicas: separate Redis connections, separate writers, one store.
+        clients = [aioredis.from_url(redis_url) for _ in range(2)]
+        writers = [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
+        try:
+            updates = [
+                writers[i % 2].write(
+                    [belief("alice", "launch.date", f"v{i}")], ALICE, datetime.now(UTC)
+                )
+                for i in range(20)
+            ]
+            await asyncio.gather(*updates)
+        finally:
+            for c in clients:
+                await c.aclose()
+        records = await everything(store)
+    assert len(records) == 20
+    check_chains(records)
+    assert sum("invalid_at" not in r for r in records) == 1
+
+
+async def test_without_locks_the_same_updates_fork_the_chain(opa_url: str) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        writer = Writer(store, policy, embedder, NoLocks())
+        await asyncio.gather(
+            *(
+                writer.write([belief("alice", "launch.date", f"v{i}")], ALICE, datetime.now(UTC))
+                for i in range(20)
+            )
+        )
+        records = await everything(store)
+    with pytest.raises(AssertionError):
+        check_chains(records)
+
+
+async def test_redis_down_refuses_the_write_and_stores_nothing(opa_url: str) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        dead = aioredis.from_url(f"redis://127.0.0.1:{_closed_port()}/0")
+        writer = Writer(store, policy, embedder, RedisLocks(dead, wait_s=0.5))
+        with pytest.raises(LockUnavailable):
+            await writer.write([belief("alice", "launch.date", "v1")], ALICE, datetime.now(UTC))
+        await dead.aclose()
+        assert await everything(store) == []
+
+
+def _closed_port() -> int:
+    from tests.conftest import free_port
+
+    return free_port()
+
+
+async def test_an_interrupted_write_is_repaired_by_the_next_one(opa_url: str) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        writer = Writer(store, policy, embedder, LocalLocks())
+        [old] = await writer.write([belief("alice", "k", "v1")], ALICE, datetime.now(UTC))
+        # The state a crash between the two store writes leaves behind (a process
+        # cannot be stopped at that exact instruction from a test): the new version
+        # is stored and names its predecessor, which was never closed.
+        orphan = belief("alice", "k", "v2").model_dump(
+            mode="json", exclude_none=True, exclude={"vector"}
+        )
+        orphan |= {
+            "id": str(uuid.uuid4()),
+            "tenant": "acme",
+            "supersedes": str(old.id),
+            "valid_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        }
+        await store.put("acme", [(orphan, embedder.embed("k v2"))])
+        assert sum("invalid_at" not in r for r in await everything(store)) == 2
+
+        [newest] = await writer.write([belief("alice", "k", "v3")], ALICE, datetime.now(UTC))
+
+        records = await everything(store)
+    check_chains(records)
+    by_id = {r["id"]: r for r in records}
+    assert by_id[str(old.id)]["superseded_by"] == orphan["id"]
+    assert by_id[orphan["id"]]["superseded_by"] == str(newest.id)
+
+
+async def test_repair_closes_interrupted_chains_without_a_new_write(opa_url: str) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        writer = Writer(store, policy, embedder, LocalLocks())
+        [old] = await writer.write([belief("alice", "k", "v1")], ALICE, datetime.now(UTC))
+        assert old.id is not None
+        orphan = {
+            **(await store.get("acme", [old.id]))[0].record,
+            "id": str(uuid.uuid4()),
+            "supersedes": str(old.id),
+        }
+        await store.put("acme", [(orphan, embedder.embed("k"))])
+        assert await repair(store, LocalLocks(), "acme") == 1
+        assert await repair(store, LocalLocks(), "acme") == 0
+        check_chains(await everything(store))
+
+
+async def test_other_holders_chains_are_untouched(opa_url: str) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        writer = Writer(store, policy, embedder, LocalLocks())
+        now = datetime.now(UTC)
+        [alices] = await writer.write([belief("alice", "k", "v1")], ALICE, now)
+        [bobs] = await writer.write([belief("bob", "k", "v2")], Identity("bob", "acme"), now)
+        about_bob = belief("alice", "k", "v3", observed_id="bob", observed_attitude="knows")
+        [nested] = await writer.write([about_bob], ALICE, now)
+        records = {r["id"]: r for r in await everything(store)}
+    assert all("invalid_at" not in records[str(r.id)] for r in (alices, bobs, nested))
+
+
+# --- property: random interleavings of writes by several holders -----------------
+
+HOLDERS = ["alice", "bob", "carol"]
+write_op = st.tuples(
+    st.sampled_from(HOLDERS),
+    st.sampled_from([None, "bob"]),  # about whom: a first-person belief, or a belief about Bob
+    st.sampled_from(["k1", "k2"]),
+    st.booleans(),  # name the previous version explicitly
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(waves=st.lists(st.lists(write_op, min_size=1, max_size=5), min_size=1, max_size=5))
+def test_random_interleavings_keep_one_open_version_and_lose_nothing(
+    opa_url: str, waves: list[list[tuple[str, str | None, str, bool]]]
+) -> None:
+    asyncio.run(_interleave(opa_url, waves))
+
+
+async def _interleave(opa_url: str, waves: list[list[tuple[str, str | None, str, bool]]]) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        writer = Writer(store, policy, embedder, LocalLocks())
+        written: set[str] = set()
+        last: dict[tuple[str, str | None, str], str] = {}
+
+        async def one(holder: str, about: str | None, key: str, explicit: bool, n: int) -> None:
+            extra: dict[str, Any] = {}
+            if about and about != holder:
+                extra |= {"observed_id": about, "observed_attitude": "knows"}
+            if explicit and (holder, about, key) in last:
+                extra["supersedes"] = last[(holder, about, key)]
+            try:
+                [record] = await writer.write(
+                    [belief(holder, key, f"v{n}", **extra)],
+                    Identity(holder, "acme"),
+                    datetime.now(UTC),
+                )
+            except WriteRefused as refused:
+                problems = refused.problems
+            else:
+                written.add(str(record.id))
+                last[(holder, about, key)] = str(record.id)
+                return
+            # The only acceptable refusal: naming a version that is no longer the head.
+            assert problems[0]["reasons"] == ["cannot_supersede"]
+
+        n = 0
+        for wave in waves:
+            jobs = []
+            for holder, about, key, explicit in wave:
+                n += 1
+                jobs.append(one(holder, about, key, explicit, n))
+            await asyncio.gather(*jobs)
+        records = await everything(store)
+    assert {r["id"] for r in records} == written
+    check_chains(records)
