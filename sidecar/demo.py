@@ -25,33 +25,19 @@ from sidecar.settings import Settings
 SESSION = "private-session-42"
 LAUNCH = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
 
-ALICE_SAID = [
-    {
-        "content": "Alice believes the launch is October 17",
-        "proposition": LAUNCH,
-        "observer_id": "alice",
-        "source_id": SESSION,
-        "source": {"kind": "conversation", "speaker": "alice", "participants": ["alice"]},
-        "modality": "reported_belief",
-        "confidence": 0.78,
-        "audience": ["alice"],
-        "access_scope": "launch-core",
-        "valid_at": "2026-10-01T09:00:00Z",
-    },
-    {
-        "content": "Alice believes Bob knows the launch is October 17",
-        "proposition": LAUNCH,
-        "observer_id": "alice",
-        "observed_id": "bob",
-        "observed_attitude": "knows",
-        "source_id": SESSION,
-        "source": {"kind": "conversation", "speaker": "alice", "participants": ["alice"]},
-        "modality": "reported_belief",
-        "confidence": 0.6,
-        "audience": ["alice"],
-        "valid_at": "2026-10-01T09:00:00Z",
-    },
-]
+# What the memory extractor heard, posted as an observation: who spoke, who was there.
+ALICE_SAID = {
+    "speaker": "alice",
+    "source_id": SESSION,
+    "channel": "dm",
+    "participants": ["alice"],
+    "said_at": "2026-10-01T09:00:00Z",
+    "access_scope": "launch-core",
+    "claims": [
+        {"proposition": LAUNCH, "hedged": False, "confidence": 0.78},
+        {"proposition": LAUNCH, "about": "bob", "attitude": "knows", "hedged": True},
+    ],
+}
 
 # What a naive extractor makes of "I think Bob already knows".
 FLATTENED = {
@@ -63,6 +49,7 @@ FLATTENED = {
     "modality": "known",
     "audience": ["alice", "bob"],
 }
+EXTRACTOR = "extractor-bot"
 
 
 def _identity(who: str) -> dict[str, str]:
@@ -77,9 +64,11 @@ def _free_port() -> int:
 
 async def _story(base: str) -> dict[str, Any]:
     async with aiohttp.ClientSession(base) as http:
-        async with http.post("/v1/memories", json=ALICE_SAID, headers=_identity("alice")) as r:
+        async with http.post(
+            "/v1/observations", json=ALICE_SAID, headers=_identity(EXTRACTOR)
+        ) as r:
             stored = await r.json()
-        async with http.post("/v1/memories", json=FLATTENED, headers=_identity("alice")) as r:
+        async with http.post("/v1/memories", json=FLATTENED, headers=_identity(EXTRACTOR)) as r:
             refused = {"status": r.status, **(await r.json())}
         question = {"query": "when is the launch?"}
         answers = {}
@@ -120,7 +109,12 @@ def run() -> None:
         result = asyncio.run(_run_with_sidecar(Path(tmp)))
     said = "“The launch is October 17. I think Bob already knows.”"
     console.print(f"[bold]Alice, in a private session:[/] {said}")
-    console.print(f"stored {len(result['stored']['records'])} records, both held by alice.")
+    for record in result["stored"]["records"]:
+        console.print(
+            f"  stored: {record['content']}  "
+            f"[dim](holder {record['observer_id']}, {record['modality']}, "
+            f"audience {record['audience']})[/]"
+        )
     refused = result["refused"]
     reasons = refused["reasons"][0]["reasons"] if refused.get("reasons") else refused
     console.print(
