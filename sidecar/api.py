@@ -201,7 +201,8 @@ async def proposition(
     """Every disclosable current view of one proposition, and the world-state claim."""
     now = _now()
     limit = svc.settings.max_candidates
-    hits = await svc.store.find(Scope(tenant=who.tenant, about=key, current_at=now), limit)
+    page = await svc.store.find(Scope(tenant=who.tenant, about=key, current_at=now), limit)
+    hits = page.hits
     question = DisclosureQuestion(who, audience or [], purpose="recall", now=now)
     decisions = await svc.policy.disclosure(question, [h.record for h in hits])
     items = settle(
@@ -220,7 +221,7 @@ async def proposition(
         perspectives=[item for item in items if item.usable_as != "fact"],
         conflicts=conflicts,
         decision_id=uuid.uuid4(),
-        truncated=len(hits) >= limit,
+        truncated=page.next_offset is not None and bool(items),
     )
 
 

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from qdrant_client import AsyncQdrantClient
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sidecar import __version__, api
+from sidecar import __version__, api, proxy
 from sidecar.embed import HashingEmbedder
 from sidecar.identity import Authenticator
 from sidecar.ingest import Writer, WriteRefused
@@ -104,6 +104,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(api.router)
+    app.include_router(proxy.router)
     _install_error_shapes(app)
     return app
 
@@ -142,6 +143,10 @@ def _install_error_shapes(app: FastAPI) -> None:
     async def lock_unavailable(_: Request, exc: LockUnavailable) -> JSONResponse:
         log.error("chain lock unavailable: %s", exc)
         return _problem(503, "lock_unavailable")
+
+    @app.exception_handler(proxy.QdrantError)
+    async def qdrant_error(_: Request, exc: proxy.QdrantError) -> JSONResponse:
+        return proxy.qdrant_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -61,19 +61,20 @@ class Authenticator:
         self.dev = settings.dev
         self.issuer = settings.jwt_issuer
         self.audience = settings.jwt_audience
-        self.key: str | bytes | None = None
-        self.algorithms: list[str] = []
+        # Each key carries the one algorithm it may verify: an RSA or EC public key
+        # never verifies an HMAC token (no HS/RS confusion), and "none" is never listed.
+        self.keys: dict[str | None, tuple[Any, str]] = {}
         if settings.jwt_hs256_secret is not None:
-            self.key = settings.jwt_hs256_secret.get_secret_value()
-            self.algorithms = ["HS256"]
+            self.keys[None] = (settings.jwt_hs256_secret.get_secret_value(), "HS256")
         elif settings.jwt_public_key_file is not None:
-            self.key = settings.jwt_public_key_file.read_bytes()
-            # One algorithm family per key: an RSA key never verifies an HMAC token.
-            self.algorithms = ["ES256"] if _is_ec(self.key) else ["RS256"]
-        if not self.dev and self.key is None:
+            pem = settings.jwt_public_key_file.read_bytes()
+            self.keys[None] = (pem, "ES256" if _is_ec(pem) else "RS256")
+        elif settings.jwt_jwks_file is not None:
+            self.keys = _jwks(settings.jwt_jwks_file.read_text())
+        if not self.dev and not self.keys:
             raise ValueError(
-                "no identity provider: set WHOSE_JWT_HS256_SECRET or "
-                "WHOSE_JWT_PUBLIC_KEY_FILE, or run `whose serve --dev` on loopback"
+                "no identity provider: set WHOSE_JWT_HS256_SECRET, WHOSE_JWT_PUBLIC_KEY_FILE "
+                "or WHOSE_JWT_JWKS_FILE, or run `whose serve --dev` on loopback"
             )
 
     def __call__(self, request: Request) -> Identity:
@@ -82,8 +83,6 @@ class Authenticator:
         token = _bearer(request)
         if token is None:
             raise _unauthenticated("missing_token")
-        if self.key is None:
-            raise _unauthenticated("token_not_accepted")
         return self._from_token(token)
 
     def _from_headers(self, request: Request) -> Identity:
@@ -98,13 +97,26 @@ class Authenticator:
             roles=_names(request.headers.get("x-whose-roles", "")),
         )
 
+    def _key_for(self, token: str) -> tuple[Any, str]:
+        if None in self.keys:
+            return self.keys[None]
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError:
+            raise _unauthenticated("invalid_token") from None
+        if kid not in self.keys:
+            raise _unauthenticated("invalid_token")
+        return self.keys[kid]
+
     def _from_token(self, token: str) -> Identity:
-        assert self.key is not None
+        if not self.keys:
+            raise _unauthenticated("token_not_accepted")
+        key, algorithm = self._key_for(token)
         try:
             claims = jwt.decode(
                 token,
-                self.key,
-                algorithms=self.algorithms,
+                key,
+                algorithms=[algorithm],
                 issuer=self.issuer,
                 audience=self.audience,
                 # With no audience configured, a token that names one is refused:
@@ -135,6 +147,20 @@ def _bearer(request: Request) -> str | None:
     # qdrant-client and Qdrant's own JWT access control send the token as api-key.
     api_key = request.headers.get("api-key", "").strip()
     return api_key or None
+
+
+def _jwks(text: str) -> dict[str | None, tuple[Any, str]]:
+    """Public keys of a JWKS document, by kid; symmetric ("oct") keys are refused."""
+    keys: dict[str | None, tuple[Any, str]] = {}
+    jwks = jwt.PyJWKSet.from_json(text).keys
+    for jwk in jwks:
+        algorithm = {"RSA": "RS256", "EC": "ES256"}.get(jwk.key_type or "")
+        if algorithm is None:
+            raise ValueError(f"JWKS key {jwk.key_id!r}: only RSA and EC public keys are accepted")
+        if jwk.key_id is None and len(jwks) > 1:
+            raise ValueError("JWKS with several keys: every key needs a kid")
+        keys[jwk.key_id] = (jwk.key, algorithm)
+    return keys
 
 
 def _is_ec(pem: bytes) -> bool:

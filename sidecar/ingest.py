@@ -132,19 +132,25 @@ class Writer:
 
 
 async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
-    hits = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-    return [h.record for h in hits]
+    page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
+    return [h.record for h in page.hits]
 
 
-async def repair(store: Store, locks: ChainLocks, tenant: str, limit: int = 100_000) -> int:
+async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
     """Close every chain of a tenant that a crash left with two open versions.
 
-    Returns the number of fields updates made. Each chain is fixed under its lock,
+    Returns the number of field updates made. Each chain is fixed under its lock,
     so this is safe to run beside live writers that share the same locks.
     """
-    open_records = await store.find(Scope(tenant=tenant, absent=("invalid_at",)), limit)
+    open_records: list[dict[str, Any]] = []
+    offset: str | None = None
+    while True:
+        page = await store.find(Scope(tenant=tenant, absent=("invalid_at",)), 1000, offset=offset)
+        open_records += [h.record for h in page.hits]
+        if (offset := page.next_offset) is None:
+            break
     fixes = 0
-    for chain, versions in open_chains([h.record for h in open_records]).items():
+    for chain, versions in open_chains(open_records).items():
         if len(versions) < 2:
             continue
         async with locks.hold([chain.lock_key()]):

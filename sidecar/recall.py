@@ -94,13 +94,23 @@ async def overfetch(
     store: Store,
     policy: PolicyClient,
     bounds: Bounds,
+    *,
+    score_threshold: float | None = None,
+    with_vector: bool = False,
 ) -> Candidates:
     batch = min(limit * bounds.overfetch_factor, bounds.max_candidates)
     rounds = 0
     seen: set[str] = set()
     allowed: list[tuple[Hit, Decision]] = []
     while True:
-        hits = await store.search(vector, scope, batch, exclude=seen)
+        hits = await store.search(
+            vector,
+            scope,
+            batch,
+            exclude=seen,
+            score_threshold=score_threshold,
+            with_vector=with_vector,
+        )
         rounds += 1
         exhausted = len(hits) < batch
         seen.update(str(hit.record.get("id")) for hit in hits)

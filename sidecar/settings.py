@@ -57,10 +57,14 @@ class Settings(BaseSettings):
     max_rounds: int = Field(default=4, ge=1, le=10)
     max_candidates: int = Field(default=1000, ge=1, le=10_000)
     max_limit: int = Field(default=100, ge=1, le=1000)
+    # The proxy's count examines at most this many matching points (see proxy.py).
+    max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 
-    # Verified identity: an HS256 secret, or a PEM public key (RS256 or ES256).
+    # Verified identity: an HS256 secret, a PEM public key (RS256 or ES256), or a
+    # JWKS file of RSA/EC public keys chosen by the token's kid.
     jwt_hs256_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
+    jwt_jwks_file: Path | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
 

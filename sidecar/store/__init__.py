@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from qdrant_client.http import models as qm
+
 # Payload fields with an index, and the kind of index each gets.
 KEYWORD_FIELDS = (
     "observer_id",
@@ -94,6 +96,8 @@ class Scope:
     min_confidence: float | None = None
     # Fields that must be missing, e.g. ("invalid_at",) for versions still open.
     absent: tuple[str, ...] = ()
+    # A caller's own Qdrant filter (the proxy), its has_id already tenant-scoped.
+    caller: qm.Filter | None = None
 
     def conditions(self) -> list[Condition]:
         conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
@@ -120,6 +124,14 @@ class Hit:
     record: dict[str, Any]
     score: float
     version: int
+    vector: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    hits: list[Hit]
+    # Where the next page starts (an opaque point id), or None at the end.
+    next_offset: str | None = None
 
 
 class Store(Protocol):
@@ -130,7 +142,14 @@ class Store(Protocol):
     async def ping(self) -> None: ...
 
     async def search(
-        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+        self,
+        vector: list[float],
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vector: bool = False,
     ) -> list[Hit]:
         """Nearest records within scope, best first, leaving out the `exclude` record ids.
 
@@ -139,12 +158,16 @@ class Store(Protocol):
         """
         ...
 
-    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+    async def get(
+        self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
+    ) -> list[Hit]:
         """Records of this tenant by record id; unknown ids are left out."""
         ...
 
-    async def find(self, scope: Scope, limit: int) -> list[Hit]:
-        """Records within scope, by filter alone (no vector), in no particular order."""
+    async def find(
+        self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
+    ) -> Page:
+        """Records within scope by filter alone (no vector), in point-id order, a page at a time."""
         ...
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:

@@ -17,6 +17,7 @@ from uuid import UUID
 
 import qdrant_edge as qe
 
+from sidecar.qdrant_filter import to_edge
 from sidecar.store import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
@@ -29,6 +30,7 @@ from sidecar.store import (
     Hit,
     Match,
     NotAfter,
+    Page,
     Scope,
     StoreUnavailable,
     iso,
@@ -53,18 +55,15 @@ class EdgeStore:
         self._optimizer = asyncio.create_task(self._optimize_after_writes())
 
     def _open_shard(self) -> qe.EdgeShard:
+        if (self.path / "edge_config.json").exists():
+            return qe.EdgeShard.load(str(self.path))
         config = qe.EdgeConfig(
             vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
         )
-        if (self.path / "edge_config.json").exists():
-            return qe.EdgeShard.load(str(self.path))
         shard = qe.EdgeShard.create(str(self.path), config)
         # Indexes go in before any data, so every segment is built with them.
-        shard.update(
-            qe.UpdateOperation.create_field_index(
-                TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)
-            )
-        )
+        tenant_index = qe.KeywordIndexParams(is_tenant=True)
+        shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, tenant_index))
         for name in KEYWORD_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         for name in DATETIME_FIELDS:
@@ -97,40 +96,51 @@ class EdgeStore:
         await self._run(self.shard.info)
 
     async def search(
-        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+        self,
+        vector: list[float],
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vector: bool = False,
     ) -> list[Hit]:
-        seen: list[qe.ConditionType] = []
-        if exclude:
-            seen.append(qe.HasIdCondition({point_id(scope.tenant, rid) for rid in exclude}))
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector),
-            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()], must_not=seen),
+            filter=_filter(scope, exclude),
+            score_threshold=score_threshold,
             with_payload=True,
-            with_vector=False,
+            with_vector=with_vector,
         )
         points = await self._run(self.shard.query, request)
-        return [Hit(p.payload or {}, p.score, p.version) for p in points]
+        return [Hit(p.payload or {}, p.score, p.version, _dense(p.vector)) for p in points]
 
-    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+    async def get(
+        self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
+    ) -> list[Hit]:
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        records = await self._run(self.shard.retrieve, ids, True, False)
+        records = await self._run(self.shard.retrieve, ids, True, with_vector)
         # The tenant is part of the point id; checking the payload too costs nothing.
         return [
-            Hit(r.payload, 0.0, 0)
+            Hit(r.payload, 0.0, 0, _dense(r.vector))
             for r in records
             if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
         ]
 
-    async def find(self, scope: Scope, limit: int) -> list[Hit]:
+    async def find(
+        self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
+    ) -> Page:
         request = qe.ScrollRequest(
+            offset=offset,
             limit=limit,
-            filter=qe.Filter(must=[_condition(c) for c in scope.conditions()]),
+            filter=_filter(scope, ()),
             with_payload=True,
-            with_vector=False,
+            with_vector=with_vector,
         )
-        records, _ = await self._run(self.shard.scroll, request)
-        return [Hit(r.payload or {}, 0.0, 0) for r in records]
+        records, next_offset = await self._run(self.shard.scroll, request)
+        hits = [Hit(r.payload or {}, 0.0, 0, _dense(r.vector)) for r in records]
+        return Page(hits, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
@@ -166,6 +176,20 @@ class EdgeStore:
             raise
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+
+def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
+    must = [_condition(c) for c in scope.conditions()]
+    if scope.caller is not None:
+        must.append(to_edge(scope.caller))
+    seen: list[qe.ConditionType] = []
+    if exclude:
+        seen.append(qe.HasIdCondition({point_id(scope.tenant, rid) for rid in exclude}))
+    return qe.Filter(must=must, must_not=seen or None)
+
+
+def _dense(vector: Any) -> list[float] | None:
+    return list(vector) if isinstance(vector, list) else None
 
 
 def _condition(condition: Condition) -> qe.ConditionType:

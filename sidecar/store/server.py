@@ -26,6 +26,7 @@ from sidecar.store import (
     Hit,
     Match,
     NotAfter,
+    Page,
     Scope,
     StoreUnavailable,
     point_id,
@@ -46,11 +47,9 @@ class ServerStore:
                 self.collection,
                 vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
             )
+            tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
             indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
-                (
-                    TENANT_FIELD,
-                    qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True),
-                )
+                (TENANT_FIELD, tenant_index)
             ]
             indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
             indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
@@ -70,54 +69,63 @@ class ServerStore:
             raise StoreUnavailable(str(exc)) from exc
 
     async def search(
-        self, vector: list[float], scope: Scope, limit: int, exclude: Collection[str] = ()
+        self,
+        vector: list[float],
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vector: bool = False,
     ) -> list[Hit]:
-        seen: list[qm.Condition] = []
-        if exclude:
-            seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))
         try:
             response = await self.client.query_points(
                 self.collection,
                 query=vector,
-                query_filter=qm.Filter(
-                    must=[_condition(c) for c in scope.conditions()], must_not=seen
-                ),
+                query_filter=_filter(scope, exclude),
                 limit=limit,
+                score_threshold=score_threshold,
                 with_payload=True,
-                with_vectors=False,
+                with_vectors=with_vector,
             )
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
-        return [Hit(p.payload or {}, p.score, p.version) for p in response.points]
+        return [Hit(p.payload or {}, p.score, p.version, _dense(p.vector)) for p in response.points]
 
-    async def get(self, tenant: str, record_ids: list[UUID]) -> list[Hit]:
+    async def get(
+        self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
+    ) -> list[Hit]:
         try:
             records = await self.client.retrieve(
                 self.collection,
                 ids=[point_id(tenant, rid) for rid in record_ids],
                 with_payload=True,
-                with_vectors=False,
+                with_vectors=with_vector,
             )
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
         return [
-            Hit(r.payload, 0.0, 0)
+            Hit(r.payload, 0.0, 0, _dense(r.vector))
             for r in records
             if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
         ]
 
-    async def find(self, scope: Scope, limit: int) -> list[Hit]:
+    async def find(
+        self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
+    ) -> Page:
         try:
-            records, _ = await self.client.scroll(
+            records, next_offset = await self.client.scroll(
                 self.collection,
-                scroll_filter=qm.Filter(must=[_condition(c) for c in scope.conditions()]),
+                scroll_filter=_filter(scope, ()),
                 limit=limit,
+                offset=offset,
                 with_payload=True,
-                with_vectors=False,
+                with_vectors=with_vector,
             )
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
-        return [Hit(r.payload or {}, 0.0, 0) for r in records]
+        hits = [Hit(r.payload or {}, 0.0, 0, _dense(r.vector)) for r in records]
+        return Page(hits, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
@@ -136,6 +144,20 @@ class ServerStore:
             )
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+
+def _filter(scope: Scope, exclude: Collection[str]) -> qm.Filter:
+    must = [_condition(c) for c in scope.conditions()]
+    if scope.caller is not None:
+        must.append(scope.caller)
+    seen: list[qm.Condition] = []
+    if exclude:
+        seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))
+    return qm.Filter(must=must, must_not=seen or None)
+
+
+def _dense(vector: Any) -> list[float] | None:
+    return list(vector) if isinstance(vector, list) else None
 
 
 def _condition(condition: Condition) -> qm.Condition:

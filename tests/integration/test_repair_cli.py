@@ -66,7 +66,7 @@ async def test_repair_command_closes_an_interrupted_chain(tmp_path: Path) -> Non
 
     store = EdgeStore(folder, 384)
     await store.open()
-    records = {h.record["id"]: h.record for h in await store.find(Scope(tenant="acme"), 10)}
+    records = {h.record["id"]: h.record for h in (await store.find(Scope(tenant="acme"), 10)).hits}
     await store.close()
     assert records[old["id"]]["superseded_by"] == new["id"]
     assert records[old["id"]]["invalid_at"] == "2026-10-02T00:00:00Z"

@@ -52,7 +52,7 @@ def belief(holder: str, key: str, value: str, **extra: Any) -> MemoryWrite:
 
 
 async def everything(store: EdgeStore) -> list[dict[str, Any]]:
-    return [h.record for h in await store.find(Scope(tenant="acme"), 10_000)]
+    return [h.record for h in (await store.find(Scope(tenant="acme"), 10_000)).hits]
 
 
 def check_chains(records: list[dict[str, Any]]) -> None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi import HTTPException
 from starlette.requests import Request
 
@@ -101,3 +108,86 @@ def test_dev_headers_in_dev_mode() -> None:
 def test_no_identity_provider_refuses_to_start() -> None:
     with pytest.raises(ValueError, match="no identity provider"):
         Authenticator(Settings())
+
+
+# --- asymmetric keys, JWKS, and algorithm confusion ---------------------------------
+
+
+def _rsa() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _public_pem(private: Any) -> bytes:
+    return private.public_key().public_bytes(  # type: ignore[no-any-return]
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _signed(private: Any, algorithm: str, headers: dict[str, str] | None = None) -> str:
+    claims = {"sub": "alice", "tenant": "acme", "exp": int(time.time()) + 60}
+    return jwt.encode(claims, private, algorithm=algorithm, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("make_key", "algorithm"),
+    [(_rsa, "RS256"), (lambda: ec.generate_private_key(ec.SECP256R1()), "ES256")],
+)
+def test_public_key_verifies_its_own_algorithm(
+    tmp_path: Path, make_key: Any, algorithm: str
+) -> None:
+    private = make_key()
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(_public_pem(private))
+    auth = Authenticator(Settings(jwt_public_key_file=pem))
+    assert auth(request({"Authorization": f"Bearer {_signed(private, algorithm)}"})).id == "alice"
+
+
+def test_hs_rs_confusion_is_refused(tmp_path: Path) -> None:
+    # The classic attack: sign HS256 with the server's *public* key as the HMAC secret.
+    private = _rsa()
+    public = _public_pem(private)
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(public)
+    auth = Authenticator(Settings(jwt_public_key_file=pem))
+    forged = _hmac_with(public)
+    assert reason(auth, {"Authorization": f"Bearer {forged}"}) == "invalid_token"
+
+
+def _hmac_with(secret: bytes) -> str:
+    # PyJWT itself refuses to HMAC-sign with a PEM; build the token by hand, as an attacker would.
+    header = base64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = {"sub": "alice", "tenant": "acme", "exp": int(time.time()) + 60}
+    body = base64url(json.dumps(claims).encode())
+    signature = hmac.new(secret, f"{header}.{body}".encode(), hashlib.sha256).digest()
+    return f"{header}.{body}.{base64url(signature)}"
+
+
+def base64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def test_jwks_picks_the_key_by_kid_and_refuses_unknown_kids(tmp_path: Path) -> None:
+    first, second = _rsa(), _rsa()
+    jwks = {
+        "keys": [
+            json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(first.public_key())) | {"kid": "one"},
+            json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(second.public_key())) | {"kid": "two"},
+        ]
+    }
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(jwks))
+    auth = Authenticator(Settings(jwt_jwks_file=path))
+    for private, kid in ((first, "one"), (second, "two")):
+        good_token = _signed(private, "RS256", {"kid": kid})
+        assert auth(request({"Authorization": f"Bearer {good_token}"})).id == "alice"
+    wrong_kid = _signed(first, "RS256", {"kid": "two"})
+    unknown_kid = _signed(first, "RS256", {"kid": "three"})
+    for token_ in (wrong_kid, unknown_kid):
+        assert reason(auth, {"Authorization": f"Bearer {token_}"}) == "invalid_token"
+
+
+def test_jwks_with_a_symmetric_key_is_refused_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "s"}]}))
+    with pytest.raises(ValueError, match="only RSA and EC public keys"):
+        Authenticator(Settings(jwt_jwks_file=path))

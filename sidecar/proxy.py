@@ -1,0 +1,449 @@
+"""Drop-in Qdrant REST endpoints, with the disclosure policy on every point.
+
+An unmodified qdrant-client (and the RAG libraries built on it) can point its URL
+at the sidecar. Bodies are Qdrant's own REST bodies, parsed with qdrant-client's
+models; answers have Qdrant's shape. What differs is what comes back: only the
+points the policy discloses to the asker, each payload carrying a `whose` object
+(attribution, usable_as, obligations, status), and point ids that are record ids.
+
+Search-like reads (query, search, scroll, count) see current versions, like
+recall; reads by id (retrieve, get) see any version, like GET /v1/memories/{id}.
+A point that may not be disclosed is absent, exactly as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Annotated, Any, TypeVar
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from qdrant_client.http import models as qm
+
+from sidecar import qdrant_filter
+from sidecar.attribution import disclosed_item
+from sidecar.identity import Identity
+from sidecar.ingest import WriteRefused
+from sidecar.policy import Decision, DisclosureQuestion
+from sidecar.recall import overfetch
+from sidecar.record import MemoryWrite
+from sidecar.services import Services, services
+from sidecar.store import Hit, Scope, point_id
+
+# The REST dialect we answer in is that of the qdrant-client whose models we use.
+QDRANT_API_VERSION = version("qdrant-client")
+
+router = APIRouter(tags=["Qdrant-compatible"])
+
+
+class QdrantError(Exception):
+    """An error answered in Qdrant's shape: {"status": {"error": ...}, "time": ...}."""
+
+    def __init__(self, status_code: int, message: str, reasons: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.reasons = reasons
+
+
+def qdrant_error_response(exc: QdrantError) -> JSONResponse:
+    body: dict[str, Any] = {"status": {"error": exc.message}, "time": 0.0}
+    if exc.reasons is not None:
+        body["reasons"] = exc.reasons
+    return JSONResponse(body, status_code=exc.status_code)
+
+
+def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
+    return svc.authenticate(request)
+
+
+Svc = Annotated[Services, Depends(services)]
+Asker = Annotated[Identity, Depends(asker)]
+RawBody = Annotated[dict[str, Any], Body()]
+
+
+def _ok(result: Any, started: float) -> JSONResponse:
+    return JSONResponse({"result": result, "status": "ok", "time": time.perf_counter() - started})
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _parse(model: type[M], body: Any) -> M:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise QdrantError(400, f"Format error in JSON body: {where}: {first['msg']}") from None
+
+
+def _collection(name: str, svc: Services) -> None:
+    if name != svc.settings.collection:
+        raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
+
+
+def _scope(who: Identity, raw_filter: Any, now: datetime | None) -> Scope:
+    try:
+        parsed = qdrant_filter.parse(raw_filter)
+    except qdrant_filter.UnsupportedFilter as exc:
+        raise QdrantError(400, str(exc)) from None
+    caller = qdrant_filter.scoped_ids(parsed, who.tenant) if parsed else None
+    return Scope(tenant=who.tenant, current_at=now, caller=caller)
+
+
+def _question(who: Identity, purpose: str, now: datetime) -> DisclosureQuestion:
+    return DisclosureQuestion(asker=who, audience=[], purpose=purpose, now=now)
+
+
+def _payload(record: dict[str, Any], decision: Decision, now: datetime, selector: Any) -> Any:
+    if selector is None or selector is False:
+        return None
+    item = disclosed_item(record, decision, now)
+    whose = {
+        "attribution": item.attribution,
+        "usable_as": item.usable_as,
+        "obligations": item.obligations,
+        "status": item.status,
+    }
+    full = {**record, "whose": whose}
+    if selector is True:
+        return full
+    if isinstance(selector, list):
+        return {k: v for k, v in full.items() if k in selector}
+    if isinstance(selector, qm.PayloadSelectorInclude):
+        return {k: v for k, v in full.items() if k in selector.include}
+    if isinstance(selector, qm.PayloadSelectorExclude):
+        return {k: v for k, v in full.items() if k not in selector.exclude}
+    raise QdrantError(400, "unsupported with_payload selector")
+
+
+def _wants_vector(with_vector: Any) -> bool:
+    if isinstance(with_vector, list):
+        raise QdrantError(400, "named vectors are not supported; use with_vector: true")
+    return bool(with_vector)
+
+
+def _point(hit: Hit, decision: Decision, now: datetime, with_payload: Any, scored: bool) -> Any:
+    base: dict[str, Any] = {
+        "id": hit.record.get("id"),
+        "payload": _payload(hit.record, decision, now, with_payload),
+        "vector": hit.vector,
+        "shard_key": None,
+        "order_value": None,
+    }
+    if scored:
+        base |= {"version": hit.version, "score": hit.score}
+    return base
+
+
+def _dense(query: Any) -> list[float]:
+    if isinstance(query, qm.NearestQuery):
+        query = query.nearest
+    if isinstance(query, list) and query and all(isinstance(x, int | float) for x in query):
+        return [float(x) for x in query]
+    raise QdrantError(400, "only nearest-neighbour queries with a dense vector are supported")
+
+
+def _checked_vector(vector: list[float], svc: Services) -> list[float]:
+    if len(vector) != svc.settings.vector_size:
+        raise QdrantError(
+            400,
+            f"Wrong input: Vector dimension error: expected dim: {svc.settings.vector_size}, "
+            f"got {len(vector)}",
+        )
+    return vector
+
+
+async def _nearest(
+    svc: Services,
+    who: Identity,
+    vector: list[float],
+    raw_filter: Any,
+    limit: int,
+    offset: int,
+    score_threshold: float | None,
+    with_payload: Any,
+    with_vector: Any,
+) -> list[Any]:
+    if limit < 1 or offset < 0 or limit + offset > svc.settings.max_limit:
+        raise QdrantError(400, f"limit + offset must be between 1 and {svc.settings.max_limit}")
+    now = datetime.now(UTC)
+    found = await overfetch(
+        _checked_vector(vector, svc),
+        _scope(who, raw_filter, now),
+        _question(who, "recall", now),
+        limit + offset,
+        svc.store,
+        svc.policy,
+        svc.bounds,
+        score_threshold=score_threshold,
+        with_vector=_wants_vector(with_vector),
+    )
+    page = found.allowed[offset : offset + limit]
+    return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
+
+
+@router.get("/")
+async def root() -> dict[str, Any]:
+    """What qdrant-client reads to check compatibility."""
+    return {"title": "whose (Qdrant-compatible)", "version": QDRANT_API_VERSION, "commit": None}
+
+
+@router.get("/collections")
+async def list_collections(svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return _ok({"collections": [{"name": svc.settings.collection}]}, started)
+
+
+@router.get("/collections/{collection}")
+async def collection_info(collection: str, svc: Svc, who: Asker) -> JSONResponse:
+    """The collection's configuration; never a point count (that would count secrets)."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    info = qm.CollectionInfo(
+        status=qm.CollectionStatus.GREEN,
+        optimizer_status=qm.OptimizersStatusOneOf.OK,
+        segments_count=1,
+        points_count=None,
+        indexed_vectors_count=None,
+        config=qm.CollectionConfig(
+            params=qm.CollectionParams(
+                vectors=qm.VectorParams(size=svc.settings.vector_size, distance=qm.Distance.COSINE)
+            ),
+            hnsw_config=qm.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10_000),
+            optimizer_config=qm.OptimizersConfig(default_segment_number=0, flush_interval_sec=5),
+        ),
+        payload_schema={},
+    )
+    return _ok(info.model_dump(mode="json", exclude_none=True), started)
+
+
+@router.get("/collections/{collection}/exists")
+async def collection_exists(collection: str, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return _ok({"exists": collection == svc.settings.collection}, started)
+
+
+@router.post("/collections/{collection}/points/query")
+async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    _collection(collection, svc)
+    request = _parse(qm.QueryRequest, body)
+    if request.prefetch or request.using not in (None, "") or request.lookup_from:
+        raise QdrantError(400, "prefetch, named vectors and lookup_from are not supported")
+    points = await _nearest(
+        svc,
+        who,
+        _dense(request.query),
+        body.get("filter"),
+        request.limit or 10,
+        request.offset or 0,
+        request.score_threshold,
+        request.with_payload if request.with_payload is not None else False,
+        request.with_vector,
+    )
+    return _ok({"points": points}, started)
+
+
+class SearchBody(BaseModel):
+    """Qdrant's (older) search body; qdrant-client 1.20 dropped its model, other clients
+    still send it."""
+
+    vector: list[float]
+    filter: Any = None
+    limit: int = 10
+    offset: int | None = None
+    with_payload: qm.WithPayloadInterface | None = None
+    with_vector: qm.WithVector | None = None
+    score_threshold: float | None = None
+    params: qm.SearchParams | None = None
+
+
+@router.post("/collections/{collection}/points/search")
+async def search_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    _collection(collection, svc)
+    request = _parse(SearchBody, body)
+    points = await _nearest(
+        svc,
+        who,
+        _dense(request.vector),
+        body.get("filter"),
+        request.limit,
+        request.offset or 0,
+        request.score_threshold,
+        request.with_payload if request.with_payload is not None else False,
+        request.with_vector,
+    )
+    return _ok(points, started)
+
+
+@router.post("/collections/{collection}/points/scroll")
+async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """A page of disclosable points in id order, and where the next page starts.
+
+    The next-page offset is given only when at least one more disclosable point
+    exists, or when the examination bound stopped us after finding some: a caller
+    who may read nothing learns nothing from it.
+    """
+    started = time.perf_counter()
+    _collection(collection, svc)
+    request = _parse(qm.ScrollRequest, body)
+    if request.order_by is not None:
+        raise QdrantError(400, "order_by is not supported")
+    limit = request.limit or 10
+    if not 1 <= limit <= svc.settings.max_limit:
+        raise QdrantError(400, f"limit must be between 1 and {svc.settings.max_limit}")
+    now = datetime.now(UTC)
+    scope = _scope(who, body.get("filter"), now)
+    question = _question(who, "recall", now)
+    with_vector = _wants_vector(request.with_vector)
+    with_payload = request.with_payload if request.with_payload is not None else True
+    cursor = None if request.offset is None else str(request.offset)
+    returned: list[tuple[Hit, Decision]] = []
+    next_offset: str | None = None
+    examined = 0
+    while True:
+        batch = min(max(2 * limit, 64), svc.settings.max_candidates - examined)
+        page = await svc.store.find(scope, batch, offset=cursor, with_vector=with_vector)
+        decisions = await svc.policy.disclosure(question, [h.record for h in page.hits])
+        examined += len(page.hits)
+        for hit in page.hits:
+            if not decisions[str(hit.record.get("id"))].allow:
+                continue
+            if len(returned) == limit:
+                next_offset = point_id(who.tenant, hit.record["id"])
+                break
+            returned.append((hit, decisions[str(hit.record.get("id"))]))
+        cursor = page.next_offset
+        if next_offset is not None or cursor is None:
+            break
+        if examined >= svc.settings.max_candidates:
+            next_offset = cursor if returned else None
+            break
+    points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
+    return _ok({"points": points, "next_page_offset": next_offset}, started)
+
+
+@router.post("/collections/{collection}/points/count")
+async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """How many current points the asker may see, among the first `max_count_scan`
+    points that match (in id order): a bounded count, exact below that bound."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    _parse(qm.CountRequest, body)
+    now = datetime.now(UTC)
+    scope = _scope(who, body.get("filter"), now)
+    question = _question(who, "recall", now)
+    count, examined, cursor = 0, 0, None
+    while examined < svc.settings.max_count_scan:
+        batch = min(1000, svc.settings.max_count_scan - examined)
+        page = await svc.store.find(scope, batch, offset=cursor)
+        decisions = await svc.policy.disclosure(question, [h.record for h in page.hits])
+        count += sum(decisions[str(h.record.get("id"))].allow for h in page.hits)
+        examined += len(page.hits)
+        if (cursor := page.next_offset) is None:
+            break
+    return _ok({"count": count}, started)
+
+
+async def _by_ids(
+    svc: Services, who: Identity, ids: list[Any], with_payload: Any, with_vector: Any
+) -> list[Any]:
+    record_ids = [_record_id(i) for i in ids]
+    wanted = [r for r in record_ids if r is not None]
+    now = datetime.now(UTC)
+    hits = await svc.store.get(who.tenant, wanted, with_vector=_wants_vector(with_vector))
+    decisions = await svc.policy.disclosure(_question(who, "get", now), [h.record for h in hits])
+    allowed = {
+        h.record["id"]: _point(h, decisions[h.record["id"]], now, with_payload, scored=False)
+        for h in hits
+        if decisions[h.record["id"]].allow
+    }
+    return [allowed[str(r)] for r in wanted if str(r) in allowed]
+
+
+def _record_id(raw: Any) -> UUID | None:
+    # Record ids are UUIDs; an integer id can name no record here.
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        return None
+
+
+@router.post("/collections/{collection}/points")
+async def retrieve_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    _collection(collection, svc)
+    request = _parse(qm.PointRequest, body)
+    with_payload = request.with_payload if request.with_payload is not None else True
+    points = await _by_ids(svc, who, list(request.ids), with_payload, request.with_vector)
+    return _ok(points, started)
+
+
+@router.get("/collections/{collection}/points/{point}")
+async def get_point(collection: str, point: str, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    _collection(collection, svc)
+    found = await _by_ids(svc, who, [point], True, True)
+    if not found:
+        raise QdrantError(404, f"Not found: Point with id {point} does not exists!")
+    return _ok(found[0], started)
+
+
+@router.put("/collections/{collection}/points")
+async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """Upsert through the write policy: every payload must be a valid memory record."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    if "batch" in body:
+        batch = _parse(qm.PointsBatch, body).batch
+        if not isinstance(batch.vectors, list):
+            raise QdrantError(400, "named vectors are not supported")
+        payloads = batch.payloads or [{} for _ in batch.ids]
+        rows = list(zip(batch.ids, batch.vectors, payloads, strict=False))
+    else:
+        rows = [(p.id, p.vector, p.payload or {}) for p in _parse(qm.PointsList, body).points]
+    bodies = []
+    for point, vector, payload in rows:
+        if _record_id(point) is None:
+            raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
+        if not isinstance(vector, list):
+            raise QdrantError(400, "named or sparse vectors are not supported")
+        record = {k: v for k, v in payload.items() if k != "whose"}
+        try:
+            bodies.append(
+                MemoryWrite.model_validate({**record, "id": str(point), "vector": vector})
+            )
+        except ValidationError as exc:
+            reasons = [
+                {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()
+            ]
+            raise QdrantError(
+                422, f"point {point}: payload is not a valid record", reasons
+            ) from None
+    try:
+        await svc.writer.write(bodies, who, datetime.now(UTC))
+    except WriteRefused as refused:
+        summary = "; ".join(f"{p['id']}: {', '.join(p['reasons'])}" for p in refused.problems)
+        raise QdrantError(422, f"write refused: {summary}", refused.problems) from None
+    return _ok({"operation_id": 0, "status": "completed"}, started)
+
+
+@router.api_route(
+    "/collections/{rest:path}",
+    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+    include_in_schema=False,
+)
+async def unsupported(rest: str, request: Request, who: Asker) -> JSONResponse:
+    """No silent pass-through: anything else is refused, by name."""
+    raise QdrantError(
+        404 if request.method == "GET" else 405,
+        f"not supported by whose: {request.method} /collections/{rest}",
+    )

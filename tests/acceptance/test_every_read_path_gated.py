@@ -1,0 +1,193 @@
+"""No route returns record content without a policy decision on its path.
+
+The test walks the app's routes. Every route must be classified: content-free
+(health, docs, collection config, the refusal catch-all), a write (answers with
+what the caller itself wrote), or a read with a request template. Each read is
+then made three times against the same store, holding one secret record of
+Alice's, asked by Alice herself:
+
+1. with the real policy: she sees it (so the template really reaches the record);
+2. with a real OPA whose policy denies everything: the secret is nowhere in the body;
+3. with OPA unreachable: 503, which only happens if the route asks the policy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.routing import Route
+
+from sidecar.app import create_app
+from sidecar.embed import HashingEmbedder
+from sidecar.settings import Settings
+from tests.conftest import as_, free_port, start_opa, start_sidecar, stop
+
+SECRET = "the merger with Initech closes on March 3"
+KEY = "merger.date"
+COLLECTION = "whose_memories"
+VECTOR = HashingEmbedder(384).embed(SECRET)
+
+CONTENT_FREE = {
+    ("GET", "/"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/docs/oauth2-redirect"),
+    ("GET", "/redoc"),
+    ("GET", "/collections"),
+    ("GET", "/collections/{collection}"),
+    ("GET", "/collections/{collection}/exists"),
+}
+# The refusal catch-all answers "not supported" for every method.
+CATCH_ALL = "/collections/{rest:path}"
+WRITES = {
+    ("POST", "/v1/memories"),
+    ("POST", "/v1/observations"),
+    ("PUT", "/collections/{collection}/points"),
+}
+
+
+def shows_secret(body: str) -> bool:
+    return SECRET in body
+
+
+def counts_it(body: str) -> bool:
+    return bool(json.loads(body).get("result", {}).get("count"))
+
+
+# (method, path) -> (concrete path, JSON body or None, "did the caller see it?")
+READS: dict[tuple[str, str], tuple[str, Any, Callable[[str], bool]]] = {
+    ("POST", "/v1/recall"): ("/v1/recall", {"query": SECRET}, shows_secret),
+    ("GET", "/v1/memories/{record_id}"): ("/v1/memories/{id}", None, shows_secret),
+    ("GET", "/v1/memories/{record_id}/history"): ("/v1/memories/{id}/history", None, shows_secret),
+    ("GET", "/v1/propositions/{key}"): (f"/v1/propositions/{KEY}", None, shows_secret),
+    ("POST", "/collections/{collection}/points/query"): (
+        f"/collections/{COLLECTION}/points/query",
+        {"query": VECTOR, "with_payload": True},
+        shows_secret,
+    ),
+    ("POST", "/collections/{collection}/points/search"): (
+        f"/collections/{COLLECTION}/points/search",
+        {"vector": VECTOR, "with_payload": True},
+        shows_secret,
+    ),
+    ("POST", "/collections/{collection}/points/scroll"): (
+        f"/collections/{COLLECTION}/points/scroll",
+        {"with_payload": True},
+        shows_secret,
+    ),
+    ("POST", "/collections/{collection}/points/count"): (
+        f"/collections/{COLLECTION}/points/count",
+        {},
+        counts_it,
+    ),
+    ("POST", "/collections/{collection}/points"): (
+        f"/collections/{COLLECTION}/points",
+        {"ids": ["{id}"], "with_payload": True},
+        shows_secret,
+    ),
+    ("GET", "/collections/{collection}/points/{point}"): (
+        f"/collections/{COLLECTION}/points/{{id}}",
+        None,
+        shows_secret,
+    ),
+}
+
+
+def _walk(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, str]]:
+    for route in routes:
+        if isinstance(route, Route):
+            for method in route.methods or ():
+                if method != "HEAD":
+                    yield method, prefix + route.path
+        elif hasattr(route, "original_router"):  # an included router (FastAPI keeps them nested)
+            yield from _walk(route.original_router.routes, prefix + route.include_context.prefix)
+        else:
+            raise AssertionError(f"a route of unknown kind could hide a read path: {route!r}")
+
+
+def app_routes() -> set[tuple[str, str]]:
+    app = create_app(Settings(dev=True))
+    return {(method, path) for method, path in _walk(app.routes) if path != CATCH_ALL}
+
+
+def test_every_route_is_classified() -> None:
+    unclassified = app_routes() - CONTENT_FREE - WRITES - set(READS)
+    assert not unclassified, f"classify these routes in this test: {sorted(unclassified)}"
+    stale = (set(READS) | WRITES) - app_routes()
+    assert not stale, f"these routes no longer exist: {sorted(stale)}"
+
+
+RECORD = {
+    "content": SECRET,
+    "proposition": {"text": SECRET, "key": KEY, "value": "2027-03-03"},
+    "observer_id": "alice",
+    "source_id": "board-minutes",
+    "source": {"kind": "conversation", "speaker": "alice"},
+    "modality": "asserted",
+    "audience": ["alice"],
+    "valid_at": "2026-10-01T00:00:00Z",
+    "vector": VECTOR,
+}
+
+
+def call(base: str, route: tuple[str, str], record_id: str) -> httpx.Response:
+    path, body, _ = READS[route]
+    path = path.replace("{id}", record_id)
+    if body is not None:
+        body = json.loads(json.dumps(body).replace("{id}", record_id))
+    return httpx.request(route[0], f"{base}{path}", json=body, headers=as_("alice"), timeout=30)
+
+
+@contextmanager
+def sidecar_on(data_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    base, process = start_sidecar(data_dir, env=env)
+    try:
+        yield base
+    finally:
+        stop(process)
+
+
+def test_every_read_asks_the_policy(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with sidecar_on(data_dir) as base:
+        response = httpx.post(f"{base}/v1/memories", json=RECORD, headers=as_("alice"))
+        assert response.status_code == 201, response.text
+        secret_id = response.json()["records"][0]["id"]
+        for route, (_, _, saw) in READS.items():
+            answer = call(base, route, secret_id)
+            assert answer.status_code == 200, (route, answer.text)
+            # Otherwise the checks below would pass without proving anything.
+            assert saw(answer.text), f"{route} never reached the record"
+
+    deny_dir = tmp_path / "deny-all"
+    deny_dir.mkdir()
+    (deny_dir / "deny.rego").write_text(
+        "package whose.disclosure\n\n"
+        'decisions[r.id] := {"allow": false, "usable_as": "belief", "reasons": ["deny_all"]} '
+        "if some r in input.records\n"
+    )
+    opa_url, opa = start_opa(deny_dir, deny_dir / "opa.log")
+    try:
+        with sidecar_on(data_dir, {"WHOSE_OPA_URL": opa_url}) as base:
+            for route, (_, _, saw) in READS.items():
+                answer = call(base, route, secret_id)
+                assert answer.status_code in (200, 404), (route, answer.text)
+                assert not saw(answer.text), f"{route} disclosed what the policy denied"
+                if "{id}" not in json.dumps(READS[route][:2]):
+                    # Where the caller did not name the record, its id is news too.
+                    assert secret_id not in answer.text, f"{route} disclosed the record's id"
+    finally:
+        stop(opa)
+
+    with sidecar_on(data_dir, {"WHOSE_OPA_URL": f"http://127.0.0.1:{free_port()}"}) as base:
+        for route, (_, _, saw) in READS.items():
+            answer = call(base, route, secret_id)
+            assert answer.status_code == 503, f"{route} answered without asking the policy"
+            assert not saw(answer.text), route

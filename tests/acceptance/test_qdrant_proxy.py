@@ -1,0 +1,214 @@
+"""The unmodified qdrant-client against the sidecar: Alice's and Bob's views differ.
+
+Bob may read the team note only; Alice all three notes; Mallory (another
+tenant) nothing, by any path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import UnexpectedResponse
+
+from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
+from tests.conftest import start_sidecar, stop
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Api key is used with an insecure connection:UserWarning"
+)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Any]]]:
+    base, process = start_sidecar(tmp_path_factory.mktemp("proxy"), env=JWT_ENV)
+    world = seed(base)
+    yield base, world
+    stop(process)
+
+
+def client(base: str, who: str, tenant: str = "acme") -> QdrantClient:
+    return QdrantClient(url=base, api_key=token(who, tenant), timeout=10)
+
+
+def ids(points: Any) -> set[str]:
+    return {str(p.id) for p in points}
+
+
+def names(world: dict[str, Any], *keys: str) -> set[str]:
+    return {world[k]["id"] for k in keys}
+
+
+QUERY = embed("the launch")
+
+
+def test_query_points(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    alice = client(base, "alice").query_points(COLLECTION, query=QUERY, limit=10, with_payload=True)
+    bob = client(base, "bob").query_points(COLLECTION, query=QUERY, limit=10, with_payload=True)
+    assert ids(alice.points) == names(world, "private", "team", "scoped")
+    assert ids(bob.points) == names(world, "team")
+    [bobs] = bob.points
+    assert bobs.payload is not None
+    assert bobs.payload["whose"]["attribution"].startswith("bob believes that the launch party")
+    assert bobs.payload["whose"]["usable_as"] == "belief"
+    assert bobs.payload["content"] == world["team"]["content"]
+
+
+def test_query_points_honours_limit_under_overfetch(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    # The nearest point to this query is Alice's private note; Bob still gets his one.
+    bob = client(base, "bob").query_points(COLLECTION, query=embed("October 17"), limit=1)
+    assert ids(bob.points) == names(world, "team")
+
+
+def test_search_endpoint(served: tuple[str, dict[str, Any]]) -> None:
+    # qdrant-client 1.20 dropped search(); other clients still POST /points/search.
+    base, world = served
+    for who, expected in (("alice", {"private", "team", "scoped"}), ("bob", {"team"})):
+        response = httpx.post(
+            f"{base}/collections/{COLLECTION}/points/search",
+            json={"vector": QUERY, "limit": 10, "with_payload": True},
+            headers={"api-key": token(who)},
+        )
+        assert response.status_code == 200
+        assert {p["id"] for p in response.json()["result"]} == names(world, *expected)
+
+
+def test_scroll_pages_through_what_each_may_see(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    seen: set[str] = set()
+    offset = None
+    alice = client(base, "alice")
+    for _ in range(10):
+        points, offset = alice.scroll(COLLECTION, limit=1, offset=offset)
+        seen |= ids(points)
+        if offset is None:
+            break
+    assert seen == names(world, "private", "team", "scoped")
+    points, offset = client(base, "bob").scroll(COLLECTION, limit=10)
+    assert ids(points) == names(world, "team")
+    assert offset is None
+
+
+def test_retrieve_and_get_by_id(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    every = [world[k]["id"] for k in ("private", "team", "scoped")]
+    assert ids(client(base, "alice").retrieve(COLLECTION, ids=every)) == set(every)
+    assert ids(client(base, "bob").retrieve(COLLECTION, ids=every)) == names(world, "team")
+    bob = client(base, "bob")
+    got = bob.http.points_api.get_point(COLLECTION, world["team"]["id"])
+    assert got.result is not None
+    assert str(got.result.id) == world["team"]["id"]
+    with pytest.raises(UnexpectedResponse) as forbidden:
+        bob.http.points_api.get_point(COLLECTION, world["private"]["id"])
+    with pytest.raises(UnexpectedResponse) as missing:
+        bob.http.points_api.get_point(COLLECTION, "00000000-0000-4000-8000-000000000000")
+    assert forbidden.value.status_code == missing.value.status_code == 404
+
+
+def test_count_counts_only_disclosable_points(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    assert client(base, "alice").count(COLLECTION).count == 3
+    assert client(base, "bob").count(COLLECTION).count == 1
+    assert client(base, "mallory", "globex").count(COLLECTION).count == 0
+
+
+def test_caller_filters_narrow_but_never_widen(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    only_alices = qm.Filter(
+        must=[qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="alice"))]
+    )
+    assert ids(
+        client(base, "alice").query_points(COLLECTION, query=QUERY, query_filter=only_alices).points
+    ) == names(world, "private")
+    assert (
+        client(base, "bob").query_points(COLLECTION, query=QUERY, query_filter=only_alices).points
+        == []
+    )
+    # A filter naming the other tenant, or an id, cannot reach past the tenant or the policy.
+    other_tenant = qm.Filter(
+        must=[qm.FieldCondition(key="tenant", match=qm.MatchValue(value="globex"))]
+    )
+    assert (
+        client(base, "alice")
+        .query_points(COLLECTION, query=QUERY, query_filter=other_tenant)
+        .points
+        == []
+    )
+    by_id = qm.Filter(must=[qm.HasIdCondition(has_id=[world["private"]["id"]])])
+    assert ids(
+        client(base, "alice").query_points(COLLECTION, query=QUERY, query_filter=by_id).points
+    ) == names(world, "private")
+    assert (
+        client(base, "bob").query_points(COLLECTION, query=QUERY, query_filter=by_id).points == []
+    )
+
+
+def test_another_tenant_sees_nothing_by_any_path(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    mallory = client(base, "mallory", "globex")
+    every = [world[k]["id"] for k in ("private", "team", "scoped")]
+    assert mallory.query_points(COLLECTION, query=QUERY).points == []
+    assert mallory.scroll(COLLECTION)[0] == []
+    assert mallory.retrieve(COLLECTION, ids=every) == []
+    assert mallory.count(COLLECTION).count == 0
+    with pytest.raises(UnexpectedResponse) as missing:
+        mallory.http.points_api.get_point(COLLECTION, world["team"]["id"])
+    assert missing.value.status_code == 404
+
+
+def test_collection_info_and_existence(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    alice = client(base, "alice")
+    assert alice.collection_exists(COLLECTION)
+    assert not alice.collection_exists("someone_elses")
+    info = alice.get_collection(COLLECTION)
+    assert info.config.params.vectors.size == 384  # type: ignore[union-attr]
+    assert info.points_count is None  # a total would count what the asker may not see
+
+
+def test_upsert_goes_through_the_write_policy(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    note = record("alice", "the launch venue is Hall B", ["alice"])
+    point = qm.PointStruct(id=note.pop("id"), vector=note.pop("vector"), payload=note)
+    client(base, "alice").upsert(COLLECTION, points=[point])
+    assert ids(client(base, "alice").retrieve(COLLECTION, ids=[point.id])) == {str(point.id)}
+
+    forged = record("alice", "the launch is cancelled", ["alice", "bob"])
+    forged_point = qm.PointStruct(id=forged.pop("id"), vector=forged.pop("vector"), payload=forged)
+    with pytest.raises(UnexpectedResponse) as refused:
+        client(base, "bob").upsert(COLLECTION, points=[forged_point])
+    assert refused.value.status_code == 422
+    assert b"writer_not_holder" in refused.value.content
+
+    langchain_style = qm.PointStruct(
+        id="7a3c5e1e-8f7b-4c1d-9a43-2f1e0b9c8d7a",
+        vector=embed("x"),
+        payload={"page_content": "x", "metadata": {}},
+    )
+    with pytest.raises(UnexpectedResponse) as invalid:
+        client(base, "alice").upsert(COLLECTION, points=[langchain_style])
+    assert invalid.value.status_code == 422
+    assert client(base, "alice").retrieve(COLLECTION, ids=[langchain_style.id]) == []
+
+
+def test_anything_else_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
+    base, world = served
+    with pytest.raises(UnexpectedResponse) as refused:
+        client(base, "alice").delete(COLLECTION, points_selector=[world["private"]["id"]])
+    assert refused.value.status_code == 405
+    assert b"not supported by whose" in refused.value.content
+    with pytest.raises(UnexpectedResponse) as unknown:
+        client(base, "alice").query_points("other_collection", query=QUERY)
+    assert unknown.value.status_code == 404
+
+
+def test_no_token_no_answer(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    response = httpx.post(f"{base}/collections/{COLLECTION}/points/count", json={})
+    assert response.status_code == 401
