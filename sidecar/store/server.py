@@ -7,7 +7,8 @@ mode (a pure-Python stand-in for a server), which is never a default.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -40,7 +41,7 @@ class ServerStore:
         self.vector_size = vector_size
 
     async def open(self) -> None:
-        try:
+        with _unavailable_on_error():
             if await self.client.collection_exists(self.collection):
                 return
             await self.client.create_collection(
@@ -56,17 +57,13 @@ class ServerStore:
             indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
             for name, schema in indexes:
                 await self.client.create_payload_index(self.collection, name, schema, wait=True)
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
 
     async def close(self) -> None:
         await self.client.close()
 
     async def ping(self) -> None:
-        try:
+        with _unavailable_on_error():
             await self.client.get_collection(self.collection)
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
 
     async def search(
         self,
@@ -78,7 +75,7 @@ class ServerStore:
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Hit]:
-        try:
+        with _unavailable_on_error():
             response = await self.client.query_points(
                 self.collection,
                 query=vector,
@@ -88,22 +85,18 @@ class ServerStore:
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
         return [Hit(p.payload or {}, p.score, p.version, _dense(p.vector)) for p in response.points]
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
     ) -> list[Hit]:
-        try:
+        with _unavailable_on_error():
             records = await self.client.retrieve(
                 self.collection,
                 ids=[point_id(tenant, rid) for rid in record_ids],
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
         return [
             Hit(r.payload, 0.0, 0, _dense(r.vector))
             for r in records
@@ -113,7 +106,7 @@ class ServerStore:
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
     ) -> Page:
-        try:
+        with _unavailable_on_error():
             records, next_offset = await self.client.scroll(
                 self.collection,
                 scroll_filter=_filter(scope, ()),
@@ -122,8 +115,6 @@ class ServerStore:
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
         hits = [Hit(r.payload or {}, 0.0, 0, _dense(r.vector)) for r in records]
         return Page(hits, None if next_offset is None else str(next_offset))
 
@@ -132,18 +123,24 @@ class ServerStore:
             qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
             for payload, vector in items
         ]
-        try:
+        with _unavailable_on_error():
             await self.client.upsert(self.collection, points=points, wait=True)
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
-        try:
+        with _unavailable_on_error():
             await self.client.set_payload(
                 self.collection, payload=fields, points=[point_id(tenant, record_id)], wait=True
             )
-        except Exception as exc:
-            raise StoreUnavailable(str(exc)) from exc
+
+
+@contextmanager
+def _unavailable_on_error() -> Iterator[None]:
+    # Whatever the client raises (connection, timeout, server error) is the store's
+    # unavailability to our callers: 503, never a 500 and never a partial answer.
+    try:
+        yield
+    except Exception as exc:
+        raise StoreUnavailable(str(exc)) from exc
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qm.Filter:

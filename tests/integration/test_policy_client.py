@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,65 +95,37 @@ async def test_unreachable_opa_raises_policy_unavailable() -> None:
         await client.close()
 
 
-@pytest.fixture(scope="module")
-def broken_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real OPA whose disclosure rule answers the wrong shape."""
-    folder = tmp_path_factory.mktemp("broken-policy")
-    (folder / "broken.rego").write_text(
-        'package whose.disclosure\n\ndecisions[r.id] := "yes" if some r in input.records\n'
-    )
-    url, process = start_opa(folder, folder / "opa.log")
-    yield url
-    stop(process)
-
-
-async def test_malformed_result_fails_closed(broken_opa: str) -> None:
-    client = await client_for(broken_opa)
-    try:
-        with pytest.raises(PolicyUnavailable, match="malformed"):
-            await client.disclosure(question(), [rec(["bob"])])
-    finally:
-        await client.close()
-
-
-@pytest.fixture(scope="module")
-def empty_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real OPA with no policy loaded: every rule is undefined."""
-    folder = tmp_path_factory.mktemp("no-policy")
-    url, process = start_opa(folder, folder / "opa.log")
-    yield url
-    stop(process)
-
-
-async def test_missing_policy_fails_closed(empty_opa: str) -> None:
-    client = await client_for(empty_opa)
-    try:
-        with pytest.raises(PolicyUnavailable, match="no result"):
-            await client.disclosure(question(), [rec(["bob"])])
-    finally:
-        await client.close()
-
-
-@pytest.fixture(scope="module")
-def slow_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real OPA whose policy takes far longer than the client will wait."""
-    folder: Path = tmp_path_factory.mktemp("slow-policy")
-    (folder / "slow.rego").write_text(
+# Real OPA servers answering wrongly: a rule of the wrong shape, no policy at all,
+# and a policy that takes far longer than the client will wait.
+BROKEN = {
+    "malformed": (
+        'package whose.disclosure\n\ndecisions[r.id] := "yes" if some r in input.records\n',
+        "malformed",
+        2.0,
+    ),
+    "missing": (None, "no result", 2.0),
+    "slow": (
         "package whose.disclosure\n\n"
         'decisions[r.id] := {"allow": true, "usable_as": "belief"} if {\n'
         "\tsome r in input.records\n"
         "\tcount([x | some x in numbers.range(1, 20000000)]) > 0\n"
-        "}\n"
-    )
-    url, process = start_opa(folder, folder / "opa.log")
-    yield url
-    stop(process)
+        "}\n",
+        "unreachable",
+        0.2,
+    ),
+}
 
 
-async def test_slow_policy_times_out_and_fails_closed(slow_opa: str) -> None:
-    client = await client_for(slow_opa, timeout_s=0.2)
+@pytest.mark.parametrize("case", sorted(BROKEN))
+async def test_a_broken_policy_fails_closed(case: str, tmp_path: Path) -> None:
+    policy, expected, timeout_s = BROKEN[case]
+    if policy is not None:
+        (tmp_path / "policy.rego").write_text(policy)
+    url, process = start_opa(tmp_path, tmp_path / "opa.log")
+    client = await client_for(url, timeout_s)
     try:
-        with pytest.raises(PolicyUnavailable, match="unreachable"):
+        with pytest.raises(PolicyUnavailable, match=expected):
             await client.disclosure(question(), [rec(["bob"])])
     finally:
         await client.close()
+        stop(process)

@@ -8,27 +8,20 @@ import pytest
 from sidecar.settings import Settings, is_loopback
 
 
+def whose(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "sidecar", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
 def test_dev_mode_refuses_a_non_loopback_host(host: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "sidecar", "serve", "--dev", "--host", host, "--port", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = whose("serve", "--dev", "--host", host, "--port", "1")
     assert result.returncode == 2
     assert "refusing --dev on non-loopback host" in result.stderr
 
 
 def test_serve_without_identity_provider_refuses_to_start() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "sidecar", "serve", "--port", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = whose("serve", "--port", "1")
     assert result.returncode == 2
     assert "no identity provider" in result.stderr
 
