@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from sidecar.attribution import disclosed_item
 from sidecar.identity import Identity
+from sidecar.ingest import MAX_BATCH
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
@@ -37,7 +38,6 @@ from sidecar.verdict import decide, settle
 
 router = APIRouter()
 
-MAX_WRITE_BATCH = 1000
 MAX_HISTORY = 100
 
 
@@ -72,9 +72,9 @@ async def write_memories(
 ) -> StoredRecords:
     """Store one record or an array of them: all, or (422 with reasons) none."""
     bodies = body if isinstance(body, list) else [body]
-    if not bodies or len(bodies) > MAX_WRITE_BATCH:
+    if not 1 <= len(bodies) <= MAX_BATCH:
         raise HTTPException(
-            422, detail={"error": "invalid_request", "reasons": [f"1..{MAX_WRITE_BATCH} records"]}
+            422, detail={"error": "invalid_request", "reasons": [f"1..{MAX_BATCH} records"]}
         )
     stored = await svc.writer.write(bodies, who, _now())
     return StoredRecords(records=stored)
@@ -201,9 +201,11 @@ async def proposition(
     """Every disclosable current view of one proposition, and the world-state claim."""
     now = _now()
     limit = svc.settings.max_candidates
-    page = await svc.store.find(Scope(tenant=who.tenant, about=key, current_at=now), limit)
-    hits = page.hits
     question = DisclosureQuestion(who, audience or [], purpose="recall", now=now)
+    pushdown = await svc.policy.pushdown(question)
+    scope = pushdown.narrow(Scope(tenant=who.tenant, about=key, current_at=now))
+    page = await svc.store.find(scope, limit)
+    hits = page.hits
     decisions = await svc.policy.disclosure(question, [h.record for h in hits])
     items = settle(
         [

@@ -24,6 +24,8 @@ from sidecar.supersession import Chain, chain_of, open_chains, plan
 
 # Bounds one chain lookup; more open versions than this means something else is wrong.
 _MAX_OPEN_VERSIONS = 16
+# Records per write request, through every write path.
+MAX_BATCH = 1000
 
 
 @dataclass
@@ -69,7 +71,9 @@ class Writer:
         )
         chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
-        async with self.locks.hold([c.lock_key() for c in chains] + named):
+        # New ids are locked too: two writers choosing one id must not both find it free.
+        fresh_ids = [f"id\x00{writer.tenant}\x00{p['id']}" for p in payloads]
+        async with self.locks.hold([c.lock_key() for c in chains] + named + fresh_ids) as held:
             # Without a valid_at of its own, a version starts when it is stored: in
             # lock order, so concurrent updates of one belief line up instead of
             # one being refused for starting before the other.
@@ -86,6 +90,7 @@ class Writer:
             named_records = {h.record["id"]: h.record for h in stored}
             linked = plan(payloads, open_versions, named_records, undated)
             _refuse_if(linked.problems, payloads)
+            await held.confirm()
             # New versions first: if we stop half-way, each names its predecessor,
             # which still looks current until `plan` next sees the chain.
             await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
@@ -153,8 +158,9 @@ async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
     for chain, versions in open_chains(open_records).items():
         if len(versions) < 2:
             continue
-        async with locks.hold([chain.lock_key()]):
+        async with locks.hold([chain.lock_key()]) as held:
             linked = plan([], {chain: await open_versions_of(store, chain)}, {})
+            await held.confirm()
             for record_id, fields in linked.updates:
                 await store.update(tenant, uuid.UUID(record_id), fields)
                 fixes += 1
@@ -170,7 +176,10 @@ def _body_problems(
             problems.append((i, "tenant_not_writers"))
         if body.superseded_by is not None:
             problems.append((i, "superseded_by_is_set_by_the_sidecar"))
-        if body.valid_at is None and body.invalid_at is not None and body.invalid_at < now:
+        if body.invalid_at is not None and body.proposition and body.proposition.key:
+            # A keyed version ends when its holder's next version supersedes it.
+            problems.append((i, "invalid_at_is_set_by_supersession"))
+        elif body.valid_at is None and body.invalid_at is not None and body.invalid_at < now:
             # valid_at defaults to now, which would put the end before the start.
             problems.append((i, "invalid_at_before_valid_at"))
     return problems

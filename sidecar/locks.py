@@ -24,8 +24,21 @@ class LockUnavailable(Exception):
     """The lock could not be taken in time (or Redis is down): refuse the write."""
 
 
+class Held(Protocol):
+    async def confirm(self) -> None:
+        """Raise LockUnavailable if any lock was lost (expired) since it was taken."""
+        ...
+
+
 class ChainLocks(Protocol):
-    def hold(self, keys: Iterable[str]) -> AbstractAsyncContextManager[None]: ...
+    def hold(self, keys: Iterable[str]) -> AbstractAsyncContextManager[Held]: ...
+
+
+class _Kept:
+    """In-process locks cannot expire."""
+
+    async def confirm(self) -> None:
+        return None
 
 
 class LocalLocks:
@@ -35,7 +48,7 @@ class LocalLocks:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     @asynccontextmanager
-    async def hold(self, keys: Iterable[str]) -> AsyncIterator[None]:
+    async def hold(self, keys: Iterable[str]) -> AsyncIterator[Held]:
         held = []
         # Sorted, so two writers needing the same two chains cannot deadlock.
         for key in sorted(set(keys)):
@@ -46,7 +59,7 @@ class LocalLocks:
         async with AsyncExitStack() as stack:
             for lock in held:
                 await stack.enter_async_context(lock)
-            yield
+            yield _Kept()
 
 
 class RedisLocks:
@@ -58,7 +71,8 @@ class RedisLocks:
         self.wait_s = wait_s
 
     @asynccontextmanager
-    async def hold(self, keys: Iterable[str]) -> AsyncIterator[None]:
+    async def hold(self, keys: Iterable[str]) -> AsyncIterator[Held]:
+        taken: list[aioredis.lock.Lock] = []
         async with AsyncExitStack() as stack:
             for key in sorted(set(keys)):
                 lock = self.client.lock(
@@ -71,7 +85,22 @@ class RedisLocks:
                 if not acquired:
                     raise LockUnavailable("timed out waiting for a chain lock")
                 stack.push_async_callback(_release, lock)
-            yield
+                taken.append(lock)
+            yield _RedisHeld(taken)
+
+
+class _RedisHeld:
+    def __init__(self, locks: list[aioredis.lock.Lock]) -> None:
+        self.locks = locks
+
+    async def confirm(self) -> None:
+        # A lock past its TTL may now belong to another writer: stop before writing.
+        try:
+            owned = [await lock.owned() for lock in self.locks]
+        except RedisError as exc:
+            raise LockUnavailable(f"redis: {type(exc).__name__}") from exc
+        if not all(owned):
+            raise LockUnavailable("a chain lock expired before the write")
 
 
 async def _release(lock: aioredis.lock.Lock) -> None:

@@ -8,7 +8,7 @@ disclose nothing: fail closed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -17,9 +17,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from sidecar.identity import Identity
-from sidecar.store import iso
+from sidecar.store import Scope, iso
 
 DISCLOSURE_RULE = "whose/disclosure/decisions"
+PUSHDOWN_RULE = "whose/pushdown/constraints"
 INGEST_RULE = "whose/ingest/decisions"
 
 # Free text stays out of the policy input: it is large and no rule reads it.
@@ -46,6 +47,22 @@ class Decision(BaseModel):
     usable_as: UsableAs
     obligations: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list)
+
+
+class Pushdown(BaseModel):
+    """What every disclosable record meets (whose.pushdown), for the store to filter on."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    audience_any_of: list[list[str]] = Field(min_length=1)
+    scopes: list[str]
+
+    def narrow(self, scope: Scope) -> Scope:
+        return replace(
+            scope,
+            audience_any_of=tuple(tuple(sorted(e)) for e in self.audience_any_of),
+            scopes=tuple(sorted(self.scopes)),
+        )
 
 
 class WriteDecision(BaseModel):
@@ -119,6 +136,14 @@ class PolicyClient:
         result = await self._query(DISCLOSURE_RULE, question.input(records))
         decisions = _parse(result, Decision)
         return {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records}
+
+    async def pushdown(self, question: DisclosureQuestion) -> Pushdown:
+        """The store-side constraints for this asker and audience (one small call)."""
+        result = await self._query(PUSHDOWN_RULE, question.input([]))
+        try:
+            return Pushdown.model_validate(result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA pushdown result is malformed") from exc
 
     async def ingest(
         self, writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]

@@ -28,7 +28,7 @@ from qdrant_client.http import models as qm
 from sidecar import qdrant_filter
 from sidecar.attribution import disclosed_item
 from sidecar.identity import Identity
-from sidecar.ingest import WriteRefused
+from sidecar.ingest import MAX_BATCH, WriteRefused
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
 from sidecar.record import MemoryWrite
@@ -88,12 +88,20 @@ def _collection(name: str, svc: Services) -> None:
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
-def _scope(who: Identity, raw_filter: Any, now: datetime | None) -> Scope:
+async def _scope(svc: Services, who: Identity, raw_filter: Any, now: datetime) -> Scope:
+    """The tenant, the caller's filter, current versions, and the policy's pushdown."""
+    pushdown = await svc.policy.pushdown(_question(who, "recall", now))
+    return pushdown.narrow(_caller_scope(who, raw_filter, now))
+
+
+def _caller_scope(who: Identity, raw_filter: Any, now: datetime) -> Scope:
     try:
         parsed = qdrant_filter.parse(raw_filter)
+        caller = qdrant_filter.scoped_ids(parsed, who.tenant) if parsed else None
+        if caller is not None:
+            qdrant_filter.check(caller)
     except qdrant_filter.UnsupportedFilter as exc:
         raise QdrantError(400, str(exc)) from None
-    caller = qdrant_filter.scoped_ids(parsed, who.tenant) if parsed else None
     return Scope(tenant=who.tenant, current_at=now, caller=caller)
 
 
@@ -138,7 +146,8 @@ def _point(hit: Hit, decision: Decision, now: datetime, with_payload: Any, score
         "order_value": None,
     }
     if scored:
-        base |= {"version": hit.version, "score": hit.score}
+        # The engine's version counts every write in the shard, other tenants' too.
+        base |= {"version": 0, "score": hit.score}
     return base
 
 
@@ -176,7 +185,7 @@ async def _nearest(
     now = datetime.now(UTC)
     found = await overfetch(
         _checked_vector(vector, svc),
-        _scope(who, raw_filter, now),
+        await _scope(svc, who, raw_filter, now),
         _question(who, "recall", now),
         limit + offset,
         svc.store,
@@ -301,11 +310,13 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     if not 1 <= limit <= svc.settings.max_limit:
         raise QdrantError(400, f"limit must be between 1 and {svc.settings.max_limit}")
     now = datetime.now(UTC)
-    scope = _scope(who, body.get("filter"), now)
+    scope = await _scope(svc, who, body.get("filter"), now)
     question = _question(who, "recall", now)
     with_vector = _wants_vector(request.with_vector)
     with_payload = request.with_payload if request.with_payload is not None else True
     cursor = None if request.offset is None else str(request.offset)
+    if cursor is not None and _record_id(cursor) is None:
+        raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
     returned: list[tuple[Hit, Decision]] = []
     next_offset: str | None = None
     examined = 0
@@ -339,7 +350,7 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     _collection(collection, svc)
     _parse(qm.CountRequest, body)
     now = datetime.now(UTC)
-    scope = _scope(who, body.get("filter"), now)
+    scope = await _scope(svc, who, body.get("filter"), now)
     question = _question(who, "recall", now)
     count, examined, cursor = 0, 0, None
     while examined < svc.settings.max_count_scan:
@@ -382,6 +393,8 @@ async def retrieve_points(collection: str, body: RawBody, svc: Svc, who: Asker) 
     started = time.perf_counter()
     _collection(collection, svc)
     request = _parse(qm.PointRequest, body)
+    if len(request.ids) > svc.settings.max_candidates:
+        raise QdrantError(400, f"at most {svc.settings.max_candidates} ids per request")
     with_payload = request.with_payload if request.with_payload is not None else True
     points = await _by_ids(svc, who, list(request.ids), with_payload, request.with_vector)
     return _ok(points, started)
@@ -407,9 +420,13 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         if not isinstance(batch.vectors, list):
             raise QdrantError(400, "named vectors are not supported")
         payloads = batch.payloads or [{} for _ in batch.ids]
-        rows = list(zip(batch.ids, batch.vectors, payloads, strict=False))
+        if not len(batch.ids) == len(batch.vectors) == len(payloads):
+            raise QdrantError(400, "batch ids, vectors and payloads differ in length")
+        rows = list(zip(batch.ids, batch.vectors, payloads, strict=True))
     else:
         rows = [(p.id, p.vector, p.payload or {}) for p in _parse(qm.PointsList, body).points]
+    if not 1 <= len(rows) <= MAX_BATCH:
+        raise QdrantError(400, f"1..{MAX_BATCH} points per upsert")
     bodies = []
     for point, vector, payload in rows:
         if _record_id(point) is None:

@@ -34,6 +34,16 @@ def parse(raw: Any) -> qm.Filter | None:
         raise UnsupportedFilter(f"invalid filter: {exc.errors()[0]['msg']}") from None
 
 
+def check(flt: qm.Filter) -> None:
+    """Refuse, up front, a filter the engine would reject at query time."""
+    try:
+        to_edge(flt)
+    except UnsupportedFilter:
+        raise
+    except Exception as exc:  # the engine's own validation: bad paths, out-of-range values
+        raise UnsupportedFilter(f"invalid filter: {exc}") from None
+
+
 def scoped_ids(flt: qm.Filter, tenant: str) -> qm.Filter:
     """The same filter with every has_id point id mapped into the tenant."""
     return qm.Filter(

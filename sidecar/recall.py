@@ -49,21 +49,25 @@ async def recall(
 ) -> RecallResponse:
     vector = request.vector if request.vector is not None else embedder.embed(request.query or "")
     history = request.include_history
-    scope = Scope(
-        tenant=asker.tenant,
-        current_at=None if history else (request.as_of or now),
-        about=request.about,
-        observer=request.observer,
-        source_id=request.source_id,
-        modality=request.modality,
-        min_confidence=request.min_confidence,
-    )
     question = DisclosureQuestion(
         asker=asker,
         audience=request.audience,
         purpose="history" if history else "recall",
         now=now,
         as_of=request.as_of,
+    )
+    # Records the asker may never see are kept out of the ranking, not just the answer.
+    pushdown = await policy.pushdown(question)
+    scope = pushdown.narrow(
+        Scope(
+            tenant=asker.tenant,
+            current_at=None if history else (request.as_of or now),
+            about=request.about,
+            observer=request.observer,
+            source_id=request.source_id,
+            modality=request.modality,
+            min_confidence=request.min_confidence,
+        )
     )
     found = await overfetch(vector, scope, question, request.limit, store, policy, bounds)
     # Status is told at the instant asked about: what was current then.

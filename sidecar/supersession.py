@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -26,15 +26,28 @@ from sidecar.store import Scope
 Payload = dict[str, Any]
 
 
+# How far a version without a valid_at of its own may move forward to follow its
+# predecessor (clocks of replicas disagree a little); beyond it, refuse.
+CLOCK_SKEW = timedelta(seconds=5)
+
+
 @dataclass(frozen=True)
 class Chain:
+    """One holder's successive views of one proposition.
+
+    A world-state claim has no observer: its holder is the writer that asserted
+    it (a change-record system), so nobody else's write can replace it.
+    """
+
     tenant: str
     observer: str | None
     observed: str | None
     key: str
+    writer: str | None = None
 
     def lock_key(self) -> str:
-        return "\x00".join((self.tenant, self.observer or "", self.observed or "", self.key))
+        parts = (self.tenant, self.observer, self.observed, self.key, self.writer)
+        return "\x00".join(part or "" for part in parts)
 
     def open_versions(self) -> Scope:
         absent = ["invalid_at"]
@@ -47,6 +60,7 @@ class Chain:
             about=self.key,
             observer=self.observer,
             observed=self.observed,
+            writer=self.writer,
             absent=tuple(absent),
         )
 
@@ -55,7 +69,24 @@ def chain_of(record: Payload) -> Chain | None:
     key = (record.get("proposition") or {}).get("key")
     if not key:
         return None
-    return Chain(record["tenant"], record.get("observer_id"), record.get("observed_id"), key)
+    observer = record.get("observer_id")
+    writer = None if observer else (record.get("provenance") or {}).get("writer")
+    return Chain(record["tenant"], observer, record.get("observed_id"), key, writer)
+
+
+def _same_holder(previous: Payload, record: Payload) -> bool:
+    if previous.get("observer_id") != record.get("observer_id"):
+        return False
+    if previous.get("observed_id") != record.get("observed_id"):
+        return False
+    if record.get("observer_id") is None:
+        return bool(_writer(previous)) and _writer(previous) == _writer(record)
+    return True
+
+
+def _writer(record: Payload) -> str | None:
+    writer = (record.get("provenance") or {}).get("writer")
+    return str(writer) if writer else None
 
 
 @dataclass
@@ -94,8 +125,12 @@ def plan(
             reason = _chain_refusal(record, previous)
             if reason is None:
                 heads[chain] = record
-        if reason == "valid_at_before_current_version" and record["id"] in undated:
-            assert previous is not None
+        if (
+            reason == "valid_at_before_current_version"
+            and record["id"] in undated
+            and previous is not None
+            and _at(previous, "valid_at") - _at(record, "valid_at") <= CLOCK_SKEW
+        ):
             record["valid_at"] = previous["valid_at"]
             reason = None
             if chain is not None:
@@ -130,8 +165,7 @@ def _explicit_refusal(record: Payload, previous: Payload | None, claimed: set[st
         or previous["id"] in claimed  # a second successor would fork the chain
         or "invalid_at" in previous
         or (previous.get("proposition") or {}).get("key")  # keyed versions live in their chain
-        or previous.get("observer_id") != record.get("observer_id")
-        or previous.get("observed_id") != record.get("observed_id")
+        or not _same_holder(previous, record)
     ):
         return "cannot_supersede"
     if _at(previous, "valid_at") > _at(record, "valid_at"):

@@ -85,10 +85,11 @@ attestation_denials(record) := union({
 		some item in record.evidence
 		not attested(item.kind)
 	},
-	{"evidence_not_writers" |
+	# Bob saying "I acknowledged it" is no more than Bob saying he knows: an
+	# acknowledgement counts only as recorded by a relay (the chat integration).
+	{"evidence_needs_relay" |
 		some item in record.evidence
 		item.kind in config.evidence.signed_by_knower
-		item.by != input.writer.id
 		not writer_may_relay
 	},
 })

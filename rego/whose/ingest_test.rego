@@ -82,11 +82,12 @@ test_known_without_evidence_refused if {
 }
 
 test_known_with_insufficient_evidence_refused if {
+	# Relayed, but the acknowledgement is Alice's, not the knower's.
 	record := object.union(belief, {
 		"modality": "known", "observed_id": "bob",
 		"evidence": [{"kind": "acknowledgement", "by": "alice", "ref": "msg-1"}],
 	})
-	write(alice, record).reasons == {"known_without_evidence"}
+	write({"id": "extractor-bot", "tenant": "acme"}, record).reasons == {"known_without_evidence"}
 }
 
 extractor := {"id": "extractor-bot", "tenant": "acme"}
@@ -99,15 +100,15 @@ acknowledged := object.union(belief, {
 test_known_with_evidence_relayed_by_extractor_allowed if write(extractor, acknowledged).allow
 
 test_citing_someone_elses_acknowledgement_refused if {
-	write(alice, acknowledged).reasons == {"evidence_not_writers"}
+	write(alice, acknowledged).reasons == {"evidence_needs_relay"}
 }
 
-test_citing_own_acknowledgement_allowed if {
+test_citing_own_acknowledgement_refused if {
 	own := object.union(object.remove(acknowledged, ["observed_id", "source"]), {
 		"observer_id": "bob",
 		"source": {"kind": "conversation", "speaker": "bob"},
 	})
-	write({"id": "bob", "tenant": "acme"}, own).allow
+	write({"id": "bob", "tenant": "acme"}, own).reasons == {"evidence_needs_relay"}
 }
 
 test_citing_a_change_record_needs_authority if {

@@ -25,6 +25,7 @@ KEYWORD_FIELDS = (
     "audience",
     "source_id",
     "proposition.key",
+    "provenance.writer",
 )
 DATETIME_FIELDS = ("valid_at", "invalid_at")
 FLOAT_FIELDS = ("confidence",)
@@ -73,13 +74,27 @@ class EmptyOrAfter:
 
 
 @dataclass(frozen=True)
+class AnyOf:
+    """The (keyword or keyword-list) field holds at least one of the values."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AbsentOrAnyOf:
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Absent:
     """The field is missing (or null, or an empty list)."""
 
     key: str
 
 
-Condition = Match | AtLeast | NotAfter | EmptyOrAfter | Absent
+Condition = Match | AtLeast | NotAfter | EmptyOrAfter | Absent | AnyOf | AbsentOrAnyOf
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,7 @@ class Scope:
     about: str | None = None
     observer: str | None = None
     observed: str | None = None
+    writer: str | None = None
     source_id: str | None = None
     modality: str | None = None
     min_confidence: float | None = None
@@ -98,6 +114,10 @@ class Scope:
     absent: tuple[str, ...] = ()
     # A caller's own Qdrant filter (the proxy), its has_id already tenant-scoped.
     caller: qm.Filter | None = None
+    # Pushed down from the policy (whose.pushdown): for each audience member, the
+    # audience entries that admit them; and the access scopes all of them hold.
+    audience_any_of: tuple[tuple[str, ...], ...] = ()
+    scopes: tuple[str, ...] | None = None
 
     def conditions(self) -> list[Condition]:
         conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
@@ -105,6 +125,7 @@ class Scope:
             ("proposition.key", self.about),
             ("observer_id", self.observer),
             ("observed_id", self.observed),
+            ("provenance.writer", self.writer),
             ("source_id", self.source_id),
             ("modality", self.modality),
         ):
@@ -116,6 +137,9 @@ class Scope:
         if self.current_at is not None:
             conditions.append(NotAfter("valid_at", self.current_at))
             conditions.append(EmptyOrAfter("invalid_at", self.current_at))
+        conditions.extend(AnyOf("audience", entries) for entries in self.audience_any_of)
+        if self.scopes is not None:
+            conditions.append(AbsentOrAnyOf("access_scope", self.scopes))
         return conditions
 
 

@@ -24,6 +24,8 @@ from sidecar.store import (
     KEYWORD_FIELDS,
     TENANT_FIELD,
     Absent,
+    AbsentOrAnyOf,
+    AnyOf,
     AtLeast,
     Condition,
     EmptyOrAfter,
@@ -202,6 +204,13 @@ def _condition(condition: Condition) -> qe.ConditionType:
             return qe.FieldCondition(key, range=qe.RangeDateTime(lte=iso(instant)))
         case Absent(key):
             return qe.IsEmptyCondition(key)
+        case AnyOf(key, values):
+            return qe.FieldCondition(key, match=qe.MatchAny(list(values)))
+        case AbsentOrAnyOf(key, values):
+            either: list[qe.ConditionType] = [qe.IsEmptyCondition(key)]
+            if values:
+                either.append(qe.FieldCondition(key, match=qe.MatchAny(list(values))))
+            return qe.Filter(should=either)
         case EmptyOrAfter(key, instant):
             return qe.Filter(
                 should=[

@@ -21,6 +21,8 @@ from sidecar.store import (
     KEYWORD_FIELDS,
     TENANT_FIELD,
     Absent,
+    AbsentOrAnyOf,
+    AnyOf,
     AtLeast,
     Condition,
     EmptyOrAfter,
@@ -167,6 +169,13 @@ def _condition(condition: Condition) -> qm.Condition:
             return qm.FieldCondition(key=key, range=qm.DatetimeRange(lte=instant))
         case Absent(key):
             return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
+        case AnyOf(key, values):
+            return qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values)))
+        case AbsentOrAnyOf(key, values):
+            either: list[qm.Condition] = [qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))]
+            if values:
+                either.append(qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values))))
+            return qm.Filter(should=either)
         case EmptyOrAfter(key, instant):
             return qm.Filter(
                 should=[

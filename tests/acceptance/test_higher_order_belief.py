@@ -85,7 +85,7 @@ def test_knowledge_needs_evidence_from_the_knower(http: httpx.Client) -> None:
     }
     # Alice cannot vouch for Bob's acknowledgement herself ...
     refused = write(http, "alice", acknowledged)
-    assert refused.json()["reasons"][0]["reasons"] == ["evidence_not_writers"]
+    assert refused.json()["reasons"][0]["reasons"] == ["evidence_needs_relay"]
     # ... the chat integration that saw Bob acknowledge can.
     [record] = stored(http, "extractor-bot", acknowledged)
     got = http.get(f"/v1/memories/{record['id']}", headers=as_("carol")).json()

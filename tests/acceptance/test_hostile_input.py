@@ -98,3 +98,9 @@ def test_unicode_and_control_characters_round_trip(http: httpx.Client) -> None:
     stored = response.json()["records"][0]
     got = http.get(f"/v1/memories/{stored['id']}", headers=as_("alice")).json()
     assert got["record"]["content"] == text
+
+
+def test_a_keyed_version_cannot_set_its_own_end(http: httpx.Client) -> None:
+    response = write(http, "alice", record(invalid_at="2199-01-01T00:00:00Z"))
+    assert response.status_code == 422
+    assert response.json()["reasons"][0]["reasons"] == ["invalid_at_is_set_by_supersession"]

@@ -81,3 +81,20 @@ def test_an_unverified_world_state_claim_is_not_an_answer(http: httpx.Client) ->
     [claim] = view["perspectives"]
     assert claim["usable_as"] == "unverified_claim"
     assert "verify_before_acting" in claim["obligations"]
+
+
+def test_nobody_can_replace_an_authoritys_fact(http: httpx.Client) -> None:
+    key = fresh_key()
+    [fact] = stored(http, "release-bot", change_record(key, "2026-10-24"))
+    rumour = change_record(key, "2026-12-01") | {
+        "source": {"kind": "conversation", "speaker": "bob"},
+        "evidence": [],
+        "audience": ["bob"],
+    }
+    stored(http, "bob", rumour)  # Bob's own unverified claim, in a chain of his own
+    view = http.get(f"/v1/propositions/{key}", headers=as_("alice")).json()
+    assert view["verdict"] == "answer"
+    assert view["world_state"]["id"] == fact["id"]
+    named = rumour | {"proposition": {"text": "x"}, "supersedes": fact["id"]}
+    refused = http.post("/v1/memories", json=named, headers=as_("bob"))
+    assert refused.json()["reasons"][0]["reasons"] == ["cannot_supersede"]

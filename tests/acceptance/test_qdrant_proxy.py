@@ -212,3 +212,98 @@ def test_no_token_no_answer(served: tuple[str, dict[str, Any]]) -> None:
     base, _ = served
     response = httpx.post(f"{base}/collections/{COLLECTION}/points/count", json={})
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "bad_filter",
+    [
+        {"must": [{"key": "", "match": {"value": "x"}}]},
+        {"must": [{"key": "a[].b[", "match": {"value": "x"}}]},
+        {"must": [{"is_empty": {"key": ""}}]},
+        {"must": [{"has_vector": "x"}]},
+        {"must": [{"key": "x", "geo_radius": {"center": {"lon": 1, "lat": 1}, "radius": 1}}]},
+        {"must": [{"key": "x", "values_count": {"gt": -1}}]},
+        {"must": [{"key": "x", "match": {"value": 99999999999999999999999}}]},
+        {"must": [{"key": "x", "match": {"nonsense": 1}}]},
+        "not a filter",
+    ],
+)
+def test_filters_the_sidecar_cannot_run_are_a_400(
+    served: tuple[str, dict[str, Any]], bad_filter: Any
+) -> None:
+    base, _ = served
+    for path, body in (
+        ("points/query", {"query": QUERY, "filter": bad_filter}),
+        ("points/scroll", {"filter": bad_filter}),
+        ("points/count", {"filter": bad_filter}),
+    ):
+        response = httpx.post(
+            f"{base}/collections/{COLLECTION}/{path}",
+            json=body,
+            headers={"api-key": token("alice")},
+        )
+        assert response.status_code == 400, (path, response.text)
+        assert "error" in response.json()["status"]
+
+
+@pytest.mark.parametrize("offset", [5, "abc", -1])
+def test_scroll_offsets_it_did_not_give_are_a_400(
+    served: tuple[str, dict[str, Any]], offset: Any
+) -> None:
+    base, _ = served
+    response = httpx.post(
+        f"{base}/collections/{COLLECTION}/points/scroll",
+        json={"offset": offset},
+        headers={"api-key": token("alice")},
+    )
+    assert response.status_code == 400
+
+
+def test_batch_upsert_of_mismatched_lengths_is_refused(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    a, b = record("alice", "a", ["alice"]), record("alice", "b", ["alice"])
+    body = {
+        "batch": {
+            "ids": [a.pop("id"), b.pop("id")],
+            "vectors": [a.pop("vector")],
+            "payloads": [a, {k: v for k, v in b.items() if k != "vector"}],
+        }
+    }
+    response = httpx.put(
+        f"{base}/collections/{COLLECTION}/points", json=body, headers={"api-key": token("alice")}
+    )
+    assert response.status_code == 400
+    assert client(base, "alice").retrieve(COLLECTION, ids=body["batch"]["ids"]) == []
+
+
+def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in keys}
+
+
+def test_hidden_records_cannot_be_probed_through_the_candidate_budget(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    # The attack: fill the over-fetch budget with points the asker cannot see (decoys
+    # nobody may read), rank the asker's own point last, and OR in a condition that
+    # matches only hidden records. Were the budget spent on hidden points, an empty
+    # answer would say "such hidden records exist". Pushdown keeps them out of the
+    # ranking, so the answer is the asker's own point either way.
+    base, world = served
+    bob = client(base, "bob")
+    q = embed("probe direction")
+    decoys = [record("bob", f"decoy {i}", ["nobody"], vector=q) for i in range(70)]
+    mine = record("bob", "my own note", ["bob"], vector=[-x for x in q])
+    probe_ids = [d["id"] for d in decoys] + [mine["id"]]
+    points = [
+        qm.PointStruct(id=body["id"], vector=body["vector"], payload=without(body, "id", "vector"))
+        for body in [*decoys, mine]
+    ]
+    bob.upsert(COLLECTION, points=points)
+    for hidden_condition in (
+        qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="alice")),  # exists
+        qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="nobody-at-all")),
+    ):
+        probe = qm.Filter(should=[qm.HasIdCondition(has_id=probe_ids), hidden_condition])
+        found = bob.query_points(COLLECTION, query=q, query_filter=probe, limit=1).points
+        assert ids(found) == {mine["id"]}
+    assert world["private"]["id"] not in {str(p.id) for p in found}

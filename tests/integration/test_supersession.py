@@ -96,8 +96,11 @@ class NoLocks:
     """Deliberately broken: lets the control test show what the locks prevent."""
 
     @asynccontextmanager
-    async def hold(self, keys: Any) -> AsyncIterator[None]:
-        yield
+    async def hold(self, keys: Any) -> AsyncIterator[NoLocks]:
+        yield self
+
+    async def confirm(self) -> None:
+        return None
 
 
 ALICE = Identity("alice", "acme")
@@ -271,3 +274,32 @@ async def _interleave(opa_url: str, waves: list[list[tuple[str, str | None, str,
         records = await everything(store)
     assert {r["id"] for r in records} == written
     check_chains(records)
+
+
+async def test_two_writers_choosing_one_id_cannot_both_store_it(
+    opa_url: str, redis_url: str
+) -> None:
+    async with edge_store() as store, policy_client(opa_url) as policy:
+        clients = [aioredis.from_url(redis_url) for _ in range(2)]
+        writers = [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
+        shared = str(uuid.uuid4())
+        try:
+            outcomes = await asyncio.gather(
+                writers[0].write([belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)),
+                writers[1].write(
+                    [belief("bob", "b", "v2", id=shared)],
+                    Identity("bob", "acme"),
+                    datetime.now(UTC),
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            for c in clients:
+                await c.aclose()
+        records = await everything(store)
+    refused = [o for o in outcomes if isinstance(o, WriteRefused)]
+    assert len(refused) == 1
+    assert refused[0].problems[0]["reasons"] == ["id_exists"]
+    [kept] = records
+    winner = next(o for o in outcomes if not isinstance(o, BaseException))
+    assert kept["observer_id"] == winner[0].observer_id

@@ -104,3 +104,27 @@ def test_keyless_record_cannot_reach_into_a_keyed_chain() -> None:
     assert plan([rec(key=None, supersedes=keyed["id"])], {}, {keyed["id"]: keyed}).problems == [
         (0, "cannot_supersede")
     ]
+
+
+def test_a_world_state_chain_belongs_to_its_writer() -> None:
+    fact = rec(observer_id=None, provenance={"writer": "release-bot"})
+    rumour = rec(observer_id=None, provenance={"writer": "bob"})
+    assert chain_of(fact) != chain_of(rumour)
+    assert chain_of(fact) == Chain("acme", None, None, "k", "release-bot")
+
+
+def test_nobody_else_may_name_a_world_state_record_to_replace() -> None:
+    fact = rec(key=None, observer_id=None, provenance={"writer": "release-bot"})
+    theirs = rec(key=None, observer_id=None, provenance={"writer": "bob"}, supersedes=fact["id"])
+    assert plan([theirs], {}, {fact["id"]: fact}).problems == [(0, "cannot_supersede")]
+    own = rec(
+        key=None, observer_id=None, provenance={"writer": "release-bot"}, supersedes=fact["id"]
+    )
+    assert plan([own], {}, {fact["id"]: fact}).problems == []
+
+
+def test_an_undated_version_does_not_follow_a_predecessor_far_in_the_future() -> None:
+    head, new = rec("2199-01-01T00:00:00Z"), rec("2026-10-01T00:00:00Z")
+    result = plan([new], {CHAIN: [head]}, {}, undated={new["id"]})
+    assert result.problems == [(0, "valid_at_before_current_version")]
+    assert new["valid_at"] == "2026-10-01T00:00:00Z"
