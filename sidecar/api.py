@@ -13,11 +13,10 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Body, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
 from sidecar.attribution import disclosed_item
-from sidecar.identity import Identity
 from sidecar.ingest import MAX_BATCH
 from sidecar.messages import (
     HistoryResponse,
@@ -32,7 +31,7 @@ from sidecar.observations import Observation, to_records
 from sidecar.policy import DisclosureQuestion, PolicyUnavailable
 from sidecar.recall import recall
 from sidecar.record import Instant, MemoryRecord, MemoryWrite
-from sidecar.services import Services, services
+from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, StoreUnavailable
 from sidecar.verdict import decide, settle
 
@@ -40,13 +39,6 @@ router = APIRouter()
 
 MAX_HISTORY = 100
 
-
-def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
-    return svc.authenticate(request)
-
-
-Svc = Annotated[Services, Depends(services)]
-Asker = Annotated[Identity, Depends(asker)]
 
 _NOT_FOUND = HTTPException(status_code=404, detail={"error": "not_found"})
 _errors: dict[int | str, dict[str, Any]] = {

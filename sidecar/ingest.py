@@ -85,7 +85,7 @@ class Writer:
                     payload["valid_at"] = committed
                     undated.add(payload["id"])
             await self._refuse_taken_ids(payloads, writer.tenant)
-            open_versions = {c: await self._open_versions(c) for c in chains}
+            open_versions = {c: await open_versions_of(self.store, c) for c in chains}
             stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
             named_records = {h.record["id"]: h.record for h in stored}
             linked = plan(payloads, open_versions, named_records, undated)
@@ -97,9 +97,6 @@ class Writer:
             for record_id, fields in linked.updates:
                 await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
         return [MemoryRecord.model_validate(p) for p in payloads]
-
-    async def _open_versions(self, chain: Chain) -> list[dict[str, Any]]:
-        return await open_versions_of(self.store, chain)
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
         ids = {

@@ -20,7 +20,7 @@ from importlib.metadata import version
 from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from qdrant_client.http import models as qm
@@ -32,7 +32,7 @@ from sidecar.ingest import MAX_BATCH, WriteRefused
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
 from sidecar.record import MemoryWrite
-from sidecar.services import Services, services
+from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, point_id
 
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
@@ -58,12 +58,6 @@ def qdrant_error_response(exc: QdrantError) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code)
 
 
-def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
-    return svc.authenticate(request)
-
-
-Svc = Annotated[Services, Depends(services)]
-Asker = Annotated[Identity, Depends(asker)]
 RawBody = Annotated[dict[str, Any], Body()]
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from sidecar.embed import HashingEmbedder
-from sidecar.identity import Authenticator
+from sidecar.identity import Authenticator, Identity
 from sidecar.ingest import Writer
 from sidecar.policy import PolicyClient
 from sidecar.recall import Bounds
@@ -28,3 +29,13 @@ class Services:
 
 def services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
+
+
+def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
+    """The verified identity of whoever sent the request (or 401)."""
+    return svc.authenticate(request)
+
+
+# Route parameters: `svc: Svc` reaches the services, `who: Asker` is the caller.
+Svc = Annotated[Services, Depends(services)]
+Asker = Annotated[Identity, Depends(asker)]

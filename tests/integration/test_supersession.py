@@ -106,24 +106,34 @@ class NoLocks:
 ALICE = Identity("alice", "acme")
 
 
+@asynccontextmanager
+async def two_replicas(
+    store: EdgeStore, policy: PolicyClient, redis_url: str
+) -> AsyncIterator[list[Writer]]:
+    """Two sidecar replicas' writers: separate Redis connections, one shared store."""
+    clients = [aioredis.from_url(redis_url) for _ in range(2)]
+    try:
+        yield [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
 async def test_two_replicas_updating_one_belief_leave_one_chain(
     opa_url: str, redis_url: str
 ) -> None:
-    async with edge_store() as store, policy_client(opa_url) as policy:
-        # Two replicas: separate Redis connections, separate writers, one store.
-        clients = [aioredis.from_url(redis_url) for _ in range(2)]
-        writers = [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
-        try:
-            updates = [
-                writers[i % 2].write(
-                    [belief("alice", "launch.date", f"v{i}")], ALICE, datetime.now(UTC)
-                )
-                for i in range(20)
-            ]
-            await asyncio.gather(*updates)
-        finally:
-            for c in clients:
-                await c.aclose()
+    async with (
+        edge_store() as store,
+        policy_client(opa_url) as policy,
+        two_replicas(store, policy, redis_url) as writers,
+    ):
+        updates = [
+            writers[i % 2].write(
+                [belief("alice", "launch.date", f"v{i}")], ALICE, datetime.now(UTC)
+            )
+            for i in range(20)
+        ]
+        await asyncio.gather(*updates)
         records = await everything(store)
     assert len(records) == 20
     check_chains(records)
@@ -279,23 +289,19 @@ async def _interleave(opa_url: str, waves: list[list[tuple[str, str | None, str,
 async def test_two_writers_choosing_one_id_cannot_both_store_it(
     opa_url: str, redis_url: str
 ) -> None:
-    async with edge_store() as store, policy_client(opa_url) as policy:
-        clients = [aioredis.from_url(redis_url) for _ in range(2)]
-        writers = [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
-        shared = str(uuid.uuid4())
-        try:
-            outcomes = await asyncio.gather(
-                writers[0].write([belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)),
-                writers[1].write(
-                    [belief("bob", "b", "v2", id=shared)],
-                    Identity("bob", "acme"),
-                    datetime.now(UTC),
-                ),
-                return_exceptions=True,
-            )
-        finally:
-            for c in clients:
-                await c.aclose()
+    shared = str(uuid.uuid4())
+    async with (
+        edge_store() as store,
+        policy_client(opa_url) as policy,
+        two_replicas(store, policy, redis_url) as writers,
+    ):
+        outcomes = await asyncio.gather(
+            writers[0].write([belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)),
+            writers[1].write(
+                [belief("bob", "b", "v2", id=shared)], Identity("bob", "acme"), datetime.now(UTC)
+            ),
+            return_exceptions=True,
+        )
         records = await everything(store)
     refused = [o for o in outcomes if isinstance(o, WriteRefused)]
     assert len(refused) == 1
