@@ -30,7 +30,7 @@ from sidecar.messages import (
 from sidecar.observations import Observation, to_records
 from sidecar.policy import DisclosureQuestion, PolicyUnavailable
 from sidecar.recall import recall
-from sidecar.record import Instant, MemoryRecord, MemoryWrite
+from sidecar.record import Instant, MemoryRecord, MemoryWrite, applied_at
 from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, StoreUnavailable
 from sidecar.verdict import decide, settle
@@ -133,7 +133,7 @@ async def get_memory(
         hits = await svc.store.get(who.tenant, [record_id])
         question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
     else:
-        hits = [h for h in await _chain(svc, who.tenant, record_id) if _applied(h.record, as_of)]
+        hits = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
     # Asked even when nothing was found, so a missing record and a forbidden one
     # take the same path (and fail the same way when OPA is down).
@@ -170,12 +170,6 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
         if decisions[h.record["id"]].allow
     ]
     return HistoryResponse(items=items, decision_id=uuid.uuid4())
-
-
-def _applied(record: dict[str, Any], at: datetime) -> bool:
-    start = datetime.fromisoformat(record["valid_at"])
-    end = record.get("invalid_at")
-    return start <= at and (end is None or at < datetime.fromisoformat(end))
 
 
 @router.get(

@@ -37,7 +37,6 @@ class WriteRefused(Exception):
 
 @dataclass
 class Prepared:
-    record: MemoryRecord
     payload: dict[str, Any]
     vector: list[float]
 
@@ -123,7 +122,7 @@ class Writer:
         )
         text = record.proposition.text if record.proposition else record.content
         vector = body.vector if body.vector is not None else self.embedder.embed(text)
-        return Prepared(record, record.payload(), vector)
+        return Prepared(record.payload(), vector)
 
     async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
         taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])

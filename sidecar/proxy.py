@@ -320,12 +320,13 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         decisions = await svc.policy.disclosure(question, [h.record for h in page.hits])
         examined += len(page.hits)
         for hit in page.hits:
-            if not decisions[str(hit.record.get("id"))].allow:
+            decision = decisions[str(hit.record.get("id"))]
+            if not decision.allow:
                 continue
             if len(returned) == limit:
                 next_offset = point_id(who.tenant, hit.record["id"])
                 break
-            returned.append((hit, decisions[str(hit.record.get("id"))]))
+            returned.append((hit, decision))
         cursor = page.next_offset
         if next_offset is not None or cursor is None:
             break

@@ -143,7 +143,14 @@ class MemoryWrite(MemoryRecord):
 
 def status_of(record: dict[str, Any], at: datetime) -> Literal["current", "superseded"]:
     """Whether a stored record still applied at `at` (its invalid_at has not passed)."""
+    return "superseded" if _ended_by(record, at) else "current"
+
+
+def applied_at(record: dict[str, Any], at: datetime) -> bool:
+    """Whether a stored record's valid time covers `at` (valid_at <= at < invalid_at)."""
+    return datetime.fromisoformat(record["valid_at"]) <= at and not _ended_by(record, at)
+
+
+def _ended_by(record: dict[str, Any], at: datetime) -> bool:
     ended = record.get("invalid_at")
-    if ended and datetime.fromisoformat(ended) <= at:
-        return "superseded"
-    return "current"
+    return ended is not None and datetime.fromisoformat(ended) <= at
