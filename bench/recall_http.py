@@ -38,7 +38,10 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sidecar.audit import AuditLog, FileSink  # noqa: E402
+from sidecar.cache import LocalCache  # noqa: E402
 from sidecar.embed import HashingEmbedder  # noqa: E402
+from sidecar.gate import Gate  # noqa: E402
 from sidecar.identity import Identity  # noqa: E402
 from sidecar.policy import DisclosureQuestion, PolicyClient  # noqa: E402
 from sidecar.recall import Bounds, overfetch  # noqa: E402
@@ -181,18 +184,24 @@ async def inprocess_phase(
     await policy.start()
     embed = HashingEmbedder(dim).embed
     bounds = Bounds(4, 4, 1000)
+    audit = AuditLog(FileSink(store_path.parent / "bench-audit.jsonl"), None, queue_size=100_000)
+    gate = Gate(policy, LocalCache(0, ttl_s=1), audit, bucket_s=5)
     now = datetime.now(UTC)
     results: dict[str, Any] = {}
     try:
         for asker in ASKERS:
             question = DisclosureQuestion(Identity(asker, "acme"), [], "recall", now)
             # As recall does it: the policy's pushdown narrows the store query first.
-            scope = (await policy.pushdown(question)).narrow(Scope(tenant="acme", current_at=now))
+            pushdown, _ = await policy.pushdown(question)
+            scope = pushdown.narrow(Scope(tenant="acme", current_at=now))
             rounds, calls, store_s, policy_s = 0, 0.0, [], []
             for q in qs:
                 vector = embed(q)
                 before = data_calls(opa_url)
-                found = await overfetch(vector, scope, question, 10, store, policy, bounds)
+                # A file-loaded OPA reports no bundle revision: the gate caches nothing.
+                found = await overfetch(
+                    vector, scope, gate.begin(question, "bench"), 10, store, bounds
+                )
                 calls += data_calls(opa_url) - before
                 rounds += found.rounds
                 # The floor: the first round's store query and policy call, alone.

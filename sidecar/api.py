@@ -8,13 +8,14 @@ like one that does not exist.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
 
 from sidecar.attribution import disclosed_item
 from sidecar.ingest import MAX_BATCH
@@ -29,7 +30,7 @@ from sidecar.messages import (
 )
 from sidecar.observations import Observation, to_records
 from sidecar.policy import DisclosureQuestion, PolicyUnavailable
-from sidecar.recall import recall
+from sidecar.recall import recall, recall_question
 from sidecar.record import Instant, MemoryRecord, MemoryWrite, applied_at
 from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, StoreUnavailable
@@ -97,20 +98,23 @@ async def recall_memories(request: RecallRequest, svc: Svc, who: Asker) -> Any:
         problems.append(f"vector_dimension_must_be_{svc.embedder.dim}")
     if problems:
         raise HTTPException(422, detail={"error": "invalid_request", "reasons": problems})
+    question = recall_question(request, who, _now())
+    gate = svc.gate.begin(question, "recall")
     try:
-        return await recall(
-            request,
-            who,
-            store=svc.store,
-            policy=svc.policy,
-            embedder=svc.embedder,
-            bounds=svc.bounds,
-            now=_now(),
-        )
+        async with gate:
+            return await recall(
+                request,
+                who,
+                gate,
+                store=svc.store,
+                embedder=svc.embedder,
+                bounds=svc.bounds,
+                now=question.now,
+            )
     except PolicyUnavailable as exc:
         # Fail closed, and say why: nothing is disclosed without a decision.
         refusal = RecallResponse(
-            verdict="abstain", items=[], decision_id=uuid.uuid4(), reason=exc.reason
+            verdict="abstain", items=[], decision_id=gate.decision_id, reason=exc.reason
         )
         return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
 
@@ -137,7 +141,8 @@ async def get_memory(
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
     # Asked even when nothing was found, so a missing record and a forbidden one
     # take the same path (and fail the same way when OPA is down).
-    decisions = await svc.policy.disclosure(question, [h.record for h in hits])
+    async with svc.gate.begin(question, "get") as gate:
+        decisions = await gate.decide([h.record for h in hits])
     decision = decisions.get(str(hits[0].record.get("id"))) if hits else None
     if decision is None or not decision.allow:
         raise _NOT_FOUND
@@ -145,7 +150,7 @@ async def get_memory(
     return MemoryResponse(
         item=disclosed_item(record, decision, as_of or now),
         record=MemoryRecord.model_validate(record),
-        decision_id=uuid.uuid4(),
+        decision_id=gate.decision_id,
     )
 
 
@@ -160,7 +165,8 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
     now = _now()
     chain = await _chain(svc, who.tenant, record_id)
     question = DisclosureQuestion(asker=who, audience=[], purpose="history", now=now)
-    decisions = await svc.policy.disclosure(question, [h.record for h in chain])
+    async with svc.gate.begin(question, "history") as gate:
+        decisions = await gate.decide([h.record for h in chain])
     start = decisions.get(str(record_id))
     if start is None or not start.allow:
         raise _NOT_FOUND
@@ -169,7 +175,7 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
         for h in chain
         if decisions[h.record["id"]].allow
     ]
-    return HistoryResponse(items=items, decision_id=uuid.uuid4())
+    return HistoryResponse(items=items, decision_id=gate.decision_id)
 
 
 @router.get(
@@ -188,11 +194,12 @@ async def proposition(
     now = _now()
     limit = svc.settings.max_candidates
     question = DisclosureQuestion(who, audience or [], purpose="recall", now=now)
-    pushdown = await svc.policy.pushdown(question)
-    scope = pushdown.narrow(Scope(tenant=who.tenant, about=key, current_at=now))
-    page = await svc.store.find(scope, limit)
-    hits = page.hits
-    decisions = await svc.policy.disclosure(question, [h.record for h in hits])
+    async with svc.gate.begin(question, "propositions") as gate:
+        pushdown = await gate.pushdown()
+        scope = pushdown.narrow(Scope(tenant=who.tenant, about=key, current_at=now))
+        page = await svc.store.find(scope, limit)
+        hits = page.hits
+        decisions = await gate.decide([h.record for h in hits])
     items = settle(
         [
             disclosed_item(h.record, decision, now)
@@ -208,7 +215,7 @@ async def proposition(
         world_state=facts[0] if facts else None,
         perspectives=[item for item in items if item.usable_as != "fact"],
         conflicts=conflicts,
-        decision_id=uuid.uuid4(),
+        decision_id=gate.decision_id,
         truncated=page.next_offset is not None and bool(items),
     )
 
@@ -238,14 +245,25 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+@router.get("/metrics", response_class=PlainTextResponse)
+async def prometheus_metrics() -> PlainTextResponse:
+    """Prometheus metrics. Like /healthz it needs no token: counts, never content."""
+    return PlainTextResponse(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
 @router.get("/readyz", responses={503: {"description": "A dependency is not reachable."}})
 async def readyz(svc: Svc) -> JSONResponse:
-    """OPA and the store answer."""
+    """OPA, the store and (when configured) Redis answer."""
     checks = {"opa": await svc.policy.ready(), "store": True}
     try:
         await svc.store.ping()
     except StoreUnavailable:
         checks["store"] = False
+    if svc.redis is not None:
+        try:
+            checks["redis"] = bool(await svc.redis.ping())
+        except (RedisError, OSError):
+            checks["redis"] = False
     status = 200 if all(checks.values()) else 503
     body = {"status": "ready" if status == 200 else "not_ready", "checks": checks}
     return JSONResponse(body, status_code=status)

@@ -17,8 +17,11 @@ from fastapi.responses import JSONResponse
 from qdrant_client import AsyncQdrantClient
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sidecar import __version__, api, proxy
+from sidecar import __version__, admin, api, proxy
+from sidecar.audit import AuditLog, FileSink, RedisSink
+from sidecar.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.embed import HashingEmbedder
+from sidecar.gate import Gate
 from sidecar.identity import Authenticator
 from sidecar.ingest import Writer, WriteRefused
 from sidecar.local_opa import LocalOpa
@@ -30,6 +33,7 @@ from sidecar.services import Services
 from sidecar.settings import Settings
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
+from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import ServerStore
 
 log = logging.getLogger("whose")
@@ -50,7 +54,12 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
     if settings.opa_url:
         policy = PolicyClient(settings.opa_url, settings.opa_timeout_s)
     else:
-        opa = LocalOpa(settings.opa_binary, settings.policy_dir, settings.data_dir / "opa.log")
+        opa = LocalOpa(
+            settings.opa_binary,
+            settings.policy_dir,
+            settings.data_dir / "opa.log",
+            settings.data_dir / "opa-bundle",
+        )
         await opa.start()
         stack.push_async_callback(opa.stop)
         policy = PolicyClient(opa.url, settings.opa_timeout_s, unix_socket=str(opa.socket_path))
@@ -60,15 +69,37 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
 
 
 @asynccontextmanager
-async def open_locks(settings: Settings) -> AsyncIterator[ChainLocks]:
+async def open_redis(settings: Settings) -> AsyncIterator[aioredis.Redis | None]:
+    """One client for locks, cache and audit; None on embedded defaults."""
     if not settings.redis_url:
-        yield LocalLocks()
+        yield None
         return
-    client = aioredis.from_url(settings.redis_url)
+    # Short socket timeouts: a hung Redis must cost a request little, never hang it.
+    client = aioredis.from_url(settings.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
     try:
-        yield RedisLocks(client, settings.lock_ttl_s, settings.lock_wait_s)
+        yield client
     finally:
         await client.aclose()
+
+
+def chain_locks(settings: Settings, redis: aioredis.Redis | None) -> ChainLocks:
+    if redis is None:
+        return LocalLocks()
+    return RedisLocks(redis, settings.lock_ttl_s, settings.lock_wait_s)
+
+
+def decision_cache(settings: Settings, redis: aioredis.Redis | None) -> DecisionCache:
+    if redis is None:
+        return LocalCache(settings.cache_size, ttl_s=2 * settings.cache_bucket_s)
+    return RedisCache(redis)
+
+
+def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
+    if redis is None:
+        return AuditLog(FileSink(settings.data_dir / "audit.jsonl"), None, settings.audit_queue)
+    sink = RedisSink(redis, settings.audit_stream, settings.audit_maxlen)
+    spill = FileSink(settings.data_dir / "audit-spill.jsonl")
+    return AuditLog(sink, spill, settings.audit_queue)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -79,16 +110,23 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             policy = await _start_policy(settings, stack)
-            store = open_store(settings)
+            store = MeasuredStore(open_store(settings))
             await store.open()
             stack.push_async_callback(store.close)
             embedder = HashingEmbedder(settings.vector_size)
-            locks = await stack.enter_async_context(open_locks(settings))
+            redis = await stack.enter_async_context(open_redis(settings))
+            audit = audit_log(settings, redis)
+            await audit.start()
+            stack.push_async_callback(audit.close)
+            gate = Gate(policy, decision_cache(settings, redis), audit, settings.cache_bucket_s)
             app.state.services = Services(
                 settings=settings,
                 store=store,
                 policy=policy,
-                writer=Writer(store, policy, embedder, locks),
+                gate=gate,
+                audit=audit,
+                redis=redis,
+                writer=Writer(store, policy, embedder, chain_locks(settings, redis)),
                 embedder=embedder,
                 bounds=Bounds(
                     settings.overfetch_factor, settings.max_rounds, settings.max_candidates
@@ -104,6 +142,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(api.router)
+    app.include_router(admin.router)
     app.include_router(proxy.router)
     _install_error_shapes(app)
     return app

@@ -24,6 +24,7 @@ def serve(
     """Run the sidecar (embedded defaults: Qdrant edge on disk, a local OPA)."""
     import uvicorn
 
+    from sidecar import logs
     from sidecar.app import create_app
 
     overrides: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
@@ -34,12 +35,13 @@ def serve(
         # Header identity means anyone can claim to be anyone: never off this machine.
         typer.echo(f"refusing --dev on non-loopback host {settings.host}", err=True)
         raise typer.Exit(code=2)
+    logs.configure(settings)
     try:
         application = create_app(settings)
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    uvicorn.run(application, host=settings.host, port=settings.port, log_level="info")
+    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
 
 
 @app.command()
@@ -62,7 +64,7 @@ def repair(
     """
     import asyncio
 
-    from sidecar.app import open_locks, open_store
+    from sidecar.app import chain_locks, open_redis, open_store
     from sidecar.ingest import repair as repair_chains
 
     settings = Settings()
@@ -73,8 +75,8 @@ def repair(
         store = open_store(settings)
         await store.open()
         try:
-            async with open_locks(settings) as locks:
-                return await repair_chains(store, locks, tenant)
+            async with open_redis(settings) as redis:
+                return await repair_chains(store, chain_locks(settings, redis), tenant)
         finally:
             await store.close()
 

@@ -3,12 +3,20 @@
 It listens on a Unix socket in a fresh private directory (mode 0700), not on a
 TCP port: OPA's REST API accepts policy uploads, and on a shared host any local
 process could otherwise rewrite the rules.
+
+The policy directory is loaded as a bundle whose revision is a digest of its
+files, as a production OPA loads signed bundles: OPA then reports that revision
+with every answer, and the decision cache keys on it (see cache.py). Decision
+logging is switched on so that answers carry OPA's decision id, with a drop rule
+so that nothing is written: the sidecar's own audit log is the record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import shutil
 import tempfile
@@ -24,16 +32,52 @@ class OpaStartError(RuntimeError):
     pass
 
 
+_DROP_RULE = "/system/log/drop"
+_DROP_MODULE = """package system.log
+
+# Every decision log event is dropped: the sidecar keeps its own audit log.
+drop := true
+"""
+
+
+def _make_bundle(policy_dir: Path, bundle: Path) -> str:
+    """Copy the policies and data (no tests) into a bundle directory; return its revision."""
+    shutil.rmtree(bundle, ignore_errors=True)
+    bundle.mkdir(parents=True)
+    digest = hashlib.sha256()
+    for source in sorted(policy_dir.rglob("*")):
+        if not source.is_file() or source.name.endswith("_test.rego"):
+            continue
+        if source.suffix not in {".rego", ".json"}:
+            continue
+        relative = source.relative_to(policy_dir)
+        content = source.read_bytes()
+        digest.update(str(relative).encode() + b"\0" + content + b"\0")
+        target = bundle / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    revision = f"sha256:{digest.hexdigest()[:16]}"
+    (bundle / "system").mkdir(parents=True, exist_ok=True)
+    (bundle / "system" / "log.rego").write_text(_DROP_MODULE)
+    manifest = {"revision": revision, "roots": [""]}
+    (bundle / ".manifest").write_text(json.dumps(manifest))
+    return revision
+
+
 class LocalOpa:
     # With a Unix socket the host part of the URL is ignored.
     url = "http://opa.local"
 
-    def __init__(self, binary: Path, policy_dir: Path, log_file: Path) -> None:
+    def __init__(self, binary: Path, policy_dir: Path, log_file: Path, bundle_dir: Path) -> None:
         self.binary = binary
         self.policy_dir = policy_dir
         self.log_file = log_file
+        # A stable path: OPA names the bundle after it, and the name is part of the
+        # revision it reports, which replicas sharing a Redis cache must agree on.
+        self.bundle_dir = bundle_dir
         self._socket_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
+        self.revision: str | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -47,6 +91,7 @@ class LocalOpa:
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         self._socket_dir = Path(tempfile.mkdtemp(prefix="whose-opa-"))
+        self.revision = await asyncio.to_thread(_make_bundle, self.policy_dir, self.bundle_dir)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log_out:
             self._process = await asyncio.create_subprocess_exec(
@@ -60,9 +105,12 @@ class LocalOpa:
                 "--skip-version-check",
                 "--log-level",
                 "error",
-                "--ignore",
-                "*_test.rego",
-                str(self.policy_dir),
+                "--set",
+                "decision_logs.console=true",
+                "--set",
+                f"decision_logs.drop_decision={_DROP_RULE}",
+                "--bundle",
+                str(self.bundle_dir),
                 stdout=log_out,
                 stderr=log_out,
             )

@@ -8,6 +8,7 @@ disclose nothing: fail closed.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -16,12 +17,14 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from sidecar import metrics
 from sidecar.identity import Identity
 from sidecar.store import Scope, iso
 
 DISCLOSURE_RULE = "whose/disclosure/decisions"
 PUSHDOWN_RULE = "whose/pushdown/constraints"
 INGEST_RULE = "whose/ingest/decisions"
+EXPLAIN_RULE = "whose/disclosure/explanation"
 
 # Free text stays out of the policy input: it is large and no rule reads it.
 # Everything else about a record is there, so new rules need no Python change.
@@ -70,6 +73,41 @@ class WriteDecision(BaseModel):
 
     allow: StrictBool
     reasons: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """OPA's result, its decision id (present when OPA keeps decision logs), and
+    the policy revision it was computed under (bundle revisions, or None)."""
+
+    result: Any
+    decision_id: str | None
+    revision: str | None
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The decisions for one batch, and which OPA decision and revision made them."""
+
+    decisions: dict[str, Decision]
+    decision_id: str | None
+    revision: str | None
+
+
+class RuleReasons(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    rule: str
+    reasons: list[str]
+
+
+class Explanation(BaseModel):
+    """whose.disclosure.explanation: the decision and, per rule, what it contributed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: Decision
+    rules: list[RuleReasons]
 
 
 # What a record gets when the policy said nothing about it.
@@ -131,19 +169,35 @@ class PolicyClient:
 
     async def disclosure(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]
-    ) -> dict[str, Decision]:
+    ) -> Verdicts:
         """Decisions for a batch, keyed by record id. Missing ids are denials."""
-        result = await self._query(DISCLOSURE_RULE, question.input(records))
-        decisions = _parse(result, Decision)
-        return {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records}
+        answer = await self._query(DISCLOSURE_RULE, question.input(records))
+        decisions = _parse(answer.result, Decision)
+        return Verdicts(
+            {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records},
+            answer.decision_id,
+            answer.revision,
+        )
 
-    async def pushdown(self, question: DisclosureQuestion) -> Pushdown:
+    async def pushdown(self, question: DisclosureQuestion) -> tuple[Pushdown, Answer]:
         """The store-side constraints for this asker and audience (one small call)."""
-        result = await self._query(PUSHDOWN_RULE, question.input([]))
+        answer = await self._query(PUSHDOWN_RULE, question.input([]))
         try:
-            return Pushdown.model_validate(result)
+            return Pushdown.model_validate(answer.result), answer
         except ValidationError as exc:
             raise PolicyUnavailable("OPA pushdown result is malformed") from exc
+
+    async def explain(
+        self, question: DisclosureQuestion, record: dict[str, Any]
+    ) -> tuple[Explanation, Answer]:
+        """The single-record decision, with the denials grouped by the rule that made them."""
+        input_ = question.input([]) | {"record": policy_view(record)}
+        del input_["records"]
+        answer = await self._query(EXPLAIN_RULE, input_)
+        try:
+            return Explanation.model_validate(answer.result), answer
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA explanation is malformed") from exc
 
     async def ingest(
         self, writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
@@ -153,8 +207,8 @@ class PolicyClient:
             "records": [policy_view(r) for r in records],
             "premises": [policy_view(p) for p in premises],
         }
-        result = await self._query(INGEST_RULE, payload)
-        decisions = _parse(result, WriteDecision)
+        answer = await self._query(INGEST_RULE, payload)
+        decisions = _parse(answer.result, WriteDecision)
         refused = WriteDecision(allow=False, reasons=["no_decision"])
         return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}
 
@@ -165,11 +219,13 @@ class PolicyClient:
         except (aiohttp.ClientError, TimeoutError, PolicyUnavailable):
             return False
 
-    async def _query(self, rule: str, input_: dict[str, Any]) -> Any:
+    async def _query(self, rule: str, input_: dict[str, Any]) -> Answer:
         body = orjson.dumps({"input": input_})
+        started = time.perf_counter()
         try:
+            # provenance: the bundle revisions that made this answer (see Answer).
             async with self._require_session().post(
-                f"{self.url}/v1/data/{rule}",
+                f"{self.url}/v1/data/{rule}?provenance=true",
                 data=body,
                 headers={"Content-Type": "application/json"},
             ) as response:
@@ -178,15 +234,42 @@ class PolicyClient:
                 answer = orjson.loads(await response.read())
         except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
             raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
+        finally:
+            metrics.POLICY_SECONDS.labels(rule).observe(time.perf_counter() - started)
         if not isinstance(answer, dict) or "result" not in answer:
             # An undefined rule (missing policy, wrong package) answers {} : deny.
             raise PolicyUnavailable("OPA returned no result")
-        return answer["result"]
+        decision_id = answer.get("decision_id")
+        return Answer(
+            answer["result"],
+            decision_id if isinstance(decision_id, str) else None,
+            _revision(answer.get("provenance")),
+        )
 
     def _require_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             raise PolicyUnavailable("policy client is not started")
         return self._session
+
+
+def _revision(provenance: Any) -> str | None:
+    """One string naming every bundle revision OPA answered from, or None.
+
+    None when OPA loaded its policy some other way (files, REST) or a bundle has
+    no revision: then nothing says when the policy changed, so nothing may be cached.
+    """
+    if not isinstance(provenance, dict):
+        return None
+    bundles = provenance.get("bundles")
+    if not isinstance(bundles, dict) or not bundles:
+        return None
+    revisions = []
+    for name, info in sorted(bundles.items()):
+        revision = info.get("revision") if isinstance(info, dict) else None
+        if not isinstance(revision, str) or not revision:
+            return None
+        revisions.append(f"{name}@{revision}")
+    return ",".join(revisions)
 
 
 T = TypeVar("T", bound=BaseModel)

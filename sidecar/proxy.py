@@ -27,6 +27,7 @@ from qdrant_client.http import models as qm
 
 from sidecar import qdrant_filter
 from sidecar.attribution import disclosed_item
+from sidecar.gate import Disclosure
 from sidecar.identity import Identity
 from sidecar.ingest import MAX_BATCH, WriteRefused
 from sidecar.policy import Decision, DisclosureQuestion
@@ -82,10 +83,12 @@ def _collection(name: str, svc: Services) -> None:
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
-async def _scope(svc: Services, who: Identity, raw_filter: Any, now: datetime) -> Scope:
+async def _scope(gate: Disclosure, raw_filter: Any) -> Scope:
     """The tenant, the caller's filter, current versions, and the policy's pushdown."""
-    pushdown = await svc.policy.pushdown(_question(who, "recall", now))
-    return pushdown.narrow(_caller_scope(who, raw_filter, now))
+    # The caller's filter is checked before the policy is asked anything.
+    caller = _caller_scope(gate.question.asker, raw_filter, gate.question.now)
+    pushdown = await gate.pushdown()
+    return pushdown.narrow(caller)
 
 
 def _caller_scope(who: Identity, raw_filter: Any, now: datetime) -> Scope:
@@ -164,6 +167,7 @@ def _checked_vector(vector: list[float], svc: Services) -> list[float]:
 
 
 async def _nearest(
+    route: str,
     svc: Services,
     who: Identity,
     vector: list[float],
@@ -177,17 +181,18 @@ async def _nearest(
     if limit < 1 or offset < 0 or limit + offset > svc.settings.max_limit:
         raise QdrantError(400, f"limit + offset must be between 1 and {svc.settings.max_limit}")
     now = datetime.now(UTC)
-    found = await overfetch(
-        _checked_vector(vector, svc),
-        await _scope(svc, who, raw_filter, now),
-        _question(who, "recall", now),
-        limit + offset,
-        svc.store,
-        svc.policy,
-        svc.bounds,
-        score_threshold=score_threshold,
-        with_vector=_wants_vector(with_vector),
-    )
+    checked = _checked_vector(vector, svc)
+    async with svc.gate.begin(_question(who, "recall", now), route) as gate:
+        found = await overfetch(
+            checked,
+            await _scope(gate, raw_filter),
+            gate,
+            limit + offset,
+            svc.store,
+            svc.bounds,
+            score_threshold=score_threshold,
+            with_vector=_wants_vector(with_vector),
+        )
     page = found.allowed[offset : offset + limit]
     return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
 
@@ -241,6 +246,7 @@ async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     if request.prefetch or request.using not in (None, "") or request.lookup_from:
         raise QdrantError(400, "prefetch, named vectors and lookup_from are not supported")
     points = await _nearest(
+        "proxy.query",
         svc,
         who,
         _dense(request.query),
@@ -274,6 +280,7 @@ async def search_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     _collection(collection, svc)
     request = _parse(SearchBody, body)
     points = await _nearest(
+        "proxy.search",
         svc,
         who,
         _dense(request.vector),
@@ -304,27 +311,43 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     if not 1 <= limit <= svc.settings.max_limit:
         raise QdrantError(400, f"limit must be between 1 and {svc.settings.max_limit}")
     now = datetime.now(UTC)
-    scope = await _scope(svc, who, body.get("filter"), now)
-    question = _question(who, "recall", now)
     with_vector = _wants_vector(request.with_vector)
     with_payload = request.with_payload if request.with_payload is not None else True
     cursor = None if request.offset is None else str(request.offset)
     if cursor is not None and _record_id(cursor) is None:
         raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
+    async with svc.gate.begin(_question(who, "recall", now), "proxy.scroll") as gate:
+        returned, next_offset = await _scroll(
+            svc, gate, body.get("filter"), cursor, limit, with_vector
+        )
+    points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
+    return _ok({"points": points, "next_page_offset": next_offset}, started)
+
+
+async def _scroll(
+    svc: Services,
+    gate: Disclosure,
+    raw_filter: Any,
+    cursor: str | None,
+    limit: int,
+    with_vector: bool,
+) -> tuple[list[tuple[Hit, Decision]], str | None]:
+    scope = await _scope(gate, raw_filter)
+    tenant = gate.question.asker.tenant
     returned: list[tuple[Hit, Decision]] = []
     next_offset: str | None = None
     examined = 0
     while True:
         batch = min(max(2 * limit, 64), svc.settings.max_candidates - examined)
         page = await svc.store.find(scope, batch, offset=cursor, with_vector=with_vector)
-        decisions = await svc.policy.disclosure(question, [h.record for h in page.hits])
+        decisions = await gate.decide([h.record for h in page.hits])
         examined += len(page.hits)
         for hit in page.hits:
             decision = decisions[str(hit.record.get("id"))]
             if not decision.allow:
                 continue
             if len(returned) == limit:
-                next_offset = point_id(who.tenant, hit.record["id"])
+                next_offset = point_id(tenant, hit.record["id"])
                 break
             returned.append((hit, decision))
         cursor = page.next_offset
@@ -333,8 +356,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         if examined >= svc.settings.max_candidates:
             next_offset = cursor if returned else None
             break
-    points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
-    return _ok({"points": points, "next_page_offset": next_offset}, started)
+    return returned, next_offset
 
 
 @router.post("/collections/{collection}/points/count")
@@ -345,17 +367,17 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     _collection(collection, svc)
     _parse(qm.CountRequest, body)
     now = datetime.now(UTC)
-    scope = await _scope(svc, who, body.get("filter"), now)
-    question = _question(who, "recall", now)
     count, examined, cursor = 0, 0, None
-    while examined < svc.settings.max_count_scan:
-        batch = min(1000, svc.settings.max_count_scan - examined)
-        page = await svc.store.find(scope, batch, offset=cursor)
-        decisions = await svc.policy.disclosure(question, [h.record for h in page.hits])
-        count += sum(decisions[str(h.record.get("id"))].allow for h in page.hits)
-        examined += len(page.hits)
-        if (cursor := page.next_offset) is None:
-            break
+    async with svc.gate.begin(_question(who, "recall", now), "proxy.count") as gate:
+        scope = await _scope(gate, body.get("filter"))
+        while examined < svc.settings.max_count_scan:
+            batch = min(1000, svc.settings.max_count_scan - examined)
+            page = await svc.store.find(scope, batch, offset=cursor)
+            decisions = await gate.decide([h.record for h in page.hits])
+            count += sum(decisions[str(h.record.get("id"))].allow for h in page.hits)
+            examined += len(page.hits)
+            if (cursor := page.next_offset) is None:
+                break
     return _ok({"count": count}, started)
 
 
@@ -366,7 +388,8 @@ async def _by_ids(
     wanted = [r for r in record_ids if r is not None]
     now = datetime.now(UTC)
     hits = await svc.store.get(who.tenant, wanted, with_vector=_wants_vector(with_vector))
-    decisions = await svc.policy.disclosure(_question(who, "get", now), [h.record for h in hits])
+    async with svc.gate.begin(_question(who, "get", now), "proxy.retrieve") as gate:
+        decisions = await gate.decide([h.record for h in hits])
     allowed = {
         h.record["id"]: _point(h, decisions[h.record["id"]], now, with_payload, scored=False)
         for h in hits

@@ -8,15 +8,16 @@ more candidates exist, within fixed bounds.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from sidecar import metrics
 from sidecar.attribution import disclosed_item
 from sidecar.embed import HashingEmbedder
+from sidecar.gate import Disclosure
 from sidecar.identity import Identity
 from sidecar.messages import RecallRequest, RecallResponse
-from sidecar.policy import Decision, DisclosureQuestion, PolicyClient
+from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.store import Hit, Scope, Store
 from sidecar.verdict import decide, settle
 
@@ -40,24 +41,18 @@ class Candidates:
 async def recall(
     request: RecallRequest,
     asker: Identity,
+    gate: Disclosure,
     *,
     store: Store,
-    policy: PolicyClient,
     embedder: HashingEmbedder,
     bounds: Bounds,
     now: datetime,
 ) -> RecallResponse:
+    """`gate` was opened for this request's question (see `recall_question`)."""
     vector = request.vector if request.vector is not None else embedder.embed(request.query or "")
     history = request.include_history
-    question = DisclosureQuestion(
-        asker=asker,
-        audience=request.audience,
-        purpose="history" if history else "recall",
-        now=now,
-        as_of=request.as_of,
-    )
     # Records the asker may never see are kept out of the ranking, not just the answer.
-    pushdown = await policy.pushdown(question)
+    pushdown = await gate.pushdown()
     scope = pushdown.narrow(
         Scope(
             tenant=asker.tenant,
@@ -69,7 +64,7 @@ async def recall(
             min_confidence=request.min_confidence,
         )
     )
-    found = await overfetch(vector, scope, question, request.limit, store, policy, bounds)
+    found = await overfetch(vector, scope, gate, request.limit, store, bounds)
     # Status is told at the instant asked about: what was current then.
     at = request.as_of or now
     items = settle(
@@ -83,7 +78,7 @@ async def recall(
         verdict=verdict,
         items=items,
         conflicts=conflicts,
-        decision_id=uuid.uuid4(),
+        decision_id=gate.decision_id,
         # With nothing allowed, "the bound stopped us" would say that many records the
         # asker may not see match the filters: an abstention stays an abstention.
         truncated=found.truncated and bool(items),
@@ -93,10 +88,9 @@ async def recall(
 async def overfetch(
     vector: list[float],
     scope: Scope,
-    question: DisclosureQuestion,
+    gate: Disclosure,
     limit: int,
     store: Store,
-    policy: PolicyClient,
     bounds: Bounds,
     *,
     score_threshold: float | None = None,
@@ -120,14 +114,31 @@ async def overfetch(
         seen.update(str(hit.record.get("id")) for hit in hits)
         # Asked even for an empty batch: with the policy down, "nothing found"
         # and "nothing allowed" must look the same.
-        decisions = await policy.disclosure(question, [hit.record for hit in hits])
+        decisions = await gate.decide([hit.record for hit in hits])
         allowed += [
             (hit, decision)
             for hit in hits
             if (decision := decisions[str(hit.record.get("id"))]).allow
         ]
         if len(allowed) >= limit or exhausted:
-            return Candidates(allowed, rounds, truncated=False)
+            return _counted(Candidates(allowed, rounds, truncated=False))
         if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:
-            return Candidates(allowed, rounds, truncated=True)
+            return _counted(Candidates(allowed, rounds, truncated=True))
         batch = min(batch * 2, bounds.max_candidates - len(seen))
+
+
+def _counted(found: Candidates) -> Candidates:
+    metrics.OVERFETCH_ROUNDS.observe(found.rounds)
+    if found.truncated:
+        metrics.TRUNCATED.inc()
+    return found
+
+
+def recall_question(request: RecallRequest, asker: Identity, now: datetime) -> DisclosureQuestion:
+    return DisclosureQuestion(
+        asker=asker,
+        audience=request.audience,
+        purpose="history" if request.include_history else "recall",
+        now=now,
+        as_of=request.as_of,
+    )

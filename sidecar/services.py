@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+import redis.asyncio as aioredis
 from fastapi import Depends, Request
 
+from sidecar.audit import AuditLog
 from sidecar.embed import HashingEmbedder
+from sidecar.gate import Gate
 from sidecar.identity import Authenticator, Identity
 from sidecar.ingest import Writer
 from sidecar.policy import PolicyClient
@@ -21,6 +24,9 @@ class Services:
     settings: Settings
     store: Store
     policy: PolicyClient
+    gate: Gate
+    audit: AuditLog
+    redis: aioredis.Redis | None
     writer: Writer
     embedder: HashingEmbedder
     bounds: Bounds

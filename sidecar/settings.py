@@ -51,6 +51,21 @@ class Settings(BaseSettings):
     lock_ttl_s: float = Field(default=10.0, gt=0)
     lock_wait_s: float = Field(default=5.0, gt=0)
 
+    # Decision cache: in Redis when redis_url is set, else in-process (cache_size entries).
+    # A cached decision is reused within one time bucket at most (see cache.py).
+    cache_size: int = Field(default=100_000, ge=0)
+    cache_bucket_s: float = Field(default=5.0, gt=0, le=3600)
+
+    # Audit log: a Redis Stream trimmed to about audit_maxlen entries, or
+    # data_dir/audit.jsonl without Redis; audit_queue bounds what waits to be written.
+    audit_stream: str = "whose:audit"
+    audit_maxlen: int = Field(default=1_000_000, ge=1)
+    audit_queue: int = Field(default=10_000, ge=1)
+
+    # Logs: one JSON object per line (with decision_id on disclosures), or plain text.
+    log_format: Literal["json", "text"] = "json"
+    log_level: str = "INFO"
+
     # Recall bounds: first round fetches limit * overfetch_factor candidates, each
     # further round doubles, until max_rounds or max_candidates stops it.
     overfetch_factor: int = Field(default=4, ge=1, le=50)

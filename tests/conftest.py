@@ -51,16 +51,18 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def start_opa(policy_dir: Path, log: Path) -> tuple[str, subprocess.Popen[bytes]]:
+def start_opa(
+    policy_dir: Path | None, log: Path, port: int | None = None, extra: tuple[str, ...] = ()
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """A real `opa run --server` on loopback, loading policy_dir (if any) as files."""
     if not OPA_BINARY.exists():
         pytest.fail(f"{OPA_BINARY} is missing: run the tests with `make test`")
-    port = free_port()
+    port = port or free_port()
     command = [str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}"]
     command += ["--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego"]
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            [*command, str(policy_dir)], stdout=out, stderr=subprocess.STDOUT
-        )
+    command += [*extra, *([str(policy_dir)] if policy_dir else [])]
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_until_ready(f"{url}/health", process, log)
     return url, process
@@ -93,12 +95,18 @@ def start_sidecar(
 
 
 @pytest.fixture(scope="module")
-def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sidecar_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data directory of the module's sidecar (store, audit.jsonl, sidecar.log)."""
+    return tmp_path_factory.mktemp("sidecar")
+
+
+@pytest.fixture(scope="module")
+def sidecar(sidecar_dir: Path) -> Iterator[str]:
     """`whose serve --dev` on embedded defaults: edge store on disk, its own OPA.
 
     One per test module, so what one story stores cannot show up in another.
     """
-    base, process = start_sidecar(tmp_path_factory.mktemp("sidecar"))
+    base, process = start_sidecar(sidecar_dir)
     yield base
     stop(process)
 
@@ -158,3 +166,15 @@ def start_redis(
         time.sleep(0.05)
     process.terminate()
     raise RuntimeError(f"redis-server did not start:\n{log.read_text(errors='replace')}")
+
+
+def metric(base: str, name: str, **labels: str) -> float:
+    """A sample from the sidecar's /metrics (0 if absent), e.g. whose_decision_cache_total."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total

@@ -49,14 +49,35 @@ as_of := object.get(input, "as_of", input.now)
 
 # METADATA
 # description: every reason this record may not be disclosed (empty means allow).
-denials(record) := union({
-	asker_denials,
-	tenant_denials(record),
-	audience_denials(record),
-	scope_denials(record),
-	time_denials(record),
-	purpose_denials,
-})
+denials(record) := union({reasons | some reasons in denials_by_rule(record)})
+
+# METADATA
+# description: the denials grouped by the rule that made them (what explain shows).
+denials_by_rule(record) := {
+	"data.whose.disclosure.asker_denials": asker_denials,
+	"data.whose.disclosure.tenant_denials": tenant_denials(record),
+	"data.whose.disclosure.audience_denials": audience_denials(record),
+	"data.whose.disclosure.scope_denials": scope_denials(record),
+	"data.whose.disclosure.time_denials": time_denials(record),
+	"data.whose.disclosure.purpose_denials": purpose_denials,
+}
+
+# METADATA
+# description: the single-record decision and, rule by rule, what each contributed (input.record).
+explanation := {
+	"decision": single,
+	"rules": [{"rule": rule, "reasons": sort(reasons)} |
+		some rule, reasons in rule_reasons(input.record)
+	],
+}
+
+rule_reasons(record) := object.union(
+	denials_by_rule(record),
+	{
+		"data.whose.disclosure.notes": notes(record, usable_as(record)),
+		"data.whose.disclosure.usable_as": {usable_as(record)},
+	},
+)
 
 # An identity without a subject or a tenant is a wiring bug upstream: refuse.
 asker_denials := {"no_asker" | not known_asker}

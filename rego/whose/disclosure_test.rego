@@ -251,3 +251,34 @@ test_private_observations_are_not_common_knowledge if {
 	d.usable_as == "belief"
 	"announcement_not_qualifying" in d.reasons
 }
+
+# --- explanation ---
+
+explain(asker, record) := explanation if {
+	explanation := disclosure.explanation with input as {
+		"asker": asker,
+		"audience": [],
+		"purpose": "recall",
+		"now": now,
+		"record": record,
+	}
+}
+
+rule_of(explanation, name) := [r.reasons | some r in explanation.rules; r.rule == name][0]
+
+test_explanation_names_the_rule_behind_each_denial if {
+	scoped := explain(bob, scoped_belief)
+	scoped.decision == ask(bob, scoped_belief)
+	rule_of(scoped, "data.whose.disclosure.scope_denials") == ["scope_not_cleared:bob"]
+	rule_of(scoped, "data.whose.disclosure.audience_denials") == []
+	rule_of(scoped, "data.whose.disclosure.usable_as") == ["belief"]
+	private := explain(bob, private_belief)
+	rule_of(private, "data.whose.disclosure.audience_denials") == ["audience_excludes:bob"]
+	rule_of(private, "data.whose.disclosure.tenant_denials") == []
+}
+
+test_explanation_reasons_are_exactly_the_decision_reasons if {
+	e := explain(carol, object.union(scoped_belief, {"tenant": "globex"}))
+	explained := {reason | some r in e.rules; not r.rule in {"data.whose.disclosure.usable_as"}; some reason in r.reasons}
+	explained == {reason | some reason in e.decision.reasons}
+}

@@ -7,6 +7,7 @@ mode (a pure-Python stand-in for a server), which is never a default.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,16 +36,30 @@ from sidecar.store import (
     point_id,
 )
 
+log = logging.getLogger(__name__)
+
 
 class ServerStore:
     def __init__(self, client: AsyncQdrantClient, collection: str, vector_size: int) -> None:
         self.client = client
         self.collection = collection
         self.vector_size = vector_size
+        self._ensured = False
 
     async def open(self) -> None:
+        # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
+        # answers 503 until Qdrant is back, instead of failing to start.
+        try:
+            await self._ensure_collection()
+        except StoreUnavailable as exc:
+            log.warning("Qdrant unreachable at start-up; will retry: %s", exc)
+
+    async def _ensure_collection(self) -> None:
+        if self._ensured:
+            return
         with _unavailable_on_error():
             if await self.client.collection_exists(self.collection):
+                self._ensured = True
                 return
             await self.client.create_collection(
                 self.collection,
@@ -59,11 +74,13 @@ class ServerStore:
             indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
             for name, schema in indexes:
                 await self.client.create_payload_index(self.collection, name, schema, wait=True)
+            self._ensured = True
 
     async def close(self) -> None:
         await self.client.close()
 
     async def ping(self) -> None:
+        await self._ensure_collection()
         with _unavailable_on_error():
             await self.client.get_collection(self.collection)
 
@@ -77,6 +94,7 @@ class ServerStore:
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Hit]:
+        await self._ensure_collection()
         with _unavailable_on_error():
             response = await self.client.query_points(
                 self.collection,
@@ -92,6 +110,7 @@ class ServerStore:
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
     ) -> list[Hit]:
+        await self._ensure_collection()
         with _unavailable_on_error():
             records = await self.client.retrieve(
                 self.collection,
@@ -108,6 +127,7 @@ class ServerStore:
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
     ) -> Page:
+        await self._ensure_collection()
         with _unavailable_on_error():
             records, next_offset = await self.client.scroll(
                 self.collection,
@@ -125,10 +145,12 @@ class ServerStore:
             qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
             for payload, vector in items
         ]
+        await self._ensure_collection()
         with _unavailable_on_error():
             await self.client.upsert(self.collection, points=points, wait=True)
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
+        await self._ensure_collection()
         with _unavailable_on_error():
             await self.client.set_payload(
                 self.collection, payload=fields, points=[point_id(tenant, record_id)], wait=True

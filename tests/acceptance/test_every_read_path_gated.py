@@ -36,6 +36,7 @@ CONTENT_FREE = {
     ("GET", "/"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
@@ -43,6 +44,11 @@ CONTENT_FREE = {
     ("GET", "/collections"),
     ("GET", "/collections/{collection}"),
     ("GET", "/collections/{collection}/exists"),
+}
+# For security teams, behind a role: decisions, reasons and policy input, never content.
+SECURITY = {
+    ("GET", "/v1/audit"),
+    ("POST", "/v1/explain"),
 }
 # The refusal catch-all answers "not supported" for every method.
 CATCH_ALL = "/collections/{rest:path}"
@@ -118,9 +124,9 @@ def app_routes() -> set[tuple[str, str]]:
 
 
 def test_every_route_is_classified() -> None:
-    unclassified = app_routes() - CONTENT_FREE - WRITES - set(READS)
+    unclassified = app_routes() - CONTENT_FREE - SECURITY - WRITES - set(READS)
     assert not unclassified, f"classify these routes in this test: {sorted(unclassified)}"
-    stale = (set(READS) | WRITES) - app_routes()
+    stale = (set(READS) | WRITES | SECURITY) - app_routes()
     assert not stale, f"these routes no longer exist: {sorted(stale)}"
 
 
@@ -165,6 +171,18 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
             assert answer.status_code == 200, (route, answer.text)
             # Otherwise the checks below would pass without proving anything.
             assert saw(answer.text), f"{route} never reached the record"
+        # The security routes see the record's decision, never its text.
+        admin = as_("alice", roles="auditor,policy-admin")
+        explained = httpx.post(
+            f"{base}/v1/explain", json={"asker": "alice", "record_id": secret_id}, headers=admin
+        )
+        assert explained.status_code == 200, explained.text
+        assert explained.json()["decision"]["allow"] is True
+        assert SECRET not in explained.text
+        audited = httpx.get(f"{base}/v1/audit", params={"record": secret_id}, headers=admin)
+        assert audited.status_code == 200, audited.text
+        assert audited.json()["entries"], "the reads above were not audited"
+        assert SECRET not in audited.text
 
     deny_dir = tmp_path / "deny-all"
     deny_dir.mkdir()

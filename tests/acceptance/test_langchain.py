@@ -44,7 +44,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
 def store_for(base: str, who: str) -> QdrantVectorStore:
     # The three-line change a RAG stack makes: the sidecar's URL, a token, two payload keys.
     return QdrantVectorStore(
-        client=QdrantClient(url=base, api_key=token(who)),
+        # Version check off: its background thread can outlive the test; the proxy
+        # tests check compatibility directly.
+        client=QdrantClient(url=base, api_key=token(who), timeout=10, check_compatibility=False),
         collection_name=COLLECTION,
         embedding=SidecarEmbeddings(),
         content_payload_key="content",

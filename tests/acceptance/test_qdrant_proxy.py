@@ -7,12 +7,14 @@ tenant) nothing, by any path.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import Any
 
 import httpx
 import pytest
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
+from qdrant_client.common.version_check import get_server_version, is_compatible
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
@@ -32,7 +34,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
 
 
 def client(base: str, who: str, tenant: str = "acme") -> QdrantClient:
-    return QdrantClient(url=base, api_key=token(who, tenant), timeout=10)
+    # The client's version check runs in a background thread that can outlive a
+    # test (and warn into the next one); it is checked once, directly, below.
+    return QdrantClient(url=base, api_key=token(who, tenant), timeout=10, check_compatibility=False)
+
+
+def test_the_client_finds_the_sidecar_compatible(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    server = get_server_version(base, {"api-key": token("bob")}, None, 10)
+    assert is_compatible(version("qdrant-client"), server)
 
 
 def ids(points: Any) -> set[str]:

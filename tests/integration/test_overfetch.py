@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
+from sidecar.audit import AuditLog, FileSink
+from sidecar.cache import LocalCache
 from sidecar.embed import HashingEmbedder
+from sidecar.gate import Disclosure, Gate
 from sidecar.identity import Identity
 from sidecar.messages import RecallRequest
 from sidecar.policy import DisclosureQuestion, PolicyClient
@@ -70,14 +73,19 @@ def ask() -> DisclosureQuestion:
     return DisclosureQuestion(asker=BOB, audience=[], purpose="recall", now=NOW)
 
 
+@pytest.fixture
+def gate(policy: PolicyClient, tmp_path: Path) -> Disclosure:
+    """The gate every read path uses, with an in-process cache and a file audit log."""
+    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    return Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5).begin(ask(), "test")
+
+
 async def test_loop_widens_until_limit_allowed_are_found(
-    crowded: EdgeStore, policy: PolicyClient, opa_url: str
+    crowded: EdgeStore, gate: Disclosure, opa_url: str
 ) -> None:
     vector = embedder.embed("when is the launch date")
     before = data_calls(opa_url)
-    found = await overfetch(
-        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(4, 5, 1000)
-    )
+    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(4, 5, 1000))
     assert len(found.allowed) == 5
     assert all(d.allow for _, d in found.allowed)
     assert {h.record["audience"][0] for h, _ in found.allowed} == {"group:launch-team"}
@@ -87,32 +95,28 @@ async def test_loop_widens_until_limit_allowed_are_found(
     assert data_calls(opa_url) - before == found.rounds  # one policy call per round
 
 
-async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, policy: PolicyClient) -> None:
+async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, gate: Disclosure) -> None:
     vector = embedder.embed("when is the launch date")
-    found = await overfetch(
-        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(2, 2, 1000)
-    )
+    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(2, 2, 1000))
     assert found.rounds == 2
     assert found.truncated is True
     assert found.allowed == []
 
 
-async def test_candidate_cap_bounds_the_work(crowded: EdgeStore, policy: PolicyClient) -> None:
+async def test_candidate_cap_bounds_the_work(crowded: EdgeStore, gate: Disclosure) -> None:
     vector = embedder.embed("when is the launch date")
-    found = await overfetch(
-        vector, Scope(tenant="acme"), ask(), 5, crowded, policy, Bounds(4, 10, 50)
-    )
+    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(4, 10, 50))
     assert found.truncated is True
     assert found.rounds == 2  # 20 + 30 = the cap of 50
 
 
-async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, policy: PolicyClient) -> None:
+async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclosure) -> None:
     request = RecallRequest(query="launch", limit=50)
     response = await recall(
         request,
         BOB,
+        gate,
         store=crowded,
-        policy=policy,
         embedder=embedder,
         bounds=Bounds(4, 10, 1000),
         now=NOW,

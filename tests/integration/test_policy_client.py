@@ -61,7 +61,7 @@ def data_calls(opa_url: str) -> float:
 async def test_a_batch_is_decided_in_one_call(policy: PolicyClient, opa_url: str) -> None:
     batch = [rec(["alice"]) for _ in range(20)] + [rec(["group:launch-team"]) for _ in range(20)]
     before = data_calls(opa_url)
-    decisions = await policy.disclosure(question(), batch)
+    decisions = (await policy.disclosure(question(), batch)).decisions
     assert data_calls(opa_url) - before == 1
     allowed = {rid for rid, d in decisions.items() if d.allow}
     assert allowed == {r["id"] for r in batch[20:]}
@@ -80,7 +80,7 @@ async def test_a_record_the_policy_says_nothing_about_is_denied(policy: PolicyCl
     nameless = rec(["group:launch-team"])
     del nameless["id"]
     nameless["id"] = None  # no id: the batch rule cannot key a decision for it
-    decisions = await policy.disclosure(question(), [nameless])
+    decisions = (await policy.disclosure(question(), [nameless])).decisions
     assert decisions["None"].allow is False
     assert decisions["None"].reasons == ["no_decision"]
 

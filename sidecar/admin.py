@@ -1,0 +1,152 @@
+"""Routes for security teams: the audit log (role `auditor`) and explain (role
+`policy-admin`). Both stay inside the caller's tenant and return no record
+content: decisions, reasons and the attributes the policy read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import RedisError
+
+from sidecar.audit import AuditEntry, AuditQuery, Outcome
+from sidecar.identity import Identity
+from sidecar.messages import Problem
+from sidecar.policy import Decision, DisclosureQuestion, RuleReasons
+from sidecar.record import Instant, Name
+from sidecar.services import Asker, Svc
+
+router = APIRouter(tags=["security"])
+
+_errors: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem},
+    403: {"model": Problem},
+    422: {"model": Problem},
+    503: {"model": Problem},
+}
+
+
+def require_role(role: str) -> Any:
+    def check(who: Asker) -> Identity:
+        if role not in who.roles:
+            raise HTTPException(403, detail={"error": "forbidden", "reasons": [f"role:{role}"]})
+        return who
+
+    return Depends(check)
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditEntry]
+
+
+@router.get("/v1/audit", response_model=AuditPage, responses=_errors)
+async def audit(
+    svc: Svc,
+    who: Annotated[Identity, require_role("auditor")],
+    asker: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    record: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    outcome: Outcome | None = None,
+    since: Instant | None = None,
+    until: Instant | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPage:
+    """Disclosure decisions in the caller's tenant, newest first.
+
+    Scans at most the newest 10 000 entries in the time range; narrow with
+    `since`/`until` to reach older ones.
+    """
+    query = AuditQuery(
+        tenant=who.tenant,
+        asker=asker,
+        record=record,
+        outcome=outcome,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+    # What was decided just before this query should be in its answer; under
+    # load, give the writer a moment rather than wait for an empty queue.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(svc.audit.flushed(), timeout=0.5)
+    try:
+        return AuditPage(entries=await svc.audit.query(query))
+    except (RedisError, OSError) as exc:
+        # Entries decided meanwhile are spilled locally and replayed later.
+        raise HTTPException(503, detail={"error": "audit_unavailable"}) from exc
+
+
+class ExplainRequest(BaseModel):
+    """Whom to explain a decision for: an asker of the caller's tenant, with the
+    groups, roles and scopes their token would carry, and an audience."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: Name
+    groups: list[Name] = Field(default_factory=list, max_length=100)
+    roles: list[Name] = Field(default_factory=list, max_length=100)
+    scopes: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Name] = Field(default_factory=list, max_length=100)
+    record_id: UUID
+    purpose: Literal["recall", "get", "history"] = "recall"
+    as_of: Instant | None = None
+
+
+class ExplainResponse(BaseModel):
+    decision_id: UUID
+    record_id: UUID
+    policy_revision: str | None
+    opa_decision_id: str | None
+    # Exactly what OPA evaluated (record content and proposition text left out).
+    input: dict[str, Any]
+    decision: Decision
+    rules: list[RuleReasons]
+
+
+@router.post(
+    "/v1/explain",
+    response_model=ExplainResponse,
+    responses={404: {"model": Problem}, **_errors},
+)
+async def explain(
+    request: ExplainRequest,
+    svc: Svc,
+    who: Annotated[Identity, require_role("policy-admin")],
+) -> ExplainResponse:
+    """The decision for one record and one asker, with each rule's reasons."""
+    hits = await svc.store.get(who.tenant, [request.record_id])
+    if not hits:
+        raise HTTPException(404, detail={"error": "not_found"})
+    asker = Identity(
+        id=request.asker,
+        tenant=who.tenant,
+        groups=tuple(request.groups),
+        roles=tuple(request.roles),
+        scopes=tuple(request.scopes),
+    )
+    question = DisclosureQuestion(
+        asker=asker,
+        audience=request.audience,
+        purpose=request.purpose,
+        now=datetime.now(UTC),
+        as_of=request.as_of,
+    )
+    record = hits[0].record
+    explanation, answer = await svc.policy.explain(question, record)
+    policy_input = question.input([record])
+    policy_input["record"] = policy_input.pop("records")[0]
+    return ExplainResponse(
+        decision_id=uuid.uuid4(),
+        record_id=request.record_id,
+        policy_revision=answer.revision,
+        opa_decision_id=answer.decision_id,
+        input=policy_input,
+        decision=explanation.decision,
+        rules=explanation.rules,
+    )

@@ -1,0 +1,229 @@
+"""The disclosure gate: the one way a read path gets a decision.
+
+Per request, a route opens a `Disclosure` (`async with gate.begin(question, route)`)
+and asks it about each batch of candidates. It answers from the decision cache
+what it can, asks OPA about the rest in one call, and on leaving writes one
+audit entry with every record allowed and withheld, and why.
+
+No stale allow: a cached decision is used only under the policy revision OPA
+reported during this same request. The first batch is looked up under the last
+revision seen and then confirmed by this request's OPA call (made even when
+every record was a hit); if OPA answers under another revision, the hits are
+thrown away and decided again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from sidecar import metrics
+from sidecar.audit import AuditedRecord, AuditEntry, AuditLog
+from sidecar.cache import CacheUnavailable, DecisionCache, Keys
+from sidecar.policy import (
+    Decision,
+    DisclosureQuestion,
+    PolicyClient,
+    PolicyUnavailable,
+    Pushdown,
+    Verdicts,
+)
+
+log = logging.getLogger("whose.disclosure")
+
+
+@dataclass
+class Settled:
+    decision: Decision
+    opa_decision_id: str | None
+    cached: bool
+
+
+class Gate:
+    def __init__(
+        self, policy: PolicyClient, cache: DecisionCache, audit: AuditLog, bucket_s: float
+    ) -> None:
+        self.policy = policy
+        self.cache = cache
+        self.audit = audit
+        self.bucket_s = bucket_s
+        # The revision OPA last answered under: the first guess of every request.
+        self.last_revision: str | None = None
+
+    def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
+        return Disclosure(self, question, route)
+
+
+@dataclass
+class Disclosure:
+    gate: Gate
+    question: DisclosureQuestion
+    route: str
+    decision_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # The revision OPA reported in this request, once it has answered (`heard`).
+    revision: str | None = None
+    heard: bool = False
+    settled: dict[str, Settled] = field(default_factory=dict)
+    opa_decision_ids: list[str] = field(default_factory=list)
+    pushed_down: Pushdown | None = None
+    _pending: list[str] = field(default_factory=list)
+
+    async def __aenter__(self) -> Disclosure:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        error = "policy_unavailable" if isinstance(exc, PolicyUnavailable) else None
+        if error:
+            metrics.POLICY_UNAVAILABLE.inc()
+        self.gate.audit.record(self._entry(error))
+        allowed = sum(s.decision.allow for s in self.settled.values())
+        log.info(
+            "disclosure",
+            extra={
+                "decision_id": str(self.decision_id),
+                "route": self.route,
+                "asker": self.question.asker.id,
+                "tenant": self.question.asker.tenant,
+                "allowed": allowed,
+                "withheld": len(self.settled) - allowed + len(self._pending),
+                "cached": sum(s.cached for s in self.settled.values()),
+                "policy_revision": self.revision,
+                "error": error,
+            },
+        )
+
+    async def pushdown(self) -> Pushdown:
+        pushdown, answer = await self.gate.policy.pushdown(self.question)
+        self._heard(answer.decision_id, answer.revision)
+        self.pushed_down = pushdown
+        return pushdown
+
+    async def decide(self, records: list[dict[str, Any]]) -> dict[str, Decision]:
+        """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
+        guess = self.revision if self.heard else self.gate.last_revision
+        cached = await self._lookup(records, guess)
+        misses = [r for r in records if str(r["id"]) not in cached]
+        if misses or not self.heard:
+            # Asked even with nothing to decide: it confirms the revision of the hits.
+            verdicts = await self._ask(misses)
+            if cached and verdicts.revision != guess:
+                # The policy changed since those were cached: decide them afresh.
+                hits = [r for r in records if str(r["id"]) in cached]
+                cached = {}
+                await self._ask(hits)
+        for key, settled in cached.items():
+            self.settled[key] = settled
+        decided = {str(r["id"]): self.settled[str(r["id"])].decision for r in records}
+        for decision in decided.values():
+            metrics.count_decision(decision.allow, decision.reasons)
+        return decided
+
+    async def _lookup(
+        self, records: list[dict[str, Any]], revision: str | None
+    ) -> dict[str, Settled]:
+        if revision is None or not records:
+            metrics.CACHE.labels("bypass").inc(len(records))
+            return {}
+        keys = Keys(self.question, revision, self.gate.bucket_s)
+        wanted = {str(r["id"]): key for r in records if (key := keys.key(r)) is not None}
+        metrics.CACHE.labels("bypass").inc(len(records) - len(wanted))
+        if not wanted:
+            return {}
+        try:
+            values = await self.gate.cache.get_many(list(wanted.values()))
+        except CacheUnavailable:
+            metrics.CACHE.labels("bypass").inc(len(wanted))
+            return {}
+        found = {}
+        for record_id, value in zip(wanted, values, strict=True):
+            settled = _load(value)
+            if settled is not None:
+                found[record_id] = settled
+        metrics.CACHE.labels("hit").inc(len(found))
+        metrics.CACHE.labels("miss").inc(len(wanted) - len(found))
+        return found
+
+    async def _ask(self, records: list[dict[str, Any]]) -> Verdicts:
+        self._pending = [str(r["id"]) for r in records]
+        verdicts = await self.gate.policy.disclosure(self.question, records)
+        self._pending = []
+        self._heard(verdicts.decision_id, verdicts.revision)
+        for record_id, decision in verdicts.decisions.items():
+            self.settled[record_id] = Settled(decision, verdicts.decision_id, cached=False)
+        await self._remember(records, verdicts)
+        return verdicts
+
+    async def _remember(self, records: list[dict[str, Any]], verdicts: Verdicts) -> None:
+        if verdicts.revision is None or not records:
+            return
+        keys = Keys(self.question, verdicts.revision, self.gate.bucket_s)
+        entries = {}
+        for record in records:
+            key = keys.key(record)
+            if key is not None:
+                decision = verdicts.decisions[str(record["id"])]
+                entries[key] = orjson.dumps({"d": decision.model_dump(), "o": verdicts.decision_id})
+        if entries:
+            # A failed write is counted at the next lookup; OPA is asked again then.
+            with contextlib.suppress(CacheUnavailable):
+                await self.gate.cache.set_many(entries, keys.ttl_s)
+
+    def _heard(self, opa_decision_id: str | None, revision: str | None) -> None:
+        self.revision = revision
+        self.heard = True
+        self.gate.last_revision = revision
+        if opa_decision_id:
+            self.opa_decision_ids.append(opa_decision_id)
+
+    def _entry(self, error: str | None) -> AuditEntry:
+        allowed: list[AuditedRecord] = []
+        withheld: list[AuditedRecord] = []
+        for record_id, s in self.settled.items():
+            audited = AuditedRecord(
+                id=record_id,
+                usable_as=s.decision.usable_as if s.decision.allow else None,
+                reasons=s.decision.reasons,
+                opa_decision_id=s.opa_decision_id,
+                cached=s.cached,
+            )
+            (allowed if s.decision.allow else withheld).append(audited)
+        withheld += [AuditedRecord(id=i, reasons=["policy_unavailable"]) for i in self._pending]
+        question = self.question
+        return AuditEntry(
+            decision_id=self.decision_id,
+            time=datetime.now(UTC),
+            tenant=question.asker.tenant,
+            asker=question.asker.id,
+            audience=question.audience,
+            purpose=question.purpose,
+            route=self.route,
+            policy_revision=self.revision,
+            opa_decision_ids=self.opa_decision_ids,
+            pushdown=self.pushed_down.model_dump() if self.pushed_down else None,
+            allowed=allowed,
+            withheld=withheld,
+            error=error,
+        )
+
+
+def _load(value: bytes | None) -> Settled | None:
+    if value is None:
+        return None
+    try:
+        raw = orjson.loads(value)
+        return Settled(Decision.model_validate(raw["d"]), raw.get("o"), cached=True)
+    except (orjson.JSONDecodeError, ValidationError, KeyError, TypeError):
+        return None  # An unreadable entry is a miss.

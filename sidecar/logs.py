@@ -1,0 +1,35 @@
+"""Logging set-up: one JSON object per line by default, uvicorn's access log included.
+
+Fields passed with `extra=` (decision_id, asker, route ...) become JSON keys, so
+a disclosure can be followed from the access log to the audit entry.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pythonjsonlogger.json import JsonFormatter
+
+from sidecar.settings import Settings
+
+
+def configure(settings: Settings) -> None:
+    handler = logging.StreamHandler()
+    if settings.log_format == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                "{asctime}{levelname}{name}{message}",
+                style="{",
+                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    # uvicorn's loggers propagate to the root handler instead of their own.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True

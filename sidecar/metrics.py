@@ -1,0 +1,69 @@
+"""Prometheus metrics, served at /metrics.
+
+Label values are bounded: a denial reason like `audience_excludes:bob` is counted
+under its code (`audience_excludes`), never under a principal's name.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+# Sub-millisecond to a few seconds: a decision on a Unix socket is ~1 ms, the
+# policy timeout is 1 s by default.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+DECISIONS = Counter(
+    "whose_decisions",
+    "Disclosure decisions per record, by outcome (allow|deny) and reason code.",
+    ["outcome", "reason"],
+)
+POLICY_UNAVAILABLE = Counter(
+    "whose_policy_unavailable",
+    "Requests answered without disclosure because OPA was down, slow or malformed.",
+)
+POLICY_SECONDS = Histogram(
+    "whose_policy_call_seconds",
+    "OPA call latency as seen by the sidecar, by rule.",
+    ["rule"],
+    buckets=_LATENCY_BUCKETS,
+)
+STORE_SECONDS = Histogram(
+    "whose_store_call_seconds",
+    "Store (Qdrant) call latency, by operation.",
+    ["op"],
+    buckets=_LATENCY_BUCKETS,
+)
+OVERFETCH_ROUNDS = Histogram(
+    "whose_overfetch_rounds",
+    "Store-then-policy rounds per recall or proxy search.",
+    buckets=(1, 2, 3, 4, 6, 8, 10),
+)
+TRUNCATED = Counter(
+    "whose_recall_truncated",
+    "Recalls and proxy searches stopped by the over-fetch bounds before `limit` was met.",
+)
+CACHE = Counter(
+    "whose_decision_cache",
+    "Decision cache lookups per record: hit, miss, or bypass (no revision, or cache down).",
+    ["result"],
+)
+AUDIT_DROPPED = Counter(
+    "whose_audit_dropped",
+    "Audit entries lost: the in-memory queue was full, or the local spill file failed.",
+)
+AUDIT_BUFFERED = Counter(
+    "whose_audit_buffered",
+    "Audit entries written to the local spill file because Redis was unreachable.",
+)
+
+
+def reason_code(reason: str) -> str:
+    return reason.split(":", 1)[0]
+
+
+def count_decision(allow: bool, reasons: list[str]) -> None:
+    if allow:
+        DECISIONS.labels("allow", "").inc()
+        return
+    for code in {reason_code(r) for r in reasons} or {"unspecified"}:
+        DECISIONS.labels("deny", code).inc()

@@ -1,0 +1,76 @@
+"""A Store that times every call of the store it wraps (whose_store_call_seconds)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from typing import Any
+from uuid import UUID
+
+from sidecar import metrics
+from sidecar.store import Hit, Page, Scope, Store
+
+
+@asynccontextmanager
+async def _timed(op: str) -> AsyncIterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        metrics.STORE_SECONDS.labels(op).observe(time.perf_counter() - started)
+
+
+class MeasuredStore:
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    async def open(self) -> None:
+        await self.inner.open()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def ping(self) -> None:
+        async with _timed("ping"):
+            await self.inner.ping()
+
+    async def search(
+        self,
+        vector: list[float],
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vector: bool = False,
+    ) -> list[Hit]:
+        async with _timed("search"):
+            return await self.inner.search(
+                vector,
+                scope,
+                limit,
+                exclude,
+                score_threshold=score_threshold,
+                with_vector=with_vector,
+            )
+
+    async def get(
+        self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
+    ) -> list[Hit]:
+        async with _timed("get"):
+            return await self.inner.get(tenant, record_ids, with_vector=with_vector)
+
+    async def find(
+        self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
+    ) -> Page:
+        async with _timed("find"):
+            return await self.inner.find(scope, limit, offset=offset, with_vector=with_vector)
+
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+        async with _timed("put"):
+            await self.inner.put(tenant, items)
+
+    async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
+        async with _timed("update"):
+            await self.inner.update(tenant, record_id, fields)

@@ -1,0 +1,114 @@
+"""Decision cache keys: everything that can change a decision changes the key."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.cache import Keys, LocalCache
+from sidecar.identity import Identity
+from sidecar.policy import DisclosureQuestion
+
+NOW = datetime(2026, 11, 30, 12, 0, 1, tzinfo=UTC)
+QUESTION = DisclosureQuestion(Identity("bob", "acme", groups=("g",)), ["carol"], "recall", NOW)
+RECORD: dict[str, Any] = {
+    "id": "r1",
+    "tenant": "acme",
+    "content": "the launch is October 17",
+    "audience": ["group:launch-team"],
+    "valid_at": "2026-10-01T00:00:00Z",
+}
+
+
+def key(
+    question: DisclosureQuestion = QUESTION,
+    record: dict[str, Any] = RECORD,
+    revision: str = "whose@r1",
+) -> str | None:
+    return Keys(question, revision, bucket_s=5).key(record)
+
+
+def test_same_question_same_record_same_key() -> None:
+    assert key() is not None
+    assert key() == key()
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"revision": "whose@r2"},
+        {"question": dataclasses.replace(QUESTION, asker=Identity("carol", "acme", groups=("g",)))},
+        {"question": dataclasses.replace(QUESTION, asker=Identity("bob", "globex", groups=("g",)))},
+        {"question": dataclasses.replace(QUESTION, asker=Identity("bob", "acme"))},
+        {
+            "question": dataclasses.replace(
+                QUESTION, asker=Identity("bob", "acme", ("g",), ("auditor",))
+            )
+        },
+        {
+            "question": dataclasses.replace(
+                QUESTION, asker=Identity("bob", "acme", ("g",), (), ("s",))
+            )
+        },
+        {"question": dataclasses.replace(QUESTION, audience=["carol", "dave"])},
+        {"question": dataclasses.replace(QUESTION, purpose="get")},
+        {"question": dataclasses.replace(QUESTION, as_of=NOW - timedelta(days=1))},
+        {"question": dataclasses.replace(QUESTION, now=NOW + timedelta(seconds=5))},
+        {"record": RECORD | {"id": "r2"}},
+        {"record": RECORD | {"audience": ["bob"]}},
+        {"record": RECORD | {"access_scope": "launch-core"}},
+        {"record": RECORD | {"superseded_by": "r9", "invalid_at": "2026-11-01T00:00:00Z"}},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_anything_the_decision_depends_on_changes_the_key(changed: dict[str, object]) -> None:
+    assert key(**changed) != key()  # type: ignore[arg-type]
+
+
+def test_content_the_policy_never_reads_does_not_change_the_key() -> None:
+    assert key(record=RECORD | {"content": "something else"}) == key()
+
+
+def test_audience_order_does_not_matter() -> None:
+    assert key(dataclasses.replace(QUESTION, audience=["carol", "carol"])) == key()
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["valid_at", "invalid_at"],
+)
+def test_no_caching_across_a_time_boundary_inside_the_bucket(field: str) -> None:
+    inside = (NOW + timedelta(seconds=2)).isoformat()
+    assert key(record=RECORD | {field: inside}) is None
+
+
+def test_evidence_times_are_boundaries_too() -> None:
+    evidence = [{"kind": "ack", "at": NOW.isoformat()}]
+    assert key(record=RECORD | {"evidence": evidence}) is None
+
+
+def test_an_unreadable_time_is_never_cached() -> None:
+    assert key(record=RECORD | {"valid_at": "soon"}) is None
+
+
+async def test_local_cache_is_bounded() -> None:
+    cache = LocalCache(2, ttl_s=60)
+    await cache.set_many({"a": b"1", "b": b"2", "c": b"3"}, 60)
+    assert sum(v is not None for v in await cache.get_many(["a", "b", "c"])) == 2
+
+
+async def test_size_zero_turns_the_local_cache_off() -> None:
+    cache = LocalCache(0, ttl_s=60)
+    await cache.set_many({"a": b"1"}, 60)
+    assert await cache.get_many(["a"]) == [None]
+
+
+def test_policies_read_time_from_input_only() -> None:
+    # The cache keys on input.now's bucket; a rule reading the clock would escape it.
+    rego = Path(__file__).resolve().parents[2] / "rego"
+    offenders = [p for p in rego.rglob("*.rego") if "time.now_ns" in p.read_text()]
+    assert offenders == []
