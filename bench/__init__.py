@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print medians and ratios (never timed tests)."""
