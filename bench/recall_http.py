@@ -11,8 +11,8 @@ Phase 2 stops the sidecar, opens the same store in-process with an OPA server
 on loopback, and runs the same recalls through the over-fetch loop (narrowed by
 the policy's pushdown, as recall does), counting OPA's own /v1/data decision
 requests per round; it also times the store query and the policy call alone,
-for the same queries, as a floor to compare against. Each recall makes one more
-OPA call than its rounds: the pushdown.
+for the same queries, as a floor to compare against. Each recall also makes one
+Compile API call per audience member: the pushdown.
 
 This is a benchmark, not a test: it prints medians and p99 and writes
 bench/results/recall_http.json.
@@ -192,7 +192,7 @@ async def inprocess_phase(
         for asker in ASKERS:
             question = DisclosureQuestion(Identity(asker, "acme"), [], "recall", now)
             # As recall does it: the policy's pushdown narrows the store query first.
-            pushdown, _ = await policy.pushdown(question)
+            pushdown = await gate.begin(question, "bench").pushdown()
             scope = pushdown.narrow(Scope(tenant="acme", current_at=now))
             rounds, calls, store_s, policy_s = 0, 0.0, [], []
             for q in qs:
@@ -212,7 +212,7 @@ async def inprocess_phase(
                 await policy.disclosure(question, [h.record for h in hits])
                 policy_s.append(time.perf_counter() - t)
             results[asker] = {
-                # Decision calls only; each recall also makes one pushdown call.
+                # Decision calls only; each recall also makes one compile call (pushdown).
                 "opa_calls_per_round": round(calls / rounds, 3),
                 "mean_rounds_per_recall": round(rounds / len(qs), 2),
                 "store_query_40": summary(store_s),

@@ -14,6 +14,7 @@ thrown away and decided again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -36,6 +37,7 @@ from sidecar.policy import (
     Pushdown,
     Verdicts,
 )
+from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, visible
 
 log = logging.getLogger("whose.disclosure")
 
@@ -106,10 +108,33 @@ class Disclosure:
         )
 
     async def pushdown(self) -> Pushdown:
-        pushdown, answer = await self.gate.policy.pushdown(self.question)
-        self._heard(answer.decision_id, answer.revision)
-        self.pushed_down = pushdown
-        return pushdown
+        """The store filter for this question, from the policy (see pushdown.py)."""
+        asker = self.question.asker
+        members = [asker.policy_view()] + [
+            {"id": m, "tenant": asker.tenant}
+            for m in dict.fromkeys(self.question.audience)
+            if m != asker.id
+        ]
+        try:
+            results = await asyncio.gather(
+                *(self.gate.policy.compile(COMPILE_QUERY, {"member": m}, UNKNOWNS) for m in members)
+            )
+            seen = [visible(result, asker.tenant) for result in results]
+        except Untranslatable as exc:
+            # Over-fetch on the tenant alone: slower, never less checked.
+            log.warning("no pushdown: %s", exc)
+            metrics.PUSHDOWN.labels("fallback").inc()
+            self.pushed_down = Pushdown()
+            return self.pushed_down
+        metrics.PUSHDOWN.labels("compiled").inc()
+        scopes = [v.scopes for v in seen if v.scopes is not None]
+        self.pushed_down = Pushdown(
+            audience_any_of=tuple(
+                tuple(sorted(v.audience)) for v in seen if v.audience is not None
+            ),
+            scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
+        )
+        return self.pushed_down
 
     async def decide(self, records: list[dict[str, Any]]) -> dict[str, Decision]:
         """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
@@ -212,7 +237,7 @@ class Disclosure:
             route=self.route,
             policy_revision=self.revision,
             opa_decision_ids=self.opa_decision_ids,
-            pushdown=self.pushed_down.model_dump() if self.pushed_down else None,
+            pushdown=self.pushed_down.describe() if self.pushed_down else None,
             allowed=allowed,
             withheld=withheld,
             error=error,

@@ -18,9 +18,10 @@ def configure(settings: Settings) -> None:
     if settings.log_format == "json":
         handler.setFormatter(
             JsonFormatter(
-                "{asctime}{levelname}{name}{message}",
+                "{levelname}{name}{message}",
                 style="{",
-                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp=True,  # ISO 8601, UTC
             )
         )
     else:

@@ -42,6 +42,11 @@ TRUNCATED = Counter(
     "whose_recall_truncated",
     "Recalls and proxy searches stopped by the over-fetch bounds before `limit` was met.",
 )
+PUSHDOWN = Counter(
+    "whose_pushdown",
+    "Store filters derived from the policy (compiled), or not derivable (fallback: over-fetch).",
+    ["result"],
+)
 CACHE = Counter(
     "whose_decision_cache",
     "Decision cache lookups per record: hit, miss, or bypass (no revision, or cache down).",

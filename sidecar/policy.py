@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from sidecar import metrics
 from sidecar.identity import Identity
+from sidecar.pushdown import Untranslatable
 from sidecar.store import Scope, iso
 
 DISCLOSURE_RULE = "whose/disclosure/decisions"
-PUSHDOWN_RULE = "whose/pushdown/constraints"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
 
@@ -52,20 +52,22 @@ class Decision(BaseModel):
     reasons: list[str] = Field(default_factory=list)
 
 
-class Pushdown(BaseModel):
-    """What every disclosable record meets (whose.pushdown), for the store to filter on."""
+@dataclass(frozen=True)
+class Pushdown:
+    """What every disclosable record meets, for the store to filter on (see pushdown.py).
 
-    model_config = ConfigDict(extra="ignore")
+    Per constrained audience member, the audience entries that admit them; the scopes
+    every member holds (None: not constrained). Empty: no narrowing at all.
+    """
 
-    audience_any_of: list[list[str]] = Field(min_length=1)
-    scopes: list[str]
+    audience_any_of: tuple[tuple[str, ...], ...] = ()
+    scopes: tuple[str, ...] | None = None
 
     def narrow(self, scope: Scope) -> Scope:
-        return replace(
-            scope,
-            audience_any_of=tuple(tuple(sorted(e)) for e in self.audience_any_of),
-            scopes=tuple(sorted(self.scopes)),
-        )
+        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
+
+    def describe(self) -> dict[str, Any]:
+        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
 
 
 class WriteDecision(BaseModel):
@@ -179,13 +181,30 @@ class PolicyClient:
             answer.revision,
         )
 
-    async def pushdown(self, question: DisclosureQuestion) -> tuple[Pushdown, Answer]:
-        """The store-side constraints for this asker and audience (one small call)."""
-        answer = await self._query(PUSHDOWN_RULE, question.input([]))
+    async def compile(self, query: str, input_: dict[str, Any], unknowns: list[str]) -> Any:
+        """Partial evaluation (OPA's Compile API): the residue of `query` given `input_`.
+
+        Raises Untranslatable when OPA's compiler refuses the query (the policy has no
+        such rule, say), PolicyUnavailable when OPA cannot be asked at all.
+        """
+        body = orjson.dumps({"query": query, "input": input_, "unknowns": unknowns})
+        started = time.perf_counter()
         try:
-            return Pushdown.model_validate(answer.result), answer
-        except ValidationError as exc:
-            raise PolicyUnavailable("OPA pushdown result is malformed") from exc
+            async with self._require_session().post(
+                f"{self.url}/v1/compile", data=body, headers={"Content-Type": "application/json"}
+            ) as response:
+                if 400 <= response.status < 500:
+                    raise Untranslatable(f"OPA's compiler answered {response.status}")
+                if response.status != 200:
+                    raise PolicyUnavailable(f"OPA answered {response.status}")
+                answer = orjson.loads(await response.read())
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
+            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
+        finally:
+            metrics.POLICY_SECONDS.labels("compile").observe(time.perf_counter() - started)
+        if not isinstance(answer, dict):
+            raise Untranslatable("OPA's compile answer is not an object")
+        return answer.get("result", {})
 
     async def explain(
         self, question: DisclosureQuestion, record: dict[str, Any]
@@ -263,13 +282,17 @@ def _revision(provenance: Any) -> str | None:
     bundles = provenance.get("bundles")
     if not isinstance(bundles, dict) or not bundles:
         return None
-    revisions = []
-    for name, info in sorted(bundles.items()):
+    revisions = {}
+    for name, info in bundles.items():
         revision = info.get("revision") if isinstance(info, dict) else None
         if not isinstance(revision, str) or not revision:
             return None
-        revisions.append(f"{name}@{revision}")
-    return ",".join(revisions)
+        revisions[name] = revision
+    if len(revisions) == 1:
+        # One bundle: its revision alone, so replicas that load it under different
+        # names (paths) still share cache entries.
+        return next(iter(revisions.values()))
+    return ",".join(f"{name}@{revision}" for name, revision in sorted(revisions.items()))
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -48,6 +48,20 @@ members contains {"id": id, "tenant": input.asker.tenant} if {
 as_of := object.get(input, "as_of", input.now)
 
 # METADATA
+# description: |
+#   The hard constraints one audience member puts on a record: same tenant, named in
+#   the audience, cleared for its scope. The sidecar partially evaluates this rule
+#   with the record unknown (OPA's Compile API) and hands the residue to the store as
+#   a filter, so records nobody in the audience may see are not even ranked. Every
+#   record is still decided by `decision`; pushdown_test.rego checks that this rule
+#   holds for every record `decision` allows.
+visible_to(record, member) if {
+	record.tenant == member.tenant
+	directory.admits(record, member)
+	directory.clears_scope(record, member)
+}
+
+# METADATA
 # description: every reason this record may not be disclosed (empty means allow).
 denials(record) := union({reasons | some reasons in denials_by_rule(record)})
 

@@ -186,12 +186,8 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
 
     deny_dir = tmp_path / "deny-all"
     deny_dir.mkdir()
-    # Pushdown lets the asker's own records through to the store, so the denial
-    # below is the disclosure rule's, not the filter's.
-    (deny_dir / "pushdown.rego").write_text(
-        "package whose.pushdown\n\n"
-        'constraints := {"audience_any_of": [[input.asker.id]], "scopes": []}\n'
-    )
+    # This policy has no visible_to rule, so no pushdown: the store returns the
+    # record, and the denial below is the disclosure rule's, not the filter's.
     (deny_dir / "deny.rego").write_text(
         "package whose.disclosure\n\n"
         'decisions[r.id] := {"allow": false, "usable_as": "belief", "reasons": ["deny_all"]} '
