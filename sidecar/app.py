@@ -18,6 +18,7 @@ from qdrant_client import AsyncQdrantClient
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sidecar import __version__, admin, api, proxy
+from sidecar.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.audit import AuditLog, FileSink, RedisSink
 from sidecar.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.embed import HashingEmbedder
@@ -118,7 +119,14 @@ def create_app(settings: Settings) -> FastAPI:
             audit = audit_log(settings, redis)
             await audit.start()
             stack.push_async_callback(audit.close)
-            gate = Gate(policy, decision_cache(settings, redis), audit, settings.cache_bucket_s)
+            gate = Gate(
+                policy,
+                decision_cache(settings, redis),
+                audit,
+                settings.cache_bucket_s,
+                rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
+                pushdown=settings.pushdown,
+            )
             app.state.services = Services(
                 settings=settings,
                 store=store,

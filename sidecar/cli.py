@@ -84,6 +84,27 @@ def repair(
 
 
 @app.command()
+def bench(
+    records: Annotated[
+        list[int] | None, typer.Option(help="Corpus sizes; repeat the option (default 10000).")
+    ] = None,
+    queries: Annotated[int, typer.Option(help="Queries per measurement.")] = 200,
+    out: Annotated[Path, typer.Option(help="Folder for bench.json and bench.png.")] = Path(
+        "bench/results"
+    ),
+) -> None:
+    """Measure disclosure latency against its floor (store query + policy evaluation)."""
+    import json
+
+    from sidecar.benchmark import run
+
+    result = run(records or [10_000], queries, out)
+    for report in result["runs"]:
+        typer.echo(f"{report['records']} records: " + json.dumps(report["ratios"]))
+    typer.echo(f"report: {out / 'bench.json'}, plot: {out / 'bench.png'}")
+
+
+@app.command()
 def schemas(
     out: Annotated[Path, typer.Option(help="Folder for the JSON Schemas.")] = Path("schemas"),
 ) -> None:

@@ -18,15 +18,18 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 import orjson
+from cachetools import LRUCache
 from pydantic import ValidationError
 
 from sidecar import metrics
+from sidecar.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.audit import AuditedRecord, AuditEntry, AuditLog
 from sidecar.cache import CacheUnavailable, DecisionCache, Keys
 from sidecar.policy import (
@@ -37,7 +40,7 @@ from sidecar.policy import (
     Pushdown,
     Verdicts,
 )
-from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, visible
+from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
 
 log = logging.getLogger("whose.disclosure")
 
@@ -51,17 +54,38 @@ class Settled:
 
 class Gate:
     def __init__(
-        self, policy: PolicyClient, cache: DecisionCache, audit: AuditLog, bucket_s: float
+        self,
+        policy: PolicyClient,
+        cache: DecisionCache,
+        audit: AuditLog,
+        bucket_s: float,
+        rates: AllowRates | None = None,
+        pushdown: bool = True,
     ) -> None:
         self.policy = policy
         self.cache = cache
         self.audit = audit
         self.bucket_s = bucket_s
+        self.rates = rates or LocalAllowRates()
+        # Compiled pushdown filters, keyed by policy revision and member (see pushdown).
+        self.compiled: LRUCache[bytes, Visible] = LRUCache(maxsize=10_000)
+        self.pushdown_enabled = pushdown
+        self._background: set[asyncio.Task[None]] = set()
         # The revision OPA last answered under: the first guess of every request.
         self.last_revision: str | None = None
 
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
         return Disclosure(self, question, route)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Bookkeeping that must not delay the response (kept referenced until done)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def idle(self) -> None:
+        """Wait for the bookkeeping in flight (tests, shutdown)."""
+        await asyncio.gather(*self._background)
 
 
 @dataclass
@@ -76,6 +100,7 @@ class Disclosure:
     settled: dict[str, Settled] = field(default_factory=dict)
     opa_decision_ids: list[str] = field(default_factory=list)
     pushed_down: Pushdown | None = None
+    _compiled_under: str | None = None
     _pending: list[str] = field(default_factory=list)
 
     async def __aenter__(self) -> Disclosure:
@@ -92,6 +117,10 @@ class Disclosure:
             metrics.POLICY_UNAVAILABLE.inc()
         self.gate.audit.record(self._entry(error))
         allowed = sum(s.decision.allow for s in self.settled.values())
+        if exc is None and self.settled:
+            self.gate.in_background(
+                self.gate.rates.observe(rate_key(self.question), allowed, len(self.settled))
+            )
         log.info(
             "disclosure",
             extra={
@@ -107,8 +136,16 @@ class Disclosure:
             },
         )
 
+    async def allow_rate(self) -> float | None:
+        """The share of candidates the policy allowed this asker and audience lately."""
+        return await self.gate.rates.get(rate_key(self.question))
+
     async def pushdown(self) -> Pushdown:
         """The store filter for this question, from the policy (see pushdown.py)."""
+        if not self.gate.pushdown_enabled:
+            metrics.PUSHDOWN.labels("off").inc()
+            self.pushed_down = Pushdown()
+            return self.pushed_down
         asker = self.question.asker
         members = [asker.policy_view()] + [
             {"id": m, "tenant": asker.tenant}
@@ -116,10 +153,7 @@ class Disclosure:
             if m != asker.id
         ]
         try:
-            results = await asyncio.gather(
-                *(self.gate.policy.compile(COMPILE_QUERY, {"member": m}, UNKNOWNS) for m in members)
-            )
-            seen = [visible(result, asker.tenant) for result in results]
+            seen = await asyncio.gather(*(self._visible_to(m) for m in members))
         except Untranslatable as exc:
             # Over-fetch on the tenant alone: slower, never less checked.
             log.warning("no pushdown: %s", exc)
@@ -135,6 +169,25 @@ class Disclosure:
             scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
         )
         return self.pushed_down
+
+    async def _visible_to(self, member: dict[str, Any]) -> Visible:
+        """One member's filter: compiled by OPA, or reused under the same policy revision.
+
+        A reused filter can only be stale after a policy change, and then only until
+        this request's first decision reports the new revision (see `_heard`): a stale
+        filter may hide a record for one request, it cannot disclose one.
+        """
+        revision = self.gate.last_revision
+        key = orjson.dumps([revision, member], option=orjson.OPT_SORT_KEYS)
+        if revision is not None and (known := self.gate.compiled.get(key)) is not None:
+            self._compiled_under = revision
+            return known
+        result = await self.gate.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)
+        seen = visible(result, member["tenant"])
+        if revision is not None:
+            self.gate.compiled[key] = seen
+            self._compiled_under = revision
+        return seen
 
     async def decide(self, records: list[dict[str, Any]]) -> dict[str, Decision]:
         """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
@@ -210,6 +263,10 @@ class Disclosure:
         self.revision = revision
         self.heard = True
         self.gate.last_revision = revision
+        if self._compiled_under is not None and revision != self._compiled_under:
+            # The policy changed since those filters were compiled: compile afresh.
+            self.gate.compiled.clear()
+            self._compiled_under = None
         if opa_decision_id:
             self.opa_decision_ids.append(opa_decision_id)
 

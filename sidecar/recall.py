@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sidecar import metrics
+from sidecar.allow_rate import first_batch
 from sidecar.attribution import disclosed_item
 from sidecar.embed import HashingEmbedder
 from sidecar.gate import Disclosure
@@ -96,7 +97,9 @@ async def overfetch(
     score_threshold: float | None = None,
     with_vector: bool = False,
 ) -> Candidates:
-    batch = min(limit * bounds.overfetch_factor, bounds.max_candidates)
+    batch = first_batch(
+        limit, await gate.allow_rate(), bounds.overfetch_factor, bounds.max_candidates
+    )
     rounds = 0
     seen: set[str] = set()
     allowed: list[tuple[Hit, Decision]] = []

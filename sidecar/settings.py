@@ -66,12 +66,15 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
 
-    # Recall bounds: first round fetches limit * overfetch_factor candidates, each
-    # further round doubles, until max_rounds or max_candidates stops it.
+    # Recall bounds: the first round fetches about 1.5 * limit / (the asker's recent
+    # allow rate) candidates, or limit * overfetch_factor before there is a rate;
+    # each further round doubles, until max_rounds or max_candidates stops it.
     overfetch_factor: int = Field(default=4, ge=1, le=50)
     max_rounds: int = Field(default=4, ge=1, le=10)
     max_candidates: int = Field(default=1000, ge=1, le=10_000)
     max_limit: int = Field(default=100, ge=1, le=1000)
+    # Derive a store filter from the policy (OPA's Compile API); off: over-fetch only.
+    pushdown: bool = True
     # The proxy's count examines at most this many matching points (see proxy.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 

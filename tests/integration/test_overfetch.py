@@ -125,3 +125,24 @@ async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclo
     assert response.truncated is False
     assert response.verdict == "attributed"
     assert not any("October 17" in item.attribution for item in response.items)
+
+
+async def test_a_learned_allow_rate_finishes_in_one_round(
+    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+) -> None:
+    """Bob may read 5 of the 105 notes, all ranked after the 100 he may not."""
+    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    gate = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5, pushdown=False)
+    vector = embedder.embed("when is the launch date")
+    bounds = Bounds(4, 10, 1000)
+    async with gate.begin(ask(), "test") as first:
+        cold = await overfetch(vector, Scope(tenant="acme"), first, 5, crowded, bounds)
+    assert cold.rounds == 3  # 20, 40, 80: the default factor knows nothing
+    await gate.idle()  # the rate is recorded off the request path
+    rate = await gate.begin(ask(), "test").allow_rate()
+    assert rate is not None
+    assert rate == pytest.approx(5 / 105, abs=0.01)
+    async with gate.begin(ask(), "test") as second:
+        warm = await overfetch(vector, Scope(tenant="acme"), second, 5, crowded, bounds)
+    assert warm.rounds == 1  # 1.5 * 5 / (5/105) = 158 candidates at once
+    assert len(warm.allowed) == 5
