@@ -7,7 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean
+.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean \
+	deploy-check bundle compose-prep
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
 
@@ -48,6 +49,29 @@ typecheck:
 
 pytest:
 	$(BIN)/pytest
+
+deploy-check: install  ## only the deploy/ validation tests (part of `make test`)
+	$(BIN)/pytest tests/deploy
+
+# A signed policy bundle for OPA's bundle plugin (docs/policies.md, "Ship it").
+# BUNDLE_SIGNING_KEY: the RSA private key (PEM); the default is a local key pair made
+# on first use (fine for compose; production keys live in a secret store).
+# REVISION: defaults to `git describe --always --dirty`.
+BUNDLE_SIGNING_KEY ?= build/keys/bundle-signing.pem
+DEV_SIGNING_KEY := build/keys/bundle-signing.pem
+bundle: install $(filter $(DEV_SIGNING_KEY),$(BUNDLE_SIGNING_KEY))  ## build/bundle/whose.tar.gz, signed
+	scripts/build-bundle.sh "$(BUNDLE_SIGNING_KEY)" build/bundle/whose.tar.gz $(REVISION)
+
+$(DEV_SIGNING_KEY):
+	mkdir -p build/keys
+	umask 077 && openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out $@
+	openssl pkey -in $@ -pubout -out build/keys/bundle-verify.pem
+
+compose-prep: bundle deploy/.env  ## what deploy/compose.yaml needs: keys, signed bundle, secrets
+
+deploy/.env:  ## random secrets for the compose stack (git-ignored)
+	umask 077 && printf 'WHOSE_JWT_HS256_SECRET=%s\nWHOSE_QDRANT_API_KEY=%s\n' \
+	  "$$(openssl rand -hex 32)" "$$(openssl rand -hex 24)" > $@
 
 schemas: install  ## regenerate schemas/ from the pydantic models
 	$(BIN)/whose schemas --out schemas
