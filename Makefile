@@ -3,12 +3,14 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 OPA_VERSION := v1.22.3
+# Renders deploy/k8s in the tests (only `make test` needs it, not `make serve`).
+KUSTOMIZE_VERSION := v5.8.2
 VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
 .PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean \
-	deploy-check bundle compose-prep
+	test-tools deploy-check bundle compose-prep
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
 
@@ -21,13 +23,19 @@ bin/.opa-$(OPA_VERSION):
 	scripts/install-opa.sh $(OPA_VERSION)
 	touch $@
 
+test-tools: bin/.kustomize-$(KUSTOMIZE_VERSION)
+
+bin/.kustomize-$(KUSTOMIZE_VERSION):
+	scripts/install-kustomize.sh $(KUSTOMIZE_VERSION)
+	touch $@
+
 serve: install  ## run the sidecar on embedded defaults, dev identity, 127.0.0.1:8080
 	$(BIN)/whose serve --dev
 
 demo: install  ## the launch-date story: what Alice and Bob receive
 	$(BIN)/whose demo
 
-test: install redis rego-check lint typecheck pytest  ## everything CI runs
+test: install test-tools redis rego-check lint typecheck pytest  ## everything CI runs
 
 redis:  ## the tests start their own redis-server; install Debian's if missing
 	scripts/install-redis.sh
@@ -50,7 +58,7 @@ typecheck:
 pytest:
 	$(BIN)/pytest
 
-deploy-check: install  ## only the deploy/ validation tests (part of `make test`)
+deploy-check: install test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy
 
 # A signed policy bundle for OPA's bundle plugin (docs/policies.md, "Ship it").

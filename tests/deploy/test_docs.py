@@ -16,11 +16,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
 from sidecar.settings import Settings
-from tests.conftest import OPA_BINARY, POLICY_DIR, REPO
+from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_, start_sidecar, stop
 from tests.unit.test_rego_reasons import _reasons
 
 DOCS = REPO / "docs"
@@ -170,3 +171,47 @@ def test_alert_rules_are_complete_and_watch_documented_metrics() -> None:
         assert rule["annotations"]["summary"]
         for metric in re.findall(r"\b(whose_[a-z_]+?)(?:_bucket)?\b", rule["expr"]):
             assert f"`{metric}" in operations, f"{rule['alert']}: {metric} is not documented"
+
+
+def test_example_end_to_end_through_a_sidecar(patched: Path, tmp_path: Path) -> None:
+    # The walkthrough in docs/policies.md: an extractor stores what bob said in the
+    # stand-up and in a DM; carol (bob's manager, with the example applied) recalls.
+    # This also proves the widened pushdown: the store filter must let the record in.
+    base, process = start_sidecar(tmp_path / "sidecar", {"WHOSE_POLICY_DIR": str(patched / "rego")})
+    try:
+        with httpx.Client(base_url=base, timeout=10) as http:
+            # Two propositions (one key each: the same key would make one chain, and
+            # the DM version would supersede the stand-up one).
+            for channel, participants, key in (
+                ("launch-standup", ["bob", "dave"], "launch.slip"),
+                ("dm", ["bob", "alice"], "launch.budget"),
+            ):
+                said = http.post(
+                    "/v1/observations",
+                    headers=as_("extractor-bot"),
+                    json={
+                        "speaker": "bob",
+                        "source_id": f"{channel}-1",
+                        "channel": channel,
+                        "participants": participants,
+                        "claims": [
+                            {
+                                "proposition": {
+                                    "text": "the launch slips two weeks",
+                                    "key": key,
+                                    "value": "2026-10-31",
+                                },
+                                "hedged": True,
+                            }
+                        ],
+                    },
+                )
+                assert said.status_code == 201, said.text
+            recall = http.post(
+                "/v1/recall", headers=as_("carol"), json={"query": "launch slips", "limit": 10}
+            ).json()
+    finally:
+        stop(process)
+    seen = {item["source_id"] for item in recall["items"]}
+    assert seen == {"launch-standup-1"}, recall
+    assert recall["verdict"] == "attributed"

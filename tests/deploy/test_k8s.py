@@ -8,6 +8,7 @@ probes on the right paths, non-root read-only containers, real settings in the e
 from __future__ import annotations
 
 import copy
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,32 @@ def test_every_required_kind_is_there() -> None:
     }
     assert wanted <= kinds
     assert by_kind("HorizontalPodAutoscaler")["apiVersion"] == "autoscaling/v2"
+
+
+KUSTOMIZE = REPO / "bin" / "kustomize"
+
+
+def rendered() -> list[Manifest]:
+    """What `kubectl apply -k deploy/k8s` applies, rendered by the pinned kustomize."""
+    if not KUSTOMIZE.exists():
+        pytest.fail(f"{KUSTOMIZE} is missing: run the tests with `make test`")
+    output = subprocess.run(
+        [str(KUSTOMIZE), "build", str(K8S)], capture_output=True, text=True, check=True
+    ).stdout
+    return [m for m in yaml.safe_load_all(output) if m is not None]
+
+
+def test_rendered_kustomization_matches_kubernetes_schema() -> None:
+    resources = rendered()
+    assert len(resources) == len(manifests())
+    for resource in resources:
+        validate(resource)
+        assert resource["metadata"]["labels"]["app.kubernetes.io/part-of"] == "whose"
+        if resource["kind"] != "Namespace":
+            assert resource["metadata"]["namespace"] == "whose", resource["kind"]
+    (deployment,) = [r for r in resources if r["kind"] == "Deployment"]
+    images = {c["name"]: c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert images["sidecar"] == "registry.example.com/whose/sidecar:0.1.0"
 
 
 def test_kustomization_lists_exactly_the_validated_files() -> None:
