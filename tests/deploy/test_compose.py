@@ -210,3 +210,22 @@ def test_image_healthcheck_probes_healthz(sidecar: str) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     dead = [sys.executable, *(a.replace("http://127.0.0.1:8080", closed) for a in command[1:])]
     assert subprocess.run(dead, capture_output=True, timeout=30).returncode != 0
+
+
+def test_compose_mounts_what_make_compose_prep_writes() -> None:
+    # `make compose-prep` (Makefile) writes the dev key pair and the bundle under build/;
+    # the stack must mount exactly those paths, and OPA must ask for that file name.
+    makefile = (REPO / "Makefile").read_text()
+    assert "build/keys/bundle-verify.pem" in makefile
+    assert "build/bundle/whose.tar.gz" in makefile
+    stack = services()
+    opa_mounts = {m.split(":")[1]: m.split(":")[0] for m in stack["opa"]["volumes"]}
+    assert opa_mounts["/keys/bundle-verify.pem"] == "../build/keys/bundle-verify.pem"
+    (bundle_mount,) = stack["bundles"]["volumes"]
+    source, target = bundle_mount.split(":")[:2]
+    assert source == "../build/bundle"
+    config = yaml.safe_load((REPO / "deploy" / "opa" / "config.yaml").read_text())
+    assert config["bundles"]["whose"]["resource"] == "whose.tar.gz"
+    assert target == "/usr/share/nginx/html"  # nginx serves it as /whose.tar.gz
+    assert "http://127.0.0.1:8080/whose.tar.gz" in stack["bundles"]["healthcheck"]["test"]
+    assert stack["opa"]["environment"]["WHOSE_BUNDLE_SERVER"] == "http://bundles:8080"
