@@ -3,11 +3,14 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 OPA_VERSION := v1.22.3
+# Renders deploy/k8s in the tests (only `make test` needs it, not `make serve`).
+KUSTOMIZE_VERSION := v5.8.2
 VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean
+.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean \
+	test-tools deploy-check bundle compose-prep
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
 
@@ -20,13 +23,19 @@ bin/.opa-$(OPA_VERSION):
 	scripts/install-opa.sh $(OPA_VERSION)
 	touch $@
 
+test-tools: bin/.kustomize-$(KUSTOMIZE_VERSION)
+
+bin/.kustomize-$(KUSTOMIZE_VERSION):
+	scripts/install-kustomize.sh $(KUSTOMIZE_VERSION)
+	touch $@
+
 serve: install  ## run the sidecar on embedded defaults, dev identity, 127.0.0.1:8080
 	$(BIN)/whose serve --dev
 
 demo: install  ## the launch-date story: what Alice and Bob receive
 	$(BIN)/whose demo
 
-test: install redis rego-check lint typecheck pytest  ## everything CI runs
+test: install test-tools redis rego-check lint typecheck pytest  ## everything CI runs
 
 redis:  ## the tests start their own redis-server; install Debian's if missing
 	scripts/install-redis.sh
@@ -48,6 +57,29 @@ typecheck:
 
 pytest:
 	$(BIN)/pytest
+
+deploy-check: install test-tools  ## only the deploy/ validation tests (part of `make test`)
+	$(BIN)/pytest tests/deploy
+
+# A signed policy bundle for OPA's bundle plugin (docs/policies.md, "Ship it").
+# BUNDLE_SIGNING_KEY: the RSA private key (PEM); the default is a local key pair made
+# on first use (fine for compose; production keys live in a secret store).
+# REVISION: defaults to `git describe --always --dirty`.
+BUNDLE_SIGNING_KEY ?= build/keys/bundle-signing.pem
+DEV_SIGNING_KEY := build/keys/bundle-signing.pem
+bundle: install $(filter $(DEV_SIGNING_KEY),$(BUNDLE_SIGNING_KEY))  ## build/bundle/whose.tar.gz, signed
+	scripts/build-bundle.sh "$(BUNDLE_SIGNING_KEY)" build/bundle/whose.tar.gz $(REVISION)
+
+$(DEV_SIGNING_KEY):
+	mkdir -p build/keys
+	umask 077 && openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out $@
+	openssl pkey -in $@ -pubout -out build/keys/bundle-verify.pem
+
+compose-prep: bundle deploy/.env  ## what deploy/compose.yaml needs: keys, signed bundle, secrets
+
+deploy/.env:  ## random secrets for the compose stack (git-ignored)
+	umask 077 && printf 'WHOSE_JWT_HS256_SECRET=%s\nWHOSE_QDRANT_API_KEY=%s\n' \
+	  "$$(openssl rand -hex 32)" "$$(openssl rand -hex 24)" > $@
 
 schemas: install  ## regenerate schemas/ from the pydantic models
 	$(BIN)/whose schemas --out schemas
