@@ -45,7 +45,9 @@ def locked(
     own_redis: subprocess.Popen[bytes],
     redis_port: int,
 ) -> Iterator[str]:
-    env = {"WHOSE_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WHOSE_LOCK_WAIT_S": "1"}
+    # Sixteen writers queue for one chain's lock: on a loaded machine the last of them
+    # may wait several seconds (a dead Redis is refused at once, not after this wait).
+    env = {"WHOSE_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WHOSE_LOCK_WAIT_S": "20"}
     base, process = start_sidecar(tmp_path_factory.mktemp("locked"), env=env)
     yield base
     stop(process)
