@@ -1,9 +1,11 @@
 """The disclosure gate: the one way a read path gets a decision.
 
-Per request, a route opens a `Disclosure` (`async with gate.begin(question, route)`)
-and asks it about each batch of candidates. It answers from the decision cache
-what it can, asks OPA about the rest in one call, and on leaving writes one
-audit entry with every record allowed and withheld, and why.
+Per request, a route opens a `Disclosure` (`async with gate.begin(question, route)`).
+It gives the store filter the policy implies (`pushdown`, see pushdown.py) and
+the decision for each batch of candidates (`decide`): from the decision cache
+what it can, from one OPA call the rest. On leaving it writes one audit entry
+with every record allowed and withheld, and why, and updates the asker's allow
+rate (allow_rate.py), off the request path.
 
 No stale allow: a cached decision is used only under the policy revision OPA
 reported during this same request. The first batch is looked up under the last
@@ -41,6 +43,7 @@ from sidecar.policy import (
     Verdicts,
 )
 from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.store import StoreUnavailable
 
 log = logging.getLogger("whose.disclosure")
 
@@ -112,8 +115,8 @@ class Disclosure:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        error = "policy_unavailable" if isinstance(exc, PolicyUnavailable) else None
-        if error:
+        error = _error_code(exc)
+        if error == "policy_unavailable":
             metrics.POLICY_UNAVAILABLE.inc()
         self.gate.audit.record(self._entry(error))
         allowed = sum(s.decision.allow for s in self.settled.values())
@@ -299,6 +302,16 @@ class Disclosure:
             withheld=withheld,
             error=error,
         )
+
+
+def _error_code(exc: BaseException | None) -> str | None:
+    if exc is None:
+        return None
+    if isinstance(exc, PolicyUnavailable):
+        return "policy_unavailable"
+    if isinstance(exc, StoreUnavailable):
+        return "store_unavailable"
+    return "error"
 
 
 def _load(value: bytes | None) -> Settled | None:
