@@ -12,7 +12,9 @@ short runs exercise every request type and long ones converge to the same shares
 | `recall`          |  40 % | POST /v1/recall, varied query/limit/filter| 200                 |
 | `recall_audience` |  15 % | POST /v1/recall with an audience          | 200                 |
 | `get_own`         |  10 % | GET /v1/memories/{id}, an id it was shown | 200                 |
-| `get_pool`        |  10 % | GET /v1/memories/{id}, anyone's id        | 200, or 404 (hidden)|
+| `get_pool`        |   5 % | GET /v1/memories/{id}, anyone's id        | 200, or 404 (hidden)|
+| `get_hidden`      |   5 % | GET /v1/memories/{id}, an id nobody here  | 404, always         |
+|                   |       |   may read (or that does not exist)       |                     |
 | `history`         |   5 % | GET /v1/memories/{id}/history, own id     | 200                 |
 | `proposition`     |   5 % | GET /v1/propositions/{key}                | 200                 |
 | `observation`     |   5 % | POST /v1/observations as the extractor    | 201                 |
@@ -21,9 +23,9 @@ short runs exercise every request type and long ones converge to the same shares
 | `belief_update`   |   5 % | POST /v1/memories with explicit supersedes| 201                 |
 
 Any other status is a failure, every 5xx included; so is a 404 for an id the same asker was
-just shown. Requests are named by route template (`/v1/memories/{id}`), so locust's stats
-group by route; the per-task breakdown (and each status seen) is written to
-`WHOSE_LOAD_MIX_OUT` when locust quits.
+just shown, and a 200 for a record no asker of the mix may read (a leak). Requests are named
+by route template (`/v1/memories/{id}`), so locust's stats group by route; the per-task
+breakdown (and each status seen) is written to `WHOSE_LOAD_MIX_OUT` when locust quits.
 
 Rate: `WHOSE_LOAD_RATE` > 0 paces each user at that many requests per second
 (`constant_throughput`, the fixed-rate mode; see README.md); 0 sends back to back (closed).
@@ -58,7 +60,8 @@ WEIGHTS: dict[str, int] = {
     "recall": 8,
     "recall_audience": 3,
     "get_own": 2,
-    "get_pool": 2,
+    "get_pool": 1,
+    "get_hidden": 1,
     "history": 1,
     "proposition": 1,
     "observation": 1,
@@ -70,6 +73,7 @@ EXPECTED: dict[str, frozenset[int]] = {
     "recall_audience": frozenset({200}),
     "get_own": frozenset({200}),
     "get_pool": frozenset({200, 404}),
+    "get_hidden": frozenset({404}),
     "history": frozenset({200}),
     "proposition": frozenset({200}),
     "observation": frozenset({201}),
@@ -85,8 +89,12 @@ POOL_SIZE = 5000
 
 # Ids any user may try to GET: seeded ones, then what recalls returned (bounded).
 POOL: deque[str] = deque(maxlen=POOL_SIZE)
+# Ids of seeded records that no asker of the mix may read.
+HIDDEN: list[str] = []
 if ids_file := os.environ.get("WHOSE_LOAD_IDS_FILE"):
-    POOL.extend(json.loads(Path(ids_file).read_text())["ids"][-POOL_SIZE:])
+    _seeded = json.loads(Path(ids_file).read_text())
+    POOL.extend(_seeded["ids"][-POOL_SIZE:])
+    HIDDEN.extend(_seeded.get("hidden", [])[-POOL_SIZE:])
 
 # task -> status -> count, and task -> failures; written at quit.
 STATUSES: dict[str, Counter[str]] = {name: Counter() for name in WEIGHTS}
@@ -261,6 +269,12 @@ class MemoryUser(HttpUser):
         body = self._call("get_pool", "GET", path, "/v1/memories/{id}", self.me)
         if body:
             self.seen.append(body["item"]["id"])
+
+    def get_hidden(self) -> None:
+        """Someone else's record this asker may not read, or a missing one: the same 404."""
+        record_id = self.rng.choice(HIDDEN) if HIDDEN else str(uuid.uuid4())
+        path = f"/v1/memories/{record_id}"
+        self._call("get_hidden", "GET", path, "/v1/memories/{id}", self.me)
 
     def history(self) -> None:
         record_id = self.head or self._own_id()

@@ -13,7 +13,9 @@ token is written by the extractor (relay role), which the policy also allows. Re
 run, extends the chains instead of being refused as older than their current versions.
 
 `--ids-out` writes the stored ids as JSON; the locustfile reads it (`WHOSE_LOAD_IDS_FILE`)
-as its pool for GET by id, where a record the asker may not see answers 404.
+as its pool for GET by id, where a record the asker may not see answers 404, and takes the
+`hidden` ones (no asker of the mix is in their audience: dave's) for `get_hidden`, which
+must answer 404 every time.
 """
 
 from __future__ import annotations
@@ -43,9 +45,21 @@ def writer_for(record: dict[str, Any], identities: Identities) -> str:
     return holder if identities.can_act_as(holder) else identities.extractor
 
 
-def seed(host: str, records: list[dict[str, Any]], identities: Identities) -> list[str]:
-    """Write the records, grouped by writer and batched; return the stored ids in order."""
+def hidden_from_all(record: dict[str, Any], identities: Identities) -> bool:
+    """No asker of the mix is in the audience, by name or through a group."""
+    audience = set(record.get("audience") or [])
+    return not audience & {*identities.askers, identities.group}
+
+
+def seed(
+    host: str, records: list[dict[str, Any]], identities: Identities
+) -> tuple[list[str], list[str]]:
+    """Write the records, grouped by writer and batched.
+
+    Returns every stored id, and the ids of records no asker of the mix may read.
+    """
     ids: list[str] = []
+    hidden: list[str] = []
     with httpx.Client(base_url=host, timeout=120) as http:
         for start in range(0, len(records), BATCH):
             by_writer: dict[str, list[dict[str, Any]]] = {}
@@ -57,8 +71,11 @@ def seed(host: str, records: list[dict[str, Any]], identities: Identities) -> li
                     raise SystemExit(
                         f"seeding as {writer} failed: {response.status_code} {response.text[:500]}"
                     )
-                ids += [str(r["id"]) for r in response.json()["records"]]
-    return ids
+                for stored in response.json()["records"]:
+                    ids.append(str(stored["id"]))
+                    if hidden_from_all(stored, identities):
+                        hidden.append(str(stored["id"]))
+    return ids, hidden
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,12 +96,17 @@ def main(argv: list[str] | None = None) -> None:
         # (valid_at_before_current_version) once a load run has written newer versions.
         record.pop("valid_at", None)
     started = time.perf_counter()
-    ids = seed(args.host.rstrip("/"), records, identities)
+    ids, hidden = seed(args.host.rstrip("/"), records, identities)
     elapsed = time.perf_counter() - started
     if args.ids_out:
         args.ids_out.parent.mkdir(parents=True, exist_ok=True)
-        args.ids_out.write_text(json.dumps({"host": args.host, "ids": ids}) + "\n")
-    print(f"seeded {len(ids)} records in {elapsed:.1f}s ({identities.mode} identity)")
+        args.ids_out.write_text(
+            json.dumps({"host": args.host, "ids": ids, "hidden": hidden}) + "\n"
+        )
+    print(
+        f"seeded {len(ids)} records ({len(hidden)} hidden from every asker) "
+        f"in {elapsed:.1f}s ({identities.mode} identity)"
+    )
 
 
 if __name__ == "__main__":
