@@ -123,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     brief = {k: report[k] for k in ("offered_rps", "achieved_rps", "requests", "failures")}
     print(f"{out}/summary.json: {json.dumps(brief)}")
+    if report["kept_schedule"] is False:
+        print(
+            f"warning: achieved {report['achieved_rps']} of {report['offered_rps']} req/s offered: "
+            "the users fell behind their schedule, so the latencies understate what callers "
+            "would see (coordinated omission). Report the achieved rate as the capacity, or add "
+            "users at a lower rate each."
+        )
     return 1 if report["failures"] or finished.returncode else 0
 
 
