@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock clean \
+.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock load clean \
 	test-tools deploy-check bundle compose-prep
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
@@ -83,6 +83,18 @@ deploy/.env:  ## random secrets for the compose stack (git-ignored)
 
 schemas: install  ## regenerate schemas/ from the pydantic models
 	$(BIN)/whose schemas --out schemas
+
+# Load test a running sidecar (`make serve` in another shell): fixed rate, headless; reports
+# in loadtests/results/<time>/. SEED=N writes N records first. See loadtests/README.md.
+# (":=", not "?=": a shell variable such as zsh's HOST must not pick the target.)
+HOST := http://127.0.0.1:8080
+USERS := 4
+RATE := 2
+DURATION := 30s
+SEED := 0
+load: install  ## make load HOST=... USERS=4 RATE=2 DURATION=30s SEED=1000
+	$(BIN)/python -m loadtests.run --host $(HOST) --users $(USERS) --rate $(RATE) \
+	  --duration $(DURATION) --seed-records $(SEED) $(LOAD_ARGS)
 
 lock:  ## re-pin the transitive dependencies after changing pyproject.toml
 	$(BIN)/pip freeze --exclude-editable > requirements.lock

@@ -30,6 +30,7 @@ from sidecar.locks import ChainLocks, LocalLocks, LockUnavailable, RedisLocks
 from sidecar.messages import Problem
 from sidecar.policy import PolicyClient, PolicyUnavailable
 from sidecar.recall import Bounds
+from sidecar.request_metrics import RequestTimer
 from sidecar.services import Services
 from sidecar.settings import Settings
 from sidecar.store import Store, StoreUnavailable
@@ -152,6 +153,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(proxy.router)
+    app.add_middleware(RequestTimer)
     _install_error_shapes(app)
     return app
 

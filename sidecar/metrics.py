@@ -21,6 +21,12 @@ POLICY_UNAVAILABLE = Counter(
     "whose_policy_unavailable",
     "Requests answered without disclosure because OPA was down, slow or malformed.",
 )
+REQUEST_SECONDS = Histogram(
+    "whose_request_seconds",
+    "Request latency inside the sidecar, by method, route template and status.",
+    ["method", "route", "status"],
+    buckets=_LATENCY_BUCKETS,
+)
 POLICY_SECONDS = Histogram(
     "whose_policy_call_seconds",
     "OPA call latency as seen by the sidecar, by rule.",

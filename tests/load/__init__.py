@@ -1,0 +1,1 @@
+"""Load-test smoke runs against a real sidecar."""
