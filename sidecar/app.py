@@ -21,6 +21,7 @@ from sidecar import __version__, api, proxy
 from sidecar.embed import HashingEmbedder
 from sidecar.identity import Authenticator
 from sidecar.ingest import Writer, WriteRefused
+from sidecar.limits import BodySizeLimit
 from sidecar.local_opa import LocalOpa
 from sidecar.locks import ChainLocks, LocalLocks, LockUnavailable, RedisLocks
 from sidecar.messages import Problem
@@ -105,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(api.router)
     app.include_router(proxy.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     _install_error_shapes(app)
     return app
 
