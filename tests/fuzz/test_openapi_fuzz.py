@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,9 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 
 from sidecar.app import create_app
 from sidecar.settings import Settings
-from tests.conftest import as_, start_sidecar, stop
+from tests.conftest import REPORT, as_, start_sidecar, stop
+
+CALLS: Counter[str] = Counter()
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +24,9 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base, process = start_sidecar(tmp_path_factory.mktemp("fuzz"))
     yield base
     stop(process)
+    REPORT.append(
+        f"schemathesis: {sum(CALLS.values())} generated requests over {len(CALLS)} operations"
+    )
 
 
 # schemathesis.pytest.from_fixture (a schema read from the running sidecar) does not
@@ -52,4 +58,5 @@ EXCLUDED: list[schemathesis.CheckFunction] = [
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api(case: schemathesis.Case[Any], fuzzed: str) -> None:
+    CALLS[case.operation.label] += 1
     case.call_and_validate(base_url=fuzzed, headers=as_("alice"), excluded_checks=EXCLUDED)

@@ -20,6 +20,7 @@ The number of examples comes from the Hypothesis profile (tests/conftest.py):
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -34,7 +35,15 @@ from hypothesis import HealthCheck, given, settings
 
 from sidecar.embed import HashingEmbedder
 from tests.conftest import POLICY_DIR, REPORT, as_, start_opa, start_sidecar, stop
-from tests.oracle.reference import Config, Model, Person, Record, at, valid_at_instant
+from tests.oracle.reference import (
+    Config,
+    Model,
+    Person,
+    Record,
+    TenantDirectory,
+    at,
+    valid_at_instant,
+)
 from tests.oracle.world import (
     KEYS,
     RELAY,
@@ -42,6 +51,7 @@ from tests.oracle.world import (
     TIMES,
     Query,
     World,
+    Write,
     chain,
     neighbour_record,
     worlds,
@@ -174,12 +184,19 @@ class Checker:
             f"{[i for i, m in self.markers.items() if m in leaked]}"
         )
 
-    def check_item(self, item: dict[str, Any], record_id: str) -> None:
-        """(a) as what: usable_as and obligations agree with the model."""
-        use = self.model.usable_as(self.records[record_id], self.now)
+    def check_item(
+        self, item: dict[str, Any], record_id: str, moment: datetime | None = None
+    ) -> None:
+        """(a) as what: usable_as and obligations agree with the model; and the status
+        is told at the instant asked about (had this version ended by then?)."""
+        record = self.records[record_id]
+        use = self.model.usable_as(record, self.now)
         OUTCOMES[f"usable_as_{use}"] += 1
-        assert item["usable_as"] == use, (record_id, self.records[record_id], item)
+        assert item["usable_as"] == use, (record_id, record, item)
         assert set(item["obligations"]) == self.model.obligations(use), item
+        moment = moment or self.now
+        ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
+        assert item["status"] == ("superseded" if ended else "current"), (item, moment)
 
     def check_recall(self) -> None:
         q = self.query
@@ -198,12 +215,7 @@ class Checker:
         assert sorted(got) == sorted(expected), ("recall", body, self.world)
         assert (answer["verdict"] == "abstain") == (not expected)
         for item in answer["items"]:
-            self.check_item(item, item["id"])
-            if not q.include_history:
-                record = self.records[item["id"]]
-                moment = as_of or self.now
-                ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
-                assert item["status"] == ("superseded" if ended else "current"), item
+            self.check_item(item, item["id"], as_of)
         self.no_secrets_but(response, expected)
 
     def check_propositions(self) -> None:
@@ -254,10 +266,15 @@ class Checker:
                 ):
                     version = applying[0]["id"]
             response = self.request("GET", f"/v1/memories/{record_id}", params={"as_of": as_of})
-            self._one_or_absent(response, record_id, version, absent[as_of])
+            self._one_or_absent(response, record_id, version, absent[as_of], at(as_of))
 
     def _one_or_absent(
-        self, response: httpx.Response, asked: str, expected: str | None, absent: Any
+        self,
+        response: httpx.Response,
+        asked: str,
+        expected: str | None,
+        absent: Any,
+        moment: datetime | None = None,
     ) -> None:
         if expected is None:
             # (b): indistinguishable from a record that does not exist.
@@ -267,7 +284,7 @@ class Checker:
         assert response.status_code == 200, (asked, response.text)
         answer = response.json()
         assert answer["record"]["id"] == expected
-        self.check_item(answer["item"], expected)
+        self.check_item(answer["item"], expected, moment)
         self.no_secrets_but(response, [expected])
 
     def check_history(self) -> None:
@@ -315,8 +332,32 @@ class Checker:
             for point in points:
                 self.check_item(point["payload"]["whose"], str(point["id"]))
             self.no_secrets_but(response, expected)
+        self.check_pages(expected)
         count = self.request("POST", f"{base}/count", json={})
         assert count.json()["result"]["count"] == len(expected)
+
+    def check_pages(self, expected: set[str]) -> None:
+        """Scroll and query page by page: the pages add up to what may be seen, and
+        a page's continuation says nothing about points the asker may not see."""
+        base = f"/collections/{COLLECTION}/points"
+        scrolled: list[str] = []
+        offset = None
+        for _ in range(len(self.records) + 1):
+            body = {"limit": 2, "with_payload": True} | ({"offset": offset} if offset else {})
+            page = self.request("POST", f"{base}/scroll", json=body)
+            assert page.status_code == 200, page.text
+            scrolled += [str(p["id"]) for p in page.json()["result"]["points"]]
+            self.no_secrets_but(page, expected)
+            if (offset := page.json()["result"]["next_page_offset"]) is None:
+                break
+        assert sorted(scrolled) == sorted(expected), "scroll pages"
+        queried: list[str] = []
+        for start in range(0, len(expected) + 1, 2):
+            body = {"query": VECTOR, "limit": 2, "offset": start, "with_payload": True}
+            page = self.request("POST", f"{base}/query", json=body)
+            queried += [str(p["id"]) for p in page.json()["result"]["points"]]
+            self.no_secrets_but(page, expected)
+        assert sorted(queried) == sorted(expected), "query pages"
 
     def check_proxy_by_id(self) -> None:
         base = f"/collections/{COLLECTION}/points"
@@ -373,23 +414,47 @@ def test_no_read_path_discloses_what_the_model_forbids(stack: Stack, world: Worl
             checker.ask(query)
 
 
-def test_the_oracle_sees_secrets_when_they_are_allowed(stack: Stack, tmp_path: Path) -> None:
-    """The checks above must be able to fail: a marker the model forbids is caught."""
+def test_the_checks_can_fail(stack: Stack) -> None:
+    """A marker the model forbids is caught, and so is a disclosure it does not allow."""
+    marker = f"SECRET{uuid.uuid4().hex}"
+    body = neighbour_record(marker) | {"audience": ["p1"]}
+    world = World(TenantDirectory(scopes={RELAY: set()}), [Write("memories", body, marker)], [])
     with httpx.Client(base_url=stack.sidecar, timeout=30) as http:
-        from tests.oracle.reference import TenantDirectory
-        from tests.oracle.world import Write
-
-        marker = f"SECRET{uuid.uuid4().hex}"
-        body = neighbour_record(marker) | {"audience": ["p1"]}
-        world = World(TenantDirectory(scopes={RELAY: set()}), [Write("memories", body, marker)], [])
         checker = Checker(stack, http, world)
         checker.build()
         (record_id,) = checker.records
-        checker.ask(Query("p1", [], [], None, False))  # p1 may: every check passes
+        checker.ask(Query("p1", [], [], None, False))  # p1 may see it: every check passes
         checker.model.allows = lambda *a, **k: False  # type: ignore[method-assign]
-        with pytest.raises(AssertionError):
+        with pytest.raises(AssertionError, match="recall"):
             checker.check_recall()
+        got = http.get(f"/v1/memories/{record_id}", headers=checker.headers)
         with pytest.raises(AssertionError, match="disclosed"):
-            checker.no_secrets_but(
-                http.get(f"/v1/memories/{record_id}", headers=checker.headers), []
-            )
+            checker.no_secrets_but(got, [])
+
+
+def test_the_oracle_catches_a_broken_policy(tmp_path: Path) -> None:
+    """With a scope check broken in the Rego, a small world shows the leak."""
+    policies = tmp_path / "rego"
+    shutil.copytree(POLICY_DIR, policies)
+    directory = policies / "whose" / "lib" / "directory.rego"
+    rule = "clears_scope(record, identity) if cleared_for(identity, record.access_scope)"
+    assert rule in directory.read_text()
+    directory.write_text(directory.read_text().replace(rule, "clears_scope(_, _)"))
+    opa, opa_process = start_opa(policies, tmp_path / "opa.log")
+    base, process = start_sidecar(tmp_path / "sidecar", env={"WHOSE_OPA_URL": opa})
+    try:
+        marker = f"SECRET{uuid.uuid4().hex}"
+        body = neighbour_record(marker) | {"audience": ["p1"], "access_scope": "s1"}
+        directory_data = TenantDirectory(scopes={RELAY: {"s1"}, "p1": set()})
+        world = World(directory_data, [Write("memories", body, marker)], [])
+        with httpx.Client(base_url=base, timeout=30) as http:
+            checker = Checker(Stack(base, opa), http, world)
+            checker.build()
+            with pytest.raises(AssertionError) as caught:
+                checker.ask(Query("p1", [], [], None, False))
+            (record_id,) = checker.records
+            # It failed on the leaked record itself (GET answered 200 where 404 was due).
+            assert record_id in str(caught.value)
+    finally:
+        stop(process)
+        stop(opa_process)

@@ -195,7 +195,9 @@ queries = st.builds(
     Query,
     asker=st.sampled_from(PEOPLE),
     token_groups=st.lists(st.sampled_from([*GROUPS, TOKEN_ONLY_GROUP]), unique=True, max_size=2),
-    audience=st.lists(st.sampled_from(PEOPLE), unique=True, max_size=2),
+    # A group as audience member stands for "the whole group": only records addressed
+    # to that very group admit it.
+    audience=st.lists(st.sampled_from([*PEOPLE, f"group:{GROUPS[0]}"]), unique=True, max_size=2),
     as_of=st.none() | st.sampled_from(TIMES),
     include_history=st.booleans(),
 )
