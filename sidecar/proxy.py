@@ -499,13 +499,17 @@ async def unsupported(rest: str, request: Request, who: Asker) -> JSONResponse:
 
 
 def _methods_served(request: Request) -> list[str]:
-    """The methods other routes serve on this path (so a 405 can list them)."""
-    methods: set[str] = set()
-    for route in request.app.routes:
-        if (
-            isinstance(route, APIRoute)
-            and route.endpoint is not unsupported
-            and route.path_regex.match(request.url.path)
-        ):
-            methods |= route.methods or set()
-    return sorted(methods)
+    """The methods this router's other routes serve on the path (so a 405 can list them).
+
+    Where templates overlap (`points/query` also fits `points/{point}`), the one with
+    the fewest parameters names the resource, as in the OpenAPI document.
+    """
+    matching = [
+        route
+        for route in router.routes  # included without a prefix: its paths are the app's
+        if isinstance(route, APIRoute)
+        and route.endpoint is not unsupported
+        and route.path_regex.match(request.url.path)
+    ]
+    fewest = min((route.path.count("{") for route in matching), default=0)
+    return sorted({m for r in matching if r.path.count("{") == fewest for m in r.methods or set()})

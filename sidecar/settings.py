@@ -57,8 +57,8 @@ class Settings(BaseSettings):
     max_rounds: int = Field(default=4, ge=1, le=10)
     max_candidates: int = Field(default=1000, ge=1, le=10_000)
     max_limit: int = Field(default=100, ge=1, le=1000)
-    # Largest request body accepted (413 body_too_large above it): room for a full
-    # batch of MAX_BATCH records with their vectors.
+    # Largest request body accepted (413 body_too_large above it): room for a batch
+    # of MAX_BATCH records with 384-dimension vectors; raise it with vector_size.
     max_body_bytes: int = Field(default=16 * 2**20, ge=1024)
     # The proxy's count examines at most this many matching points (see proxy.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)

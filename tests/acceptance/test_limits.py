@@ -272,3 +272,16 @@ def test_another_tenants_ids_look_missing(http: httpx.Client) -> None:
     by_filter = {"must": [{"has_id": [other]}]}
     scroll = http.post(f"{POINTS}/scroll", json={"filter": by_filter}, headers=as_("alice"))
     assert scroll.json()["result"]["points"] == []
+
+
+def test_an_undeclared_method_is_a_405_naming_what_is_served(http: httpx.Client) -> None:
+    served = http.delete(f"{POINTS}/query", headers=as_("alice"))
+    assert (served.status_code, served.headers["allow"]) == (405, "POST")
+    # Only GET /collections/{c}/points/{point} fits this one (a point named "delete").
+    point = http.post(f"{POINTS}/delete", json={}, headers=as_("alice"))
+    assert (point.status_code, point.headers["allow"]) == (405, "GET")
+    both = http.request("OPTIONS", POINTS, headers=as_("alice"))
+    assert (both.status_code, both.headers["allow"]) == (405, "POST, PUT")
+    nothing = http.post(f"/collections/{COLLECTION}/aliases", json={}, headers=as_("alice"))
+    assert (nothing.status_code, nothing.headers["allow"]) == (405, "")
+    assert "not supported by whose" in reason_of(nothing)
