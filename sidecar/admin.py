@@ -25,9 +25,12 @@ from sidecar.services import Asker, Svc
 
 router = APIRouter(tags=["security"])
 
+# 400: a body that is not JSON at all (FastAPI's own refusal); 413: limits.py.
 _errors: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem},
     401: {"model": Problem},
     403: {"model": Problem},
+    413: {"model": Problem},
     422: {"model": Problem},
     503: {"model": Problem},
 }

@@ -42,8 +42,11 @@ MAX_HISTORY = 100
 
 
 _NOT_FOUND = HTTPException(status_code=404, detail={"error": "not_found"})
+# 400: a body that is not JSON at all (FastAPI's own refusal); 413: limits.py.
 _errors: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem},
     401: {"model": Problem},
+    413: {"model": Problem},
     422: {"model": Problem},
     503: {"model": Problem},
 }

@@ -25,6 +25,7 @@ from sidecar.embed import HashingEmbedder
 from sidecar.gate import Gate
 from sidecar.identity import Authenticator
 from sidecar.ingest import Writer, WriteRefused
+from sidecar.limits import BodySizeLimit
 from sidecar.local_opa import LocalOpa
 from sidecar.locks import ChainLocks, LocalLocks, LockUnavailable, RedisLocks
 from sidecar.messages import Problem
@@ -153,6 +154,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(proxy.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer)
     _install_error_shapes(app)
     return app

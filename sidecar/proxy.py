@@ -13,6 +13,7 @@ A point that may not be disclosed is absent, exactly as if it did not exist.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from qdrant_client.http import models as qm
 
@@ -30,6 +32,7 @@ from sidecar.attribution import disclosed_item
 from sidecar.gate import Disclosure
 from sidecar.identity import Identity
 from sidecar.ingest import MAX_BATCH, WriteRefused
+from sidecar.messages import Problem
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
 from sidecar.record import MemoryWrite
@@ -39,24 +42,52 @@ from sidecar.store import Hit, Scope, point_id
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
 QDRANT_API_VERSION = version("qdrant-client")
 
-router = APIRouter(tags=["Qdrant-compatible"])
+
+class QdrantProblem(BaseModel):
+    """Qdrant's error shape (for the OpenAPI document; see QdrantError)."""
+
+    status: dict[str, str]
+    time: float
+    reasons: list[Any] | None = None
+
+
+# Documented so that clients (and the schema fuzzer) know every answer a route gives:
+# Qdrant-shaped refusals, and the app's Problem shape for 401, a body that is not
+# JSON (400) or too large (413), 422 from body parsing, and 503 from a policy or
+# store that is down.
+_QDRANT_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": QdrantProblem | Problem},
+    401: {"model": Problem},
+    404: {"model": QdrantProblem},
+    413: {"model": Problem},
+    422: {"model": QdrantProblem | Problem},
+    503: {"model": Problem},
+}
+router = APIRouter(tags=["Qdrant-compatible"], responses=_QDRANT_ERRORS)
 
 
 class QdrantError(Exception):
     """An error answered in Qdrant's shape: {"status": {"error": ...}, "time": ...}."""
 
-    def __init__(self, status_code: int, message: str, reasons: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        reasons: list[Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
         self.reasons = reasons
+        self.headers = headers
 
 
 def qdrant_error_response(exc: QdrantError) -> JSONResponse:
     body: dict[str, Any] = {"status": {"error": exc.message}, "time": 0.0}
     if exc.reasons is not None:
         body["reasons"] = exc.reasons
-    return JSONResponse(body, status_code=exc.status_code)
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
 RawBody = Annotated[dict[str, Any], Body()]
@@ -157,6 +188,9 @@ def _dense(query: Any) -> list[float]:
 
 
 def _checked_vector(vector: list[float], svc: Services) -> list[float]:
+    # JSON parsing lets NaN and Infinity through; the engine would rank by garbage.
+    if not all(math.isfinite(x) for x in vector):
+        raise QdrantError(400, "Wrong input: vector values must be finite numbers")
     if len(vector) != svc.settings.vector_size:
         raise QdrantError(
             400,
@@ -192,6 +226,8 @@ async def _nearest(
             svc.bounds,
             score_threshold=score_threshold,
             with_vector=_wants_vector(with_vector),
+            # Pages by offset must see the same candidates whatever the asker did before.
+            adaptive=False,
         )
     page = found.allowed[offset : offset + limit]
     return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
@@ -251,7 +287,7 @@ async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
         who,
         _dense(request.query),
         body.get("filter"),
-        request.limit or 10,
+        10 if request.limit is None else request.limit,
         request.offset or 0,
         request.score_threshold,
         request.with_payload if request.with_payload is not None else False,
@@ -307,7 +343,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     request = _parse(qm.ScrollRequest, body)
     if request.order_by is not None:
         raise QdrantError(400, "order_by is not supported")
-    limit = request.limit or 10
+    limit = 10 if request.limit is None else request.limit
     if not 1 <= limit <= svc.settings.max_limit:
         raise QdrantError(400, f"limit must be between 1 and {svc.settings.max_limit}")
     now = datetime.now(UTC)
@@ -473,12 +509,32 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
 
 @router.api_route(
     "/collections/{rest:path}",
-    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+    # OPTIONS too: otherwise Starlette's own 405 lists only the first route's methods.
+    methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
     include_in_schema=False,
 )
 async def unsupported(rest: str, request: Request, who: Asker) -> JSONResponse:
     """No silent pass-through: anything else is refused, by name."""
-    raise QdrantError(
-        404 if request.method == "GET" else 405,
-        f"not supported by whose: {request.method} /collections/{rest}",
-    )
+    allowed = _methods_served(request)
+    message = f"not supported by whose: {request.method} /collections/{rest}"
+    if request.method == "GET" and not allowed:
+        raise QdrantError(404, message)
+    # RFC 9110: a 405 names the methods the resource does serve (possibly none).
+    raise QdrantError(405, message, headers={"Allow": ", ".join(allowed)})
+
+
+def _methods_served(request: Request) -> list[str]:
+    """The methods this router's other routes serve on the path (so a 405 can list them).
+
+    Where templates overlap (`points/query` also fits `points/{point}`), the one with
+    the fewest parameters names the resource, as in the OpenAPI document.
+    """
+    matching = [
+        route
+        for route in router.routes  # included without a prefix: its paths are the app's
+        if isinstance(route, APIRoute)
+        and route.endpoint is not unsupported
+        and route.path_regex.match(request.url.path)
+    ]
+    fewest = min((route.path.count("{") for route in matching), default=0)
+    return sorted({m for r in matching if r.path.count("{") == fewest for m in r.methods or set()})

@@ -96,10 +96,13 @@ async def overfetch(
     *,
     score_threshold: float | None = None,
     with_vector: bool = False,
+    adaptive: bool = True,
 ) -> Candidates:
-    batch = first_batch(
-        limit, await gate.allow_rate(), bounds.overfetch_factor, bounds.max_candidates
-    )
+    """`adaptive=False` sizes the first round by the configured factor alone, so that
+    the same question always examines the same candidates (the proxy's offset paging
+    relies on that when scores tie: the store orders ties by no fixed rule)."""
+    rate = await gate.allow_rate() if adaptive else None
+    batch = first_batch(limit, rate, bounds.overfetch_factor, bounds.max_candidates)
     rounds = 0
     seen: set[str] = set()
     allowed: list[tuple[Hit, Decision]] = []

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     max_limit: int = Field(default=100, ge=1, le=1000)
     # Derive a store filter from the policy (OPA's Compile API); off: over-fetch only.
     pushdown: bool = True
+    # Largest request body accepted (413 body_too_large above it): room for a batch
+    # of MAX_BATCH records with 384-dimension vectors; raise it with vector_size.
+    max_body_bytes: int = Field(default=16 * 2**20, ge=1024)
     # The proxy's count examines at most this many matching points (see proxy.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 

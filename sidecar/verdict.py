@@ -60,8 +60,12 @@ def settle(items: list[Item]) -> list[Item]:
     storing the new version and closing the old one, until the chain is repaired.
     """
     replaced = {item.supersedes for item in items if item.supersedes is not None}
+    # A closed version (invalid_at set) already has the status of the instant asked
+    # about: it may still have applied then, its successor starting later.
     return [
-        item.model_copy(update={"status": "superseded"}) if item.id in replaced else item
+        item.model_copy(update={"status": "superseded"})
+        if item.id in replaced and item.invalid_at is None
+        else item
         for item in items
     ]
 

@@ -13,10 +13,29 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings
+
+# Hypothesis profiles: "ci" (the default, what `make test` runs) and "long"
+# (`pytest --hypothesis-profile=long tests/oracle`: thousands of worlds).
+# Tests that set max_examples themselves keep their own.
+settings.register_profile("ci", max_examples=150, deadline=None)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 OPA_BINARY = REPO / "bin" / "opa"
 POLICY_DIR = REPO / "rego"
+
+# Lines for the end of the test output: how much was checked (leak oracle, fuzzing,
+# policy coverage), so the numbers are in every CI log.
+REPORT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if REPORT:
+        terminalreporter.section("whose: what was checked")
+        for line in REPORT:
+            terminalreporter.write_line(line)
 
 
 def free_port() -> int:

@@ -88,6 +88,14 @@ def test_a_version_named_as_superseded_by_another_item_is_not_current() -> None:
     assert decide(settled) == ("attributed", [])
 
 
+def test_a_closed_version_keeps_the_status_of_the_instant_asked_about() -> None:
+    # Found by the leak oracle: recall with include_history showed a version as
+    # superseded although its successor starts only in 2100.
+    old = item("alice", "2026-10-17", invalid_at="2100-01-01T00:00:00Z")
+    new = item("alice", "2026-10-24", supersedes=old.id, valid_at="2100-01-01T00:00:00Z")
+    assert [i.status for i in settle([old, new])] == ["current", "current"]
+
+
 def test_a_fact_that_has_ended_does_not_answer() -> None:
     ended = item("", "x", usable_as="fact", observer_id=None, status="superseded")
     assert decide([ended])[0] == "attributed"

@@ -1,0 +1,184 @@
+"""The disclosure rules, stated plainly from DESIGN.md, for tests only.
+
+This is an independent statement of who may see a record and as what, written
+from the design (§2 the record, §3 the contracts) and from what the directory
+and config data mean, not from the Rego. The leak oracle compares the running
+sidecar (real OPA, real store) with it: any disagreement is a bug in one of them.
+
+The rules:
+- Tenants are walls: a record of another tenant is never disclosed.
+- Everyone who will hear the answer must be allowed: the asker always, and each
+  named audience member. A person is admitted by a record when the record's
+  audience names them, or names a `group:` they belong to. Group membership comes
+  from the tenant directory; the asker's own token may add groups (a token speaks
+  for its bearer alone, so the other audience members have only the directory).
+- A record with an access scope also needs every hearer cleared for that scope
+  (directory clearances; the dev identity carries no scope claims).
+- Recall looks at a moment (as_of, default now): only versions whose valid time
+  covers it (valid_at <= t < invalid_at). Get and history show any version.
+- What a record may support (usable_as): a world-state claim is a fact only when
+  an authoritative source supports it and it is current now, else an unverified
+  claim; "X knows p" is knowledge only with evidence the evidence policy accepts
+  for the knower; common knowledge only from an announcement to a group on a
+  qualifying channel; a claim about someone else's mind is a nested belief;
+  everything else is the holder's belief.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+CONFIG = Path(__file__).resolve().parents[2] / "rego" / "whose" / "config" / "data.json"
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone who will hear an answer: the asker (with token groups) or an audience member."""
+
+    id: str
+    tenant: str
+    token_groups: frozenset[str] = frozenset()
+
+
+@dataclass
+class TenantDirectory:
+    scopes: dict[str, set[str]] = field(default_factory=dict)  # principal -> clearances
+    groups: dict[str, set[str]] = field(default_factory=dict)  # group -> members
+
+    def as_data(self, roles: dict[str, list[str]] | None = None) -> dict[str, Any]:
+        """The same directory in policy data's shape (data.whose.directory.tenants[t])."""
+        roles = roles or {}
+        return {
+            "principals": {
+                p: {"roles": roles.get(p, []), "scopes": sorted(s)} for p, s in self.scopes.items()
+            },
+            "groups": {g: sorted(m) for g, m in self.groups.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Config:
+    """The evidence policy, announcement channels and authoritative sources (policy data)."""
+
+    evidence_kinds: frozenset[str]
+    signed_by_knower: frozenset[str]
+    qualifying_channels: frozenset[str]
+    authoritative_kinds: frozenset[str]
+
+    @staticmethod
+    def load(path: Path = CONFIG) -> Config:
+        data = json.loads(path.read_text())
+        return Config(
+            evidence_kinds=frozenset(data["evidence"]["accepted_kinds"]),
+            signed_by_knower=frozenset(data["evidence"]["signed_by_knower"]),
+            qualifying_channels=frozenset(data["announcements"]["qualifying_channels"]),
+            authoritative_kinds=frozenset(data["authoritative"]["source_kinds"]),
+        )
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def valid_at_instant(record: Record, t: datetime) -> bool:
+    """The record's claim applied at t: it had started and had not yet ended."""
+    if "valid_at" not in record or at(record["valid_at"]) > t:
+        return False
+    return "invalid_at" not in record or t < at(record["invalid_at"])
+
+
+class Model:
+    def __init__(self, directories: dict[str, TenantDirectory], config: Config) -> None:
+        self.directories = directories
+        self.config = config
+
+    # --- who may hear it -------------------------------------------------------
+
+    def groups_of(self, person: Person) -> set[str]:
+        directory = self.directories.get(person.tenant, TenantDirectory())
+        listed = {g for g, members in directory.groups.items() if person.id in members}
+        return listed | set(person.token_groups)
+
+    def cleared(self, person: Person, scope: str) -> bool:
+        directory = self.directories.get(person.tenant, TenantDirectory())
+        return scope in directory.scopes.get(person.id, set())
+
+    def may_hear(self, record: Record, person: Person) -> bool:
+        if record.get("tenant") != person.tenant:
+            return False
+        audience = record.get("audience", [])
+        named = person.id in audience
+        via_group = any(f"group:{g}" in audience for g in self.groups_of(person))
+        if not (named or via_group):
+            return False
+        scope = record.get("access_scope")
+        return scope is None or self.cleared(person, scope)
+
+    def hearers(self, asker: Person, audience: Iterable[str]) -> list[Person]:
+        others = [Person(a, asker.tenant) for a in audience if a != asker.id]
+        return [asker, *others]
+
+    def allows(
+        self,
+        record: Record,
+        asker: Person,
+        *,
+        purpose: str,
+        now: datetime,
+        audience: Iterable[str] = (),
+        as_of: datetime | None = None,
+    ) -> bool:
+        if not all(self.may_hear(record, p) for p in self.hearers(asker, audience)):
+            return False
+        if purpose == "recall":
+            return valid_at_instant(record, as_of or now)
+        return purpose in {"get", "history"}
+
+    # --- as what ----------------------------------------------------------------
+
+    def evidence_ok(self, record: Record) -> bool:
+        knower = record.get("observed_id") or record.get("observer_id")
+        for item in record.get("evidence", []):
+            if item.get("kind") not in self.config.evidence_kinds or not item.get("ref"):
+                continue
+            if item["kind"] not in self.config.signed_by_knower or item.get("by") == knower:
+                return True
+        return False
+
+    def qualifying_announcement(self, record: Record) -> bool:
+        source = record.get("source") or {}
+        to_a_group = any(a.startswith("group:") for a in record.get("audience", []))
+        return (
+            source.get("kind") == "announcement"
+            and source.get("channel") in self.config.qualifying_channels
+            and to_a_group
+        )
+
+    def usable_as(self, record: Record, now: datetime) -> str:
+        modality = record["modality"]
+        if modality == "world_state":
+            kind = (record.get("source") or {}).get("kind")
+            authoritative = kind in self.config.authoritative_kinds
+            return "fact" if authoritative and valid_at_instant(record, now) else "unverified_claim"
+        if modality == "known" and self.evidence_ok(record):
+            return "knowledge"
+        if modality == "common_knowledge" and self.qualifying_announcement(record):
+            return "common_knowledge"
+        return "nested_belief" if record.get("observed_id") else "belief"
+
+    @staticmethod
+    def obligations(usable_as: str) -> set[str]:
+        # Always cite; attribute whatever is not a fact; verify an unverified claim first.
+        duties = {"cite_source"}
+        if usable_as != "fact":
+            duties.add("attribute")
+        if usable_as == "unverified_claim":
+            duties.add("verify_before_acting")
+        return duties

@@ -1,0 +1,241 @@
+"""Random worlds for the leak oracle: a tenant's directory, its records, and who asks.
+
+Each world gets tenants of its own (and a neighbouring tenant with the same
+principal names), so worlds sharing one sidecar never see each other. Records are
+written through the real write API by a relay (an extractor with the authority
+role), so the write policy decides what is stored; a refused write is simply not
+part of the world.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.oracle.reference import Record, TenantDirectory
+
+PRINCIPALS = ["p0", "p1", "p2", "p3"]  # in the tenant directory
+OUTSIDER = "p4"  # unknown to the directory: only named entries and token groups admit them
+PEOPLE = [*PRINCIPALS, OUTSIDER]
+GROUPS = ["g1", "g2"]  # in the directory
+TOKEN_ONLY_GROUP = "g3"  # exists only in askers' token claims
+SCOPES = ["s1", "s2"]
+RELAY = "relay"  # writes every record; cleared for every scope
+RELAY_ROLES = "extractor,authority"
+# Boundaries matter: as_of is drawn from the same instants as valid_at.
+TIMES = [
+    "2026-01-01T00:00:00Z",
+    "2026-02-01T00:00:00Z",
+    "2026-03-01T00:00:00Z",
+    "2100-01-01T00:00:00Z",  # not yet valid now
+]
+KEYS = ["k0", "k1"]
+MODALITIES = [
+    "world_state",
+    "asserted",
+    "believed",
+    "reported_belief",
+    "inferred",
+    "known",
+    "common_knowledge",
+]
+SOURCE_KINDS = ["conversation", "document", "change_record", "announcement"]
+CHANNELS = [None, "all-hands", "dm"]
+
+
+@dataclass
+class Write:
+    """One request of the world's history: a record, or an observation (one claim)."""
+
+    via: str  # "memories" or "observations"
+    body: dict[str, Any]
+    marker: str
+
+
+@dataclass
+class Query:
+    asker: str
+    token_groups: list[str]
+    audience: list[str]
+    as_of: str | None
+    include_history: bool
+
+
+@dataclass
+class World:
+    directory: TenantDirectory
+    writes: list[Write]
+    queries: list[Query]
+    tenant: str = field(default_factory=lambda: f"w{uuid.uuid4().hex[:12]}")
+
+    @property
+    def neighbour(self) -> str:
+        return f"{self.tenant}-n"
+
+
+def _marker() -> str:
+    # A unique, unguessable string per record: if it shows up in a response body
+    # that may not disclose the record, the record leaked.
+    return f"SECRET{uuid.uuid4().hex}"
+
+
+@st.composite
+def directories(draw: st.DrawFn) -> TenantDirectory:
+    scopes = {p: set(draw(st.lists(st.sampled_from(SCOPES), unique=True))) for p in PRINCIPALS}
+    scopes[RELAY] = set(SCOPES)
+    groups = {
+        g: set(draw(st.lists(st.sampled_from(PRINCIPALS), unique=True, max_size=3))) for g in GROUPS
+    }
+    return TenantDirectory(scopes=scopes, groups=groups)
+
+
+audiences = st.lists(
+    st.sampled_from([*PEOPLE, *(f"group:{g}" for g in [*GROUPS, TOKEN_ONLY_GROUP])]),
+    unique=True,
+    min_size=1,
+    max_size=4,
+)
+evidence_items = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["acknowledgement", "change_record", "announcement", "document"]),
+        "ref": st.sampled_from(["ref-1", "ref-2"]),
+        "by": st.sampled_from(PEOPLE),
+    }
+)
+
+
+@st.composite
+def record_writes(draw: st.DrawFn) -> Write:
+    marker = _marker()
+    modality = draw(st.sampled_from(MODALITIES))
+    # Only a world-state claim may have no holder.
+    holders = (
+        st.none() | st.sampled_from(PEOPLE)
+        if modality == "world_state"
+        else st.sampled_from(PEOPLE)
+    )
+    observer = draw(holders)
+    observed = draw(st.none() | st.sampled_from(PEOPLE))
+    if observed == observer:
+        observed = None
+    key = draw(st.none() | st.sampled_from(KEYS))
+    proposition: dict[str, Any] = {"text": f"the claim {marker}"}
+    if key is not None:
+        proposition |= {"key": key, "value": draw(st.integers(0, 2))}
+    kind = draw(st.sampled_from(SOURCE_KINDS))
+    source: dict[str, Any] = {"kind": kind}
+    if observer is not None:
+        source["speaker"] = observer
+    if (channel := draw(st.sampled_from(CHANNELS))) is not None:
+        source["channel"] = channel
+    valid = draw(st.sampled_from(range(len(TIMES))))
+    body: dict[str, Any] = {
+        "content": f"{observer or 'the system'} holds {marker}",
+        "proposition": proposition,
+        "source_id": f"src-{draw(st.integers(0, 2))}",
+        "source": source,
+        "modality": modality,
+        "evidence": draw(st.lists(evidence_items, max_size=2)),
+        "confidence": draw(st.sampled_from([0.3, 0.9])),
+        "audience": draw(audiences),
+        "valid_at": TIMES[valid],
+    }
+    # Lean towards what the write policy accepts for the strong modalities, so every
+    # world is likely to hold facts, knowledge and common knowledge, not just beliefs.
+    if modality == "world_state" and draw(st.booleans()):
+        source["kind"] = "change_record"
+    if modality == "known" and draw(st.booleans()):
+        knower = observed or observer
+        body["evidence"].insert(0, {"kind": "acknowledgement", "ref": "ack-1", "by": knower})
+    if modality == "common_knowledge" and draw(st.booleans()):
+        source |= {"kind": "announcement", "channel": "all-hands"}
+        body["audience"] = [*body["audience"][:3], f"group:{draw(st.sampled_from(GROUPS))}"]
+        body["audience"] = list(dict.fromkeys(body["audience"]))
+    if observer is not None:
+        body["observer_id"] = observer
+    if observed is not None:
+        body |= {
+            "observed_id": observed,
+            "observed_attitude": draw(st.sampled_from(["knows", "believes"])),
+        }
+    if (scope := draw(st.none() | st.sampled_from(SCOPES))) is not None:
+        body["access_scope"] = scope
+    if key is None and valid + 1 < len(TIMES) and draw(st.booleans()):
+        # A keyless record may carry its own end (a keyed one is ended by its successor).
+        body["invalid_at"] = TIMES[draw(st.integers(valid + 1, len(TIMES) - 1))]
+    return Write("memories", body, marker)
+
+
+@st.composite
+def observation_writes(draw: st.DrawFn) -> Write:
+    marker = _marker()
+    speaker = draw(st.sampled_from(PEOPLE))
+    claim: dict[str, Any] = {
+        "proposition": {"text": f"the claim {marker}", "key": draw(st.sampled_from(KEYS))},
+        "hedged": draw(st.booleans()),
+    }
+    if (about := draw(st.none() | st.sampled_from(PEOPLE))) is not None:
+        claim |= {"about": about, "attitude": draw(st.sampled_from(["knows", "believes"]))}
+    body: dict[str, Any] = {
+        "speaker": speaker,
+        "source_id": "session-1",
+        "participants": draw(st.lists(st.sampled_from(PEOPLE), unique=True, max_size=3)),
+        "said_at": draw(st.sampled_from(TIMES)),
+        "claims": [claim],
+    }
+    if (scope := draw(st.none() | st.sampled_from(SCOPES))) is not None:
+        body["access_scope"] = scope
+    return Write("observations", body, marker)
+
+
+queries = st.builds(
+    Query,
+    asker=st.sampled_from(PEOPLE),
+    token_groups=st.lists(st.sampled_from([*GROUPS, TOKEN_ONLY_GROUP]), unique=True, max_size=2),
+    # A group as audience member stands for "the whole group": only records addressed
+    # to that very group admit it.
+    audience=st.lists(st.sampled_from([*PEOPLE, f"group:{GROUPS[0]}"]), unique=True, max_size=2),
+    as_of=st.none() | st.sampled_from(TIMES),
+    include_history=st.booleans(),
+)
+
+
+worlds = st.builds(
+    World,
+    directory=directories(),
+    writes=st.lists(record_writes() | observation_writes(), min_size=1, max_size=7),
+    queries=st.lists(queries, min_size=1, max_size=2),
+)
+
+
+def neighbour_record(marker: str) -> dict[str, Any]:
+    """A record of the neighbouring tenant that everyone there may read."""
+    return {
+        "content": f"p0 holds {marker}",
+        "proposition": {"text": f"the claim {marker}", "key": "k0", "value": 0},
+        "observer_id": "p0",
+        "source_id": "src-0",
+        "source": {"kind": "conversation", "speaker": "p0"},
+        "modality": "believed",
+        "audience": [*PEOPLE, *(f"group:{g}" for g in GROUPS)],
+        "valid_at": TIMES[0],
+    }
+
+
+def chain(records: dict[str, Record], record_id: str) -> list[Record]:
+    """The supersession chain through one record, oldest first (from its links)."""
+    start = records[record_id]
+    older: list[Record] = []
+    newer: list[Record] = []
+    cursor = start
+    while (previous := cursor.get("supersedes")) in records and len(older) < 100:
+        cursor = records[previous]
+        older.insert(0, cursor)
+    cursor = start
+    while (following := cursor.get("superseded_by")) in records and len(newer) < 100:
+        cursor = records[following]
+        newer.append(cursor)
+    return [*older, start, *newer]
