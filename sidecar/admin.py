@@ -142,14 +142,12 @@ async def explain(
     )
     record = hits[0].record
     explanation, answer = await svc.policy.explain(question, record)
-    policy_input = question.input([record])
-    policy_input["record"] = policy_input.pop("records")[0]
     return ExplainResponse(
         decision_id=uuid.uuid4(),
         record_id=request.record_id,
         policy_revision=answer.revision,
         opa_decision_id=answer.decision_id,
-        input=policy_input,
+        input=question.single_input(record),
         decision=explanation.decision,
         rules=explanation.rules,
     )

@@ -133,13 +133,20 @@ class DisclosureQuestion:
     as_of: datetime | None = None
 
     def input(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """The batch input (`decisions`)."""
+        return self._context() | {"records": [policy_view(r) for r in records]}
+
+    def single_input(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The single-record input (`single`, `explanation`)."""
+        return self._context() | {"record": policy_view(record)}
+
+    def _context(self) -> dict[str, Any]:
         return {
             "asker": self.asker.policy_view(),
             "audience": self.audience,
             "purpose": self.purpose,
             "now": iso(self.now),
             "as_of": iso(self.as_of or self.now),
-            "records": [policy_view(r) for r in records],
         }
 
 
@@ -187,21 +194,12 @@ class PolicyClient:
         Raises Untranslatable when OPA's compiler refuses the query (the policy has no
         such rule, say), PolicyUnavailable when OPA cannot be asked at all.
         """
-        body = orjson.dumps({"query": query, "input": input_, "unknowns": unknowns})
-        started = time.perf_counter()
-        try:
-            async with self._require_session().post(
-                f"{self.url}/v1/compile", data=body, headers={"Content-Type": "application/json"}
-            ) as response:
-                if 400 <= response.status < 500:
-                    raise Untranslatable(f"OPA's compiler answered {response.status}")
-                if response.status != 200:
-                    raise PolicyUnavailable(f"OPA answered {response.status}")
-                answer = orjson.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
-            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
-        finally:
-            metrics.POLICY_SECONDS.labels("compile").observe(time.perf_counter() - started)
+        payload = {"query": query, "input": input_, "unknowns": unknowns}
+        status, answer = await self._post("/v1/compile", payload, "compile")
+        if 400 <= status < 500:
+            raise Untranslatable(f"OPA's compiler answered {status}")
+        if status != 200:
+            raise PolicyUnavailable(f"OPA answered {status}")
         if not isinstance(answer, dict):
             raise Untranslatable("OPA's compile answer is not an object")
         return answer.get("result", {})
@@ -210,9 +208,7 @@ class PolicyClient:
         self, question: DisclosureQuestion, record: dict[str, Any]
     ) -> tuple[Explanation, Answer]:
         """The single-record decision, with the denials grouped by the rule that made them."""
-        input_ = question.input([]) | {"record": policy_view(record)}
-        del input_["records"]
-        answer = await self._query(EXPLAIN_RULE, input_)
+        answer = await self._query(EXPLAIN_RULE, question.single_input(record))
         try:
             return Explanation.model_validate(answer.result), answer
         except ValidationError as exc:
@@ -235,11 +231,10 @@ class PolicyClient:
         self, question: DisclosureQuestion, records: list[dict[str, Any]]
     ) -> float:
         """OPA's own evaluation time for one disclosure batch (for the benchmark)."""
-        body = orjson.dumps({"input": question.input(records)})
-        async with self._require_session().post(
-            f"{self.url}/v1/data/{DISCLOSURE_RULE}?metrics=true", data=body
-        ) as response:
-            answer = orjson.loads(await response.read())
+        path = f"/v1/data/{DISCLOSURE_RULE}?metrics=true"
+        status, answer = await self._post(path, {"input": question.input(records)}, "bench")
+        if status != 200:
+            raise PolicyUnavailable(f"OPA answered {status}")
         return float(answer["metrics"]["timer_rego_query_eval_ns"]) / 1e9
 
     async def ready(self) -> bool:
@@ -250,22 +245,11 @@ class PolicyClient:
             return False
 
     async def _query(self, rule: str, input_: dict[str, Any]) -> Answer:
-        body = orjson.dumps({"input": input_})
-        started = time.perf_counter()
-        try:
-            # provenance: the bundle revisions that made this answer (see Answer).
-            async with self._require_session().post(
-                f"{self.url}/v1/data/{rule}?provenance=true",
-                data=body,
-                headers={"Content-Type": "application/json"},
-            ) as response:
-                if response.status != 200:
-                    raise PolicyUnavailable(f"OPA answered {response.status}")
-                answer = orjson.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
-            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
-        finally:
-            metrics.POLICY_SECONDS.labels(rule).observe(time.perf_counter() - started)
+        # provenance: the bundle revisions that made this answer (see Answer).
+        path = f"/v1/data/{rule}?provenance=true"
+        status, answer = await self._post(path, {"input": input_}, rule)
+        if status != 200:
+            raise PolicyUnavailable(f"OPA answered {status}")
         if not isinstance(answer, dict) or "result" not in answer:
             # An undefined rule (missing policy, wrong package) answers {} : deny.
             raise PolicyUnavailable("OPA returned no result")
@@ -275,6 +259,27 @@ class PolicyClient:
             decision_id if isinstance(decision_id, str) else None,
             _revision(answer.get("provenance")),
         )
+
+    async def _post(self, path: str, payload: dict[str, Any], label: str) -> tuple[int, Any]:
+        """POST JSON to OPA: the status and, for a 200, the parsed answer (else None).
+
+        OPA unreachable, too slow or answering unparseable JSON is PolicyUnavailable;
+        every call is timed under `label` (whose_policy_call_seconds).
+        """
+        started = time.perf_counter()
+        try:
+            async with self._require_session().post(
+                f"{self.url}{path}",
+                data=orjson.dumps(payload),
+                headers={"Content-Type": "application/json"},
+            ) as response:
+                if response.status != 200:
+                    return response.status, None
+                return 200, orjson.loads(await response.read())
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
+            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
+        finally:
+            metrics.POLICY_SECONDS.labels(label).observe(time.perf_counter() - started)
 
     def _require_session(self) -> aiohttp.ClientSession:
         if self._session is None:
