@@ -104,6 +104,8 @@ class Disclosure:
     opa_decision_ids: list[str] = field(default_factory=list)
     pushed_down: Pushdown | None = None
     _compiled_under: str | None = None
+    _key_makers: dict[str, Keys] = field(default_factory=dict)
+    _record_keys: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _pending: list[str] = field(default_factory=list)
 
     async def __aenter__(self) -> Disclosure:
@@ -218,8 +220,7 @@ class Disclosure:
         if revision is None or not records:
             metrics.CACHE.labels("bypass").inc(len(records))
             return {}
-        keys = Keys(self.question, revision, self.gate.bucket_s)
-        wanted = {str(r["id"]): key for r in records if (key := keys.key(r)) is not None}
+        wanted = {str(r["id"]): key for r in records if (key := self._key(r, revision)) is not None}
         metrics.CACHE.labels("bypass").inc(len(records) - len(wanted))
         if not wanted:
             return {}
@@ -250,17 +251,29 @@ class Disclosure:
     async def _remember(self, records: list[dict[str, Any]], verdicts: Verdicts) -> None:
         if verdicts.revision is None or not records:
             return
-        keys = Keys(self.question, verdicts.revision, self.gate.bucket_s)
         entries = {}
         for record in records:
-            key = keys.key(record)
+            key = self._key(record, verdicts.revision)
             if key is not None:
                 decision = verdicts.decisions[str(record["id"])]
                 entries[key] = orjson.dumps({"d": decision.model_dump(), "o": verdicts.decision_id})
         if entries:
             # A failed write is counted at the next lookup; OPA is asked again then.
             with contextlib.suppress(CacheUnavailable):
-                await self.gate.cache.set_many(entries, keys.ttl_s)
+                await self.gate.cache.set_many(entries, self._keys(verdicts.revision).ttl_s)
+
+    def _keys(self, revision: str) -> Keys:
+        if revision not in self._key_makers:
+            self._key_makers[revision] = Keys(self.question, revision, self.gate.bucket_s)
+        return self._key_makers[revision]
+
+    def _key(self, record: dict[str, Any], revision: str) -> str | None:
+        """The record's cache key under `revision` (None: not cacheable), computed once
+        per request: a miss is looked up and then stored under the same key."""
+        memo = (revision, str(record["id"]))
+        if memo not in self._record_keys:
+            self._record_keys[memo] = self._keys(revision).key(record)
+        return self._record_keys[memo]
 
     def _heard(self, opa_decision_id: str | None, revision: str | None) -> None:
         self.revision = revision
