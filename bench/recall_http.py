@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.audit import AuditLog, FileSink  # noqa: E402
+from sidecar.benchmark import summary as latency_summary  # noqa: E402
 from sidecar.cache import LocalCache  # noqa: E402
 from sidecar.embed import HashingEmbedder  # noqa: E402
 from sidecar.gate import Gate  # noqa: E402
@@ -122,18 +123,8 @@ def queries(n: int, rng: random.Random) -> list[str]:
     return [f"what about the {rng.choice(TOPICS)}?" for _ in range(n)]
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def summary(values_s: list[float]) -> dict[str, float]:
-    ms = [v * 1e3 for v in values_s]
-    return {
-        "p50_ms": round(statistics.median(ms), 3),
-        "p99_ms": round(pct(ms, 0.99), 3),
-        "n": len(ms),
-    }
+    return latency_summary(values_s) | {"n": len(values_s)}
 
 
 def load(base: str, records: list[dict[str, Any]]) -> float:

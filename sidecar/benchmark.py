@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import random
 import shutil
@@ -42,8 +41,13 @@ from typing import Any
 import httpx
 import numpy as np
 
+from sidecar.allow_rate import first_batch
+from sidecar.audit import AuditLog, FileSink
+from sidecar.cache import LocalCache
 from sidecar.embed import HashingEmbedder
+from sidecar.gate import Gate
 from sidecar.identity import Identity
+from sidecar.local_opa import LocalOpa
 from sidecar.policy import DisclosureQuestion, PolicyClient, policy_view
 from sidecar.settings import REPO_ROOT, Settings
 from sidecar.store import Scope
@@ -274,8 +278,6 @@ def throughput(base: str, path: str, asker: str, qs: list[str], in_flight: int =
 
 async def floor(data: Path, qs: list[str], settings: Settings) -> dict[str, Any]:
     """Store alone, OPA's evaluation alone, batch vs per-record: in-process, no HTTP."""
-    from sidecar.local_opa import LocalOpa
-
     store = EdgeStore(data / "store" / settings.collection, DIM)
     await store.open()
     opa = LocalOpa(settings.opa_binary, settings.policy_dir, data / "opa.log", data / "opa-b")
@@ -284,20 +286,17 @@ async def floor(data: Path, qs: list[str], settings: Settings) -> dict[str, Any]
     await policy.start()
     embed = HashingEmbedder(DIM).embed
     now = datetime.now(UTC)
+    # Recall's own store filter (the policy's pushdown) and first-round size: with
+    # pushdown nearly every candidate is allowed, so the allow rate is about 1.
+    gate = Gate(policy, LocalCache(0, 1), AuditLog(FileSink(data / "x"), None, 1), 5)
+    batch = first_batch(LIMIT, 1.0, settings.overfetch_factor, settings.max_candidates)
     report: dict[str, Any] = {}
     try:
         for asker in ASKERS:
             question = DisclosureQuestion(Identity(asker, "acme"), [], "recall", now)
-            # Recall's own store filter (the policy's pushdown) and first-round size.
-            from sidecar.audit import AuditLog, FileSink
-            from sidecar.cache import LocalCache
-            from sidecar.gate import Gate
-
-            gate = Gate(policy, LocalCache(0, 1), AuditLog(FileSink(data / "x"), None, 1), 5)
             scope = (await gate.begin(question, "bench").pushdown()).narrow(
                 Scope(tenant="acme", current_at=now)
             )
-            batch = math.ceil(1.5 * LIMIT)  # with pushdown, nearly all candidates are allowed
             store_s, eval_s, batch_s, single_s = [], [], [], []
             for q in qs:
                 started = time.perf_counter()
