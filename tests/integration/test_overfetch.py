@@ -61,14 +61,6 @@ async def crowded(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Edg
     await store.close()
 
 
-@pytest.fixture
-async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
-    client = PolicyClient(opa_url, 2.0)
-    await client.start()
-    yield client
-    await client.close()
-
-
 def ask() -> DisclosureQuestion:
     return DisclosureQuestion(asker=BOB, audience=[], purpose="recall", now=NOW)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,6 @@ async def client_for(url: str, timeout_s: float = 2.0) -> PolicyClient:
     client = PolicyClient(url, timeout_s)
     await client.start()
     return client
-
-
-@pytest.fixture
-async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
-    client = await client_for(opa_url)
-    yield client
-    await client.close()
 
 
 def data_calls(opa_url: str) -> float:

@@ -30,14 +30,6 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 DIM = 8
 
 
-@pytest.fixture
-async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
-    client = PolicyClient(opa_url, 5.0)
-    await client.start()
-    yield client
-    await client.close()
-
-
 async def compiled(policy: PolicyClient, member: dict[str, Any]) -> Visible:
     return visible(await policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS), "acme")
 

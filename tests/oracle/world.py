@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import strategies as st
 
+from sidecar.record import Modality
 from tests.oracle.reference import Record, TenantDirectory
 
 PRINCIPALS = ["p0", "p1", "p2", "p3"]  # in the tenant directory
@@ -33,15 +34,8 @@ TIMES = [
     "2100-01-01T00:00:00Z",  # not yet valid now
 ]
 KEYS = ["k0", "k1"]
-MODALITIES = [
-    "world_state",
-    "asserted",
-    "believed",
-    "reported_belief",
-    "inferred",
-    "known",
-    "common_knowledge",
-]
+# Every modality the record model accepts, so a new one is generated as soon as it exists.
+MODALITIES = list(get_args(Modality))
 SOURCE_KINDS = ["conversation", "document", "change_record", "announcement"]
 CHANNELS = [None, "all-hands", "dm"]
 
