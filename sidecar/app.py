@@ -129,6 +129,8 @@ def create_app(settings: Settings) -> FastAPI:
                 rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
                 pushdown=settings.pushdown,
             )
+            # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
+            stack.push_async_callback(gate.idle)
             app.state.services = Services(
                 settings=settings,
                 store=store,

@@ -72,12 +72,11 @@ class LocalOpa:
         self.binary = binary
         self.policy_dir = policy_dir
         self.log_file = log_file
-        # A stable path: OPA names the bundle after it, and the name is part of the
-        # revision it reports, which replicas sharing a Redis cache must agree on.
+        # Under the data directory, beside opa.log: what the local OPA loaded stays
+        # there to be read (the revision is the files' digest, whatever the path).
         self.bundle_dir = bundle_dir
         self._socket_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
-        self.revision: str | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -91,7 +90,8 @@ class LocalOpa:
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         self._socket_dir = Path(tempfile.mkdtemp(prefix="whose-opa-"))
-        self.revision = await asyncio.to_thread(_make_bundle, self.policy_dir, self.bundle_dir)
+        revision = await asyncio.to_thread(_make_bundle, self.policy_dir, self.bundle_dir)
+        log.info("local OPA loads %s as bundle revision %s", self.policy_dir, revision)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log_out:
             self._process = await asyncio.create_subprocess_exec(
