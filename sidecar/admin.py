@@ -37,7 +37,7 @@ _errors: dict[int | str, dict[str, Any]] = {
 
 
 def require_role(role: str) -> Any:
-    def check(who: Asker) -> Identity:
+    async def check(who: Asker) -> Identity:
         if role not in who.roles:
             raise HTTPException(403, detail={"error": "forbidden", "reasons": [f"role:{role}"]})
         return who

@@ -7,7 +7,9 @@ about a topic far from every query), loads it through the API, and measures:
 
 1. the store query alone (recall's first-round filter and size, in-process);
 2. the policy evaluation alone (OPA's own `timer_rego_query_eval_ns`, same batch);
-3. `POST /v1/recall` end to end over HTTP (latency, and throughput at 8 in flight);
+3. `POST /v1/recall` end to end over HTTP: latency; where its time goes, from the
+   server's own histograms (store calls, policy calls, the rest); throughput at 8
+   in flight and the CPU each request cost the sidecar, its OPA and the client;
 4. a passthrough: the same HTTP stack returning the store's hits with no policy;
 5. one batch OPA call versus one call per record, for 40 candidates;
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import random
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -168,7 +172,11 @@ def pct(values: list[float], q: float) -> float:
 
 def summary(seconds: list[float]) -> dict[str, float]:
     ms = [s * 1e3 for s in seconds]
-    return {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(pct(ms, 0.99), 3)}
+    return {
+        "p50_ms": round(statistics.median(ms), 3),
+        "p99_ms": round(pct(ms, 0.99), 3),
+        "mean_ms": round(statistics.mean(ms), 3),
+    }
 
 
 # --- processes ---------------------------------------------------------------
@@ -182,8 +190,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Server:
+    base: str
+    pid: int
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU time (user + system) so far of the server itself and of its live child
+        processes (the sidecar's local OPA). Linux /proc; zeros elsewhere."""
+        tick = os.sysconf("SC_CLK_TCK")
+        own = children = 0.0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # Fields after the command name: state, ppid, ... utime (12th), stime.
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                used = (int(fields[11]) + int(fields[12])) / tick
+                if int(stat.parent.name) == self.pid:
+                    own += used
+                elif int(fields[1]) == self.pid:
+                    children += used
+        return own, children
+
+
 @contextlib.contextmanager
-def served(args: list[str], env: dict[str, str], log: Path) -> Iterator[str]:
+def served(args: list[str], env: dict[str, str], log: Path) -> Iterator[Server]:
     """A loopback HTTP server from this package (`python -m ...`), until the block ends."""
     port = _free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -205,13 +235,13 @@ def served(args: list[str], env: dict[str, str], log: Path) -> Iterator[str]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"server did not start: {log.read_text()[-2000:]}")
             time.sleep(0.1)
-        yield base
+        yield Server(base, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=20)
 
 
-def sidecar(data: Path, **env: str) -> contextlib.AbstractContextManager[str]:
+def sidecar(data: Path, **env: str) -> contextlib.AbstractContextManager[Server]:
     args = ["sidecar", "serve", "--dev", "--data-dir", str(data)]
     return served(args, {"WHOSE_LOG_LEVEL": "WARNING", **env}, data / "bench-sidecar.log")
 
@@ -241,12 +271,15 @@ def recalls(
     return times, bodies
 
 
-def histogram(base: str, name: str) -> tuple[float, float]:
+def histogram(base: str, name: str, **labels: str) -> tuple[float, float]:
+    """The sum and count of a histogram on the server, over the series with `labels`."""
     from prometheus_client.parser import text_string_to_metric_families
 
     total = count = 0.0
     for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text):
         for sample in family.samples:
+            if labels.items() - sample.labels.items():
+                continue
             if sample.name == f"{name}_sum":
                 total += sample.value
             elif sample.name == f"{name}_count":
@@ -254,11 +287,15 @@ def histogram(base: str, name: str) -> tuple[float, float]:
     return total, count
 
 
-def throughput(base: str, path: str, asker: str, qs: list[str], in_flight: int = 8) -> float:
-    """Requests per second with `in_flight` concurrent callers (closed loop)."""
+def throughput(
+    server: Server, path: str, asker: str, qs: list[str], in_flight: int = 8
+) -> dict[str, float]:
+    """Requests per second with `in_flight` concurrent callers (closed loop), and the
+    CPU milliseconds each request cost the server, its child processes (OPA) and
+    this load client: on a small machine they share the same cores."""
 
     async def run() -> float:
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=server.base, timeout=60) as http:
             pending = list(qs)
 
             async def caller() -> None:
@@ -273,7 +310,18 @@ def throughput(base: str, path: str, asker: str, qs: list[str], in_flight: int =
             await asyncio.gather(*(caller() for _ in range(in_flight)))
             return len(qs) / (time.perf_counter() - started)
 
-    return asyncio.run(run())
+    own, children = server.cpu_seconds()
+    client = time.process_time()
+    rps = asyncio.run(run())
+    client = time.process_time() - client
+    own_after, children_after = server.cpu_seconds()
+    per_request = 1e3 / len(qs)
+    return {
+        "rps": round(rps, 1),
+        "cpu_ms_server": round((own_after - own) * per_request, 3),
+        "cpu_ms_opa": round((children_after - children) * per_request, 3),
+        "cpu_ms_client": round(client * per_request, 3),
+    }
 
 
 async def floor(data: Path, qs: list[str], settings: Settings) -> dict[str, Any]:
@@ -353,50 +401,53 @@ def recall_at_10(base: str, records: list[dict[str, Any]], qs: list[str]) -> flo
 def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     records, qs = dataset(size, rng), queries(n_queries, rng)
+    # The dataset stays in memory for the whole run: out of the cyclic GC, whose full
+    # passes over it paused this client for ~100 ms, inflating a p99 the server never had.
+    gc.collect()
+    gc.freeze()
     data = workdir / f"data-{size}"
     report: dict[str, Any] = {"records": size, "queries": n_queries, "limit": LIMIT}
-    with sidecar(data, WHOSE_OPTIMIZE_INTERVAL_S="2") as base:
-        report["load_s"] = round(load(base, records), 1)
+    with sidecar(data, WHOSE_OPTIMIZE_INTERVAL_S="2") as server:
+        report["load_s"] = round(load(server.base, records), 1)
     # Reopening the store runs its optimize (HNSW) before serving.
-    with sidecar(data) as base:
+    with sidecar(data) as server:
         time.sleep(5)
         report["recall"] = {}
         for asker in ASKERS:
-            before = histogram(base, "whose_overfetch_rounds")
-            times, bodies = recalls(base, asker, qs)
-            after = histogram(base, "whose_overfetch_rounds")
+            before = _server_times(server.base)
+            times, bodies = recalls(server.base, asker, qs)
+            spent = _server_times(server.base, since=before)
             report["recall"][asker] = summary(times) | {
                 "allow_rate": ASKERS[asker],
-                "mean_rounds": round((after[0] - before[0]) / max(1, after[1] - before[1]), 2),
+                "mean_rounds": spent["rounds"],
                 "mean_items": round(statistics.mean(len(b["items"]) for b in bodies), 2),
             }
+            if asker == "carol":
+                report["where_time_goes_ms"] = _where_time_goes(times, spent)
         report["recall_by_limit"] = {
-            str(limit): summary(recalls(base, "carol", qs[:100], limit)[0])
+            str(limit): summary(recalls(server.base, "carol", qs[:100], limit)[0])
             for limit in (5, 10, 20, 50)
         }
-        report["recall_throughput_rps"] = round(throughput(base, "/v1/recall", "carol", qs * 2), 1)
-        report["erin_recall_at_10"] = {"pushdown": recall_at_10(base, records, qs[:50])}
+        report["recall_throughput"] = throughput(server, "/v1/recall", "carol", qs * 2)
+        report["erin_recall_at_10"] = {"pushdown": recall_at_10(server.base, records, qs[:50])}
     passthrough = ["sidecar.benchmark", "passthrough", "--data-dir", str(data)]
-    with served(passthrough, {}, data / "bench-passthrough.log") as base:
+    with served(passthrough, {}, data / "bench-passthrough.log") as server:
         times = []
-        with httpx.Client(base_url=base, timeout=60) as http:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
             for q in qs:
                 started = time.perf_counter()
                 http.post("/v1/recall", json={"query": q, "limit": LIMIT}).raise_for_status()
                 times.append(time.perf_counter() - started)
         report["passthrough"] = summary(times)
-        report["passthrough_throughput_rps"] = round(
-            throughput(base, "/v1/recall", "carol", qs * 2), 1
-        )
-    with sidecar(data, WHOSE_PUSHDOWN="false") as base:
-        before = histogram(base, "whose_overfetch_rounds")
-        times, bodies = recalls(base, "bob", qs)
-        after = histogram(base, "whose_overfetch_rounds")
+        report["passthrough_throughput"] = throughput(server, "/v1/recall", "carol", qs * 2)
+    with sidecar(data, WHOSE_PUSHDOWN="false") as server:
+        before = _server_times(server.base)
+        times, bodies = recalls(server.base, "bob", qs)
         report["no_pushdown_bob"] = summary(times) | {
             "complete_share": round(sum(len(b["items"]) == LIMIT for b in bodies) / len(bodies), 3),
-            "mean_rounds": round((after[0] - before[0]) / max(1, after[1] - before[1]), 2),
+            "mean_rounds": _server_times(server.base, since=before)["rounds"],
         }
-        report["erin_recall_at_10"]["no_pushdown"] = recall_at_10(base, records, qs[:50])
+        report["erin_recall_at_10"]["no_pushdown"] = recall_at_10(server.base, records, qs[:50])
     report["floor"] = asyncio.run(floor(data, qs, Settings()))
     carol = report["floor"]["carol"]
     report["ratios"] = {
@@ -409,7 +460,7 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
             report["recall"]["carol"]["p50_ms"] / report["passthrough"]["p50_ms"], 2
         ),
         "throughput_share_of_passthrough": round(
-            report["recall_throughput_rps"] / report["passthrough_throughput_rps"], 2
+            report["recall_throughput"]["rps"] / report["passthrough_throughput"]["rps"], 2
         ),
         "per_record_over_batch_40": round(
             carol["per_record_40"]["p50_ms"] / carol["batch_40"]["p50_ms"], 1
@@ -417,6 +468,42 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
     }
     shutil.rmtree(data, ignore_errors=True)
     return report
+
+
+# Server-side histograms a recall pass is read from: (metric, labels).
+_SERVER_TIMES = {
+    "request": ("whose_request_seconds", {"route": "/v1/recall"}),
+    "store": ("whose_store_call_seconds", {"op": "search"}),
+    "policy_call": ("whose_policy_call_seconds", {"rule": "whose/disclosure/decisions"}),
+    "rounds": ("whose_overfetch_rounds", {}),
+}
+
+
+def _server_times(base: str, since: dict[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """The recall-related histograms now (sum, count); with `since`, the means per
+    recall in between (seconds; rounds per recall)."""
+    now = {
+        name: histogram(base, metric, **labels) for name, (metric, labels) in _SERVER_TIMES.items()
+    }
+    if since is None:
+        return now
+    recalls = max(1.0, now["request"][1] - since["request"][1])
+    means = {name: (now[name][0] - since[name][0]) / recalls for name in now}
+    return means | {"rounds": round(means["rounds"], 2)}
+
+
+def _where_time_goes(client_s: list[float], server: dict[str, float]) -> dict[str, float]:
+    """Mean milliseconds per recall: what the client saw, what the server measured,
+    and the server's part split into store calls, policy calls and everything else."""
+    parts = {
+        "client": statistics.mean(client_s),
+        "server": server["request"],
+        "store_calls": server["store"],
+        "policy_calls": server["policy_call"],
+    }
+    parts["sidecar_own"] = parts["server"] - parts["store_calls"] - parts["policy_calls"]
+    parts["http_and_client"] = parts["client"] - parts["server"]
+    return {name: round(seconds * 1e3, 3) for name, seconds in parts.items()}
 
 
 def plot(reports: list[dict[str, Any]], path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Server-side request latency per route template (whose_request_seconds).
+"""Server-side request latency per route template (whose_request_seconds), and
+how long the server has been without a request in flight (`Traffic`).
 
 A pure ASGI middleware, so it adds no per-request task: it reads the matched
 route's template after the app has answered (Starlette's router leaves it in
@@ -14,9 +15,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sidecar import metrics
 
 
+class Traffic:
+    """Requests in flight, and when the last one ended. The embedded store waits for
+    a quiet server before work that stalls the whole process (store/edge.py)."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.last_ended = time.monotonic()
+
+    def quiet_for(self) -> float:
+        return 0.0 if self.in_flight else time.monotonic() - self.last_ended
+
+
 class RequestTimer:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, traffic: Traffic | None = None) -> None:
         self.app = app
+        self.traffic = traffic or Traffic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -31,9 +45,12 @@ class RequestTimer:
                 status = message["status"]
             await send(message)
 
+        self.traffic.in_flight += 1
         try:
             await self.app(scope, receive, sent)
         finally:
+            self.traffic.in_flight -= 1
+            self.traffic.last_ended = time.monotonic()
             route = getattr(scope.get("route"), "path", "unmatched")
             metrics.REQUEST_SECONDS.labels(scope["method"], route, str(status)).observe(
                 time.perf_counter() - started

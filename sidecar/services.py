@@ -33,11 +33,13 @@ class Services:
     authenticate: Authenticator
 
 
-def services(request: Request) -> Services:
+# Both are `async def` so FastAPI calls them on the event loop: a plain `def`
+# dependency costs every request two hops through the thread pool.
+async def services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
 
 
-def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
+async def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
     """The verified identity of whoever sent the request (or 401)."""
     return svc.authenticate(request)
 

@@ -1,8 +1,16 @@
 """Embedded default: Qdrant's own engine in-process (qdrant-edge-py), on disk.
 
 The engine's calls are synchronous, so each runs in a worker thread, off the
-event loop. HNSW is built by `optimize()`, which blocks; a background task runs
-it after writes, so requests never wait for it.
+event loop. HNSW is built by `optimize()`: once when the store opens (before
+serving) and then by a background task after writes.
+
+qdrant-edge 0.9 holds the GIL for the whole of every call, so while it optimizes
+the entire process stands still (about 5 s per 20k 384-dim points here; NOTES.md
+has 180 s for 100k). A request caught half-way would see its OPA call time out
+in that stall, so the background task waits until the sidecar has been quiet
+(no request in flight, none for `optimize_interval_s`). Under constant traffic
+new points stay unindexed until a quiet moment or the next start: searches stay
+correct, only slower (the payload indexes still narrow them).
 """
 
 from __future__ import annotations
@@ -10,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -43,10 +52,21 @@ log = logging.getLogger(__name__)
 
 
 class EdgeStore:
-    def __init__(self, path: Path, vector_size: int, optimize_interval_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        vector_size: int,
+        optimize_interval_s: float = 10.0,
+        quiet_for: Callable[[], float] | None = None,
+    ) -> None:
+        """`quiet_for`: seconds since the server last had a request in flight (0 while
+        one is); without it, only this store's own calls count."""
         self.path = path
         self.vector_size = vector_size
         self.optimize_interval_s = optimize_interval_s
+        self._server_quiet_for = quiet_for
+        self._calls_in_flight = 0
+        self._last_call = time.monotonic()
         self._shard: qe.EdgeShard | None = None
         self._dirty = asyncio.Event()
         self._optimizer: asyncio.Task[None] | None = None
@@ -54,6 +74,9 @@ class EdgeStore:
 
     async def open(self) -> None:
         self._shard = await asyncio.to_thread(self._open_shard)
+        # Whatever an earlier process stored but did not index, indexed before serving
+        # (nothing to do, and instant, when it is all indexed).
+        await self.optimize()
         self._optimizer = asyncio.create_task(self._optimize_after_writes())
 
     def _open_shard(self) -> qe.EdgeShard:
@@ -157,13 +180,13 @@ class EdgeStore:
         await self._run(self.shard.update, operation)
 
     async def optimize(self) -> None:
-        """Build HNSW and merge segments now (blocks a worker thread, not the loop)."""
+        """Build HNSW and merge segments now (the whole process waits: see above)."""
         await self._run(self.shard.optimize)
 
     async def _optimize_after_writes(self) -> None:
         while True:
             await self._dirty.wait()
-            await asyncio.sleep(self.optimize_interval_s)
+            await self._until_quiet()
             self._dirty.clear()
             self._optimizing = asyncio.ensure_future(self.optimize())
             try:
@@ -171,13 +194,30 @@ class EdgeStore:
             except StoreUnavailable:
                 log.exception("background optimize failed")
 
+    async def _until_quiet(self) -> None:
+        """Returns once nothing has been in flight for `optimize_interval_s`."""
+        wait = self.optimize_interval_s
+        while wait > 0:
+            await asyncio.sleep(wait)
+            wait = self.optimize_interval_s - self._quiet_for()
+
+    def _quiet_for(self) -> float:
+        own = 0.0 if self._calls_in_flight else time.monotonic() - self._last_call
+        if self._server_quiet_for is None:
+            return own
+        return min(own, self._server_quiet_for())
+
     async def _run(self, fn: Any, *args: Any) -> Any:
+        self._calls_in_flight += 1
         try:
             return await asyncio.to_thread(fn, *args)
         except StoreUnavailable:
             raise
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
+        finally:
+            self._calls_in_flight -= 1
+            self._last_call = time.monotonic()
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:

@@ -8,16 +8,20 @@ pure-Python stand-in for a server.
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from sidecar.embed import HashingEmbedder
+from sidecar.request_metrics import Traffic
 from sidecar.store import Scope, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.server import ServerStore
@@ -148,3 +152,27 @@ async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
     [hit] = await again.get("acme", [uuid.UUID(r["id"])])
     await again.close()
     assert hit.record == r
+
+
+async def test_edge_store_indexes_only_once_the_server_is_quiet(tmp_path: Path) -> None:
+    """qdrant-edge holds the GIL while it builds HNSW, stalling every request in the
+    process (an OPA call caught in the stall times out): the background optimize
+    must wait while a request is in flight, and run once the server is quiet."""
+    traffic = Traffic()
+    traffic.in_flight = 1
+    dim, n = 384, 8000  # enough 384-dim points for the engine to build an HNSW index
+    store = EdgeStore(tmp_path / "edge", dim, optimize_interval_s=0.2, quiet_for=traffic.quiet_for)
+    await store.open()
+    try:
+        vectors = np.random.default_rng(1).normal(size=(n, dim)).tolist()
+        await store.put("acme", [(rec("acme", f"r{i}"), v) for i, v in enumerate(vectors)])
+        await asyncio.sleep(1.0)  # five optimize intervals with a request in flight
+        assert store.shard.info().indexed_vectors_count == 0
+        traffic.in_flight, traffic.last_ended = 0, time.monotonic()
+        for _ in range(600):
+            if store.shard.info().indexed_vectors_count == n:
+                break
+            await asyncio.sleep(0.1)
+        assert store.shard.info().indexed_vectors_count == n
+    finally:
+        await store.close()

@@ -1,0 +1,113 @@
+"""Where a recall's time goes, by profile: py-spy samples a served sidecar.
+
+    .venv/bin/python bench/profile_recall.py [--records 10000] [--seconds 20]
+
+Loads the benchmark's dataset (`whose bench`) into a sidecar on embedded defaults,
+reopens it (the store builds HNSW before serving), and, while one client sends
+sequential recalls as carol (allow rate about 0.5), py-spy samples the sidecar
+without pausing it. It writes bench/results/profile-recall.collapsed (folded
+stacks: load them into speedscope or flamegraph.pl) and prints, per thread kind,
+the frames with the most samples, inclusive.
+
+py-spy needs ptrace rights over the sidecar (root, or kernel.yama.ptrace_scope=0).
+A profile, not a benchmark: sampling costs the sidecar some speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sidecar.benchmark import LIMIT, dataset, headers, load, queries, sidecar  # noqa: E402
+
+OUT = REPO / "bench" / "results"
+PY_SPY = Path(sys.executable).with_name("py-spy")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    records, qs = dataset(args.records, rng), queries(200, rng)
+    workdir = Path(tempfile.mkdtemp(prefix="whose-profile-"))
+    folded = OUT / "profile-recall.collapsed"
+    OUT.mkdir(parents=True, exist_ok=True)
+    try:
+        with sidecar(workdir, WHOSE_OPTIMIZE_INTERVAL_S="2") as server:
+            load(server.base, records)
+        with sidecar(workdir) as server:
+            time.sleep(5)
+            sampler = subprocess.Popen(
+                [
+                    str(PY_SPY),
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--rate",
+                    "250",
+                    "--duration",
+                    str(args.seconds),
+                    "--nonblocking",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(folded),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            sent = drive(server.base, qs, until=time.monotonic() + args.seconds)
+            sampler.wait(timeout=60)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"{sent} recalls in {args.seconds} s; folded stacks: {folded}")
+    print(summary(folded, args.top))
+
+
+def drive(base: str, qs: list[str], until: float) -> int:
+    sent = 0
+    with httpx.Client(base_url=base, timeout=60) as http:
+        while time.monotonic() < until:
+            body = {"query": qs[sent % len(qs)], "limit": LIMIT}
+            http.post("/v1/recall", json=body, headers=headers("carol")).raise_for_status()
+            sent += 1
+    return sent
+
+
+def summary(folded: Path, top: int) -> str:
+    """Inclusive samples per frame (file:line dropped), for the event-loop thread and
+    for the worker threads (store calls, audit writes) separately."""
+    inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    totals: collections.Counter[str] = collections.Counter()
+    for line in folded.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+        thread = "worker threads" if any("threading.py" in f for f in frames) else "event loop"
+        totals[thread] += int(count)
+        for frame in set(frames):
+            inclusive[thread][frame] += int(count)
+    lines = []
+    for thread, counts in inclusive.items():
+        lines.append(f"\n{thread}: {totals[thread]} samples")
+        for frame, n in counts.most_common(top):
+            lines.append(f"{100 * n / totals[thread]:6.1f}%  {frame}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
