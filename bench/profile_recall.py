@@ -51,8 +51,8 @@ def main() -> None:
     try:
         with sidecar(workdir, WHOSE_OPTIMIZE_INTERVAL_S="2") as server:
             load(server.base, records)
+        folded.unlink(missing_ok=True)
         with sidecar(workdir) as server:
-            time.sleep(5)
             sampler = subprocess.Popen(
                 [
                     str(PY_SPY),
@@ -71,10 +71,17 @@ def main() -> None:
                 ],
                 stdout=subprocess.DEVNULL,
             )
-            sent = drive(server.base, qs, until=time.monotonic() + args.seconds)
-            sampler.wait(timeout=60)
+            sampled: int | None = None
+            try:
+                sent = drive(server.base, qs, until=time.monotonic() + args.seconds)
+                sampled = sampler.wait(timeout=60)
+            finally:
+                if sampler.poll() is None:
+                    sampler.kill()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if sampled != 0 or not folded.exists():
+        sys.exit(f"py-spy failed (exit {sampled}): it needs ptrace rights over the sidecar")
     print(f"{sent} recalls in {args.seconds} s; folded stacks: {folded}")
     print(summary(folded, args.top))
 

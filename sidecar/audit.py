@@ -197,6 +197,9 @@ class AuditLog:
         self._queue: asyncio.Queue[AuditEntry | None] = asyncio.Queue(maxsize=queue_size)
         self._task: asyncio.Task[None] | None = None
         self._spilled = False
+        # Callers waiting in `flushed()`: the writer does not linger for them.
+        self._flushing = 0
+        self._flush_now = asyncio.Event()
 
     def record(self, entry: AuditEntry) -> None:
         try:
@@ -224,8 +227,13 @@ class AuditLog:
         self._task = None
 
     async def flushed(self) -> None:
-        """Wait until everything queued so far is written (for tests and shutdown)."""
-        await self._queue.join()
+        """Wait until everything queued so far is written (audit reads, tests, shutdown)."""
+        self._flushing += 1
+        self._flush_now.set()
+        try:
+            await self._queue.join()
+        finally:
+            self._flushing -= 1
 
     async def query(self, query: AuditQuery, scan: int = 10_000) -> list[AuditEntry]:
         found = [e for e in await self.sink.newest_first(query, scan) if query.matches(e)]
@@ -234,8 +242,10 @@ class AuditLog:
     async def _run(self) -> None:
         while True:
             first = await self._queue.get()
-            if first is not None and self._queue.qsize() < _BATCH:
-                await asyncio.sleep(self.linger_s)
+            if first is not None and self._queue.qsize() < _BATCH and not self._flushing:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush_now.wait(), self.linger_s)
+            self._flush_now.clear()
             batch = [first]
             while len(batch) < _BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())

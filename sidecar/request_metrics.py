@@ -14,6 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sidecar import metrics
 
+# Probes and scrapes arrive every few seconds from outside: not traffic.
+_NOT_TRAFFIC = frozenset({"/healthz", "/readyz", "/metrics"})
+
 
 class Traffic:
     """Requests in flight, and when the last one ended. The embedded store waits for
@@ -45,12 +48,14 @@ class RequestTimer:
                 status = message["status"]
             await send(message)
 
-        self.traffic.in_flight += 1
+        counted = scope["path"] not in _NOT_TRAFFIC
+        self.traffic.in_flight += counted
         try:
             await self.app(scope, receive, sent)
         finally:
-            self.traffic.in_flight -= 1
-            self.traffic.last_ended = time.monotonic()
+            if counted:
+                self.traffic.in_flight -= 1
+                self.traffic.last_ended = time.monotonic()
             route = getattr(scope.get("route"), "path", "unmatched")
             metrics.REQUEST_SECONDS.labels(scope["method"], route, str(status)).observe(
                 time.perf_counter() - started

@@ -5,10 +5,10 @@ event loop. HNSW is built by `optimize()`: once when the store opens (before
 serving) and then by a background task after writes.
 
 qdrant-edge 0.9 holds the GIL for the whole of every call, so while it optimizes
-the entire process stands still (about 5 s per 20k 384-dim points here; NOTES.md
-has 180 s for 100k). A request caught half-way would see its OPA call time out
-in that stall, so the background task waits until the sidecar has been quiet
-(no request in flight, none for `optimize_interval_s`). Under constant traffic
+the entire process stands still (measured: 5 s for 20k 384-dim points). A request
+caught half-way would see its OPA call time out in that stall, so the background
+task waits until the sidecar has been quiet: no request in flight (health probes
+and metric scrapes aside), none for `optimize_interval_s`. Under constant traffic
 new points stay unindexed until a quiet moment or the next start: searches stay
 correct, only slower (the payload indexes still narrow them).
 """
@@ -74,10 +74,15 @@ class EdgeStore:
 
     async def open(self) -> None:
         self._shard = await asyncio.to_thread(self._open_shard)
+        self._optimizer = asyncio.create_task(self._optimize_after_writes())
         # Whatever an earlier process stored but did not index, indexed before serving
         # (nothing to do, and instant, when it is all indexed).
-        await self.optimize()
-        self._optimizer = asyncio.create_task(self._optimize_after_writes())
+        try:
+            await self.optimize()
+        except StoreUnavailable:
+            # Searches work unindexed; the background task tries again when quiet.
+            log.exception("optimize at open failed")
+            self._dirty.set()
 
     def _open_shard(self) -> qe.EdgeShard:
         if (self.path / "edge_config.json").exists():
@@ -118,7 +123,8 @@ class EdgeStore:
         return self._shard
 
     async def ping(self) -> None:
-        await self._run(self.shard.info)
+        # Not traffic: a readiness probe must not keep the optimizer waiting forever.
+        await self._run(self.shard.info, counted=False)
 
     async def search(
         self,
@@ -186,20 +192,24 @@ class EdgeStore:
     async def _optimize_after_writes(self) -> None:
         while True:
             await self._dirty.wait()
-            await self._until_quiet()
+            waited = await self._until_quiet()
             self._dirty.clear()
+            log.info("optimizing the store after %.0f s of waiting for quiet", waited)
             self._optimizing = asyncio.ensure_future(self.optimize())
             try:
                 await asyncio.shield(self._optimizing)
             except StoreUnavailable:
                 log.exception("background optimize failed")
 
-    async def _until_quiet(self) -> None:
-        """Returns once nothing has been in flight for `optimize_interval_s`."""
+    async def _until_quiet(self) -> float:
+        """Returns, with the seconds it took, once nothing has been in flight for
+        `optimize_interval_s`."""
+        started = time.monotonic()
         wait = self.optimize_interval_s
         while wait > 0:
             await asyncio.sleep(wait)
             wait = self.optimize_interval_s - self._quiet_for()
+        return time.monotonic() - started
 
     def _quiet_for(self) -> float:
         own = 0.0 if self._calls_in_flight else time.monotonic() - self._last_call
@@ -207,8 +217,10 @@ class EdgeStore:
             return own
         return min(own, self._server_quiet_for())
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        self._calls_in_flight += 1
+    async def _run(self, fn: Any, *args: Any, counted: bool = True) -> Any:
+        """`fn(*args)` in a worker thread; engine errors become StoreUnavailable.
+        `counted`: the call is traffic the optimizer waits out (see above)."""
+        self._calls_in_flight += counted
         try:
             return await asyncio.to_thread(fn, *args)
         except StoreUnavailable:
@@ -216,8 +228,9 @@ class EdgeStore:
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
         finally:
-            self._calls_in_flight -= 1
-            self._last_call = time.monotonic()
+            if counted:
+                self._calls_in_flight -= 1
+                self._last_call = time.monotonic()
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:

@@ -3,6 +3,7 @@ entries through a Redis outage, and reads newest first with filters."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -143,3 +144,17 @@ async def test_redis_stream_is_trimmed_to_its_bound(redis_url: str) -> None:
 def test_outcome_filter_without_a_record_needs_some_record_with_that_outcome(outcome: str) -> None:
     query = AuditQuery(tenant="acme", outcome=outcome)
     assert not query.matches(entry())
+
+
+async def test_the_writer_batches_but_never_keeps_a_reader_waiting(tmp_path: Path) -> None:
+    sink = FileSink(tmp_path / "audit.jsonl")
+    log = AuditLog(sink, None, queue_size=100, linger_s=30)
+    await log.start()
+    try:
+        log.record(entry("bob", 0))
+        log.record(entry("alice", 1))
+        # The writer is lingering for more; an audit read must not wait it out.
+        await asyncio.wait_for(log.flushed(), timeout=5)
+        assert {e.asker for e in sink.read_all()} == {"bob", "alice"}
+    finally:
+        await log.close()
