@@ -97,22 +97,30 @@ def drive(base: str, qs: list[str], until: float) -> int:
 
 
 def summary(folded: Path, top: int) -> str:
-    """Inclusive samples per frame (file:line dropped), for the event-loop thread and
-    for the worker threads (store calls, audit writes) separately."""
+    """Per thread kind (the event loop; the worker threads that run store calls and
+    audit writes): the sidecar's own functions by inclusive samples, and the leaf
+    frames (any library) by the samples spent in them."""
     inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    leaves: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     totals: collections.Counter[str] = collections.Counter()
     for line in folded.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            # Sampling without pausing the process can read a frame name half-written
+            # (multi-line garbage in the output): skip what does not parse.
+            continue
         frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
         thread = "worker threads" if any("threading.py" in f for f in frames) else "event loop"
         totals[thread] += int(count)
-        for frame in set(frames):
+        leaves[thread][frames[-1]] += int(count)
+        for frame in {f for f in frames if "(sidecar/" in f}:
             inclusive[thread][frame] += int(count)
     lines = []
-    for thread, counts in inclusive.items():
-        lines.append(f"\n{thread}: {totals[thread]} samples")
-        for frame, n in counts.most_common(top):
-            lines.append(f"{100 * n / totals[thread]:6.1f}%  {frame}")
+    for thread, total in totals.items():
+        for title, counts in (("sidecar, inclusive", inclusive), ("leaf frames", leaves)):
+            lines.append(f"\n{thread} ({total} samples), {title}:")
+            for frame, n in counts[thread].most_common(top):
+                lines.append(f"{100 * n / total:6.1f}%  {frame}")
     return "\n".join(lines)
 
 
