@@ -496,11 +496,12 @@ def _server_times(base: str, since: dict[str, tuple[float, float]] | None = None
     }
     if since is None:
         return now
-    recalls = max(1.0, now["request"][1] - since["request"][1])
-    means = {name: (now[name][0] - since[name][0]) / recalls for name in now}
-    rounds = now["rounds"][0] - since["rounds"][0]
-    counted = max(1.0, now["rounds"][1] - since["rounds"][1])
-    return means | {"rounds": round(rounds / counted, 2)}
+
+    def mean(name: str, per: str) -> float:
+        return (now[name][0] - since[name][0]) / max(1.0, now[per][1] - since[per][1])
+
+    times = {name: mean(name, per="request") for name in now if name != "rounds"}
+    return times | {"rounds": round(mean("rounds", per="rounds"), 2)}
 
 
 def _where_time_goes(client_s: list[float], server: dict[str, float]) -> dict[str, float]:

@@ -123,8 +123,7 @@ class EdgeStore:
         return self._shard
 
     async def ping(self) -> None:
-        # Not traffic: a readiness probe must not keep the optimizer waiting forever.
-        await self._run(self.shard.info, counted=False)
+        await self._run(self.shard.info)
 
     async def search(
         self,
@@ -212,15 +211,15 @@ class EdgeStore:
         return time.monotonic() - started
 
     def _quiet_for(self) -> float:
-        own = 0.0 if self._calls_in_flight else time.monotonic() - self._last_call
-        if self._server_quiet_for is None:
-            return own
-        return min(own, self._server_quiet_for())
+        if self._server_quiet_for is not None:
+            # Every store call a server makes is inside a request it counts (and its
+            # readiness probe's ping inside one it does not).
+            return self._server_quiet_for()
+        return 0.0 if self._calls_in_flight else time.monotonic() - self._last_call
 
-    async def _run(self, fn: Any, *args: Any, counted: bool = True) -> Any:
-        """`fn(*args)` in a worker thread; engine errors become StoreUnavailable.
-        `counted`: the call is traffic the optimizer waits out (see above)."""
-        self._calls_in_flight += counted
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` in a worker thread; engine errors become StoreUnavailable."""
+        self._calls_in_flight += 1
         try:
             return await asyncio.to_thread(fn, *args)
         except StoreUnavailable:
@@ -228,9 +227,8 @@ class EdgeStore:
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
         finally:
-            if counted:
-                self._calls_in_flight -= 1
-                self._last_call = time.monotonic()
+            self._calls_in_flight -= 1
+            self._last_call = time.monotonic()
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
