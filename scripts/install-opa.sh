@@ -4,7 +4,12 @@
 set -euo pipefail
 version="${1:?usage: install-opa.sh vX.Y.Z}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -x "$root/bin/opa" ] && "$root/bin/opa" version 2>/dev/null | grep -qx "Version: ${version#v}"; then
+built_version() {
+  # awk reads all of `opa version`; `grep -q` would exit at the first line and, under
+  # pipefail, fail the pipeline with SIGPIPE (141) whenever opa was still writing.
+  "$root/bin/opa" version 2>/dev/null | awk '$1 == "Version:" { print "v" $2 }'
+}
+if [ -x "$root/bin/opa" ] && [ "$(built_version)" = "$version" ]; then
   exit 0
 fi
 command -v go >/dev/null || { echo "install-opa: Go is required to build OPA" >&2; exit 1; }
@@ -33,4 +38,4 @@ GO
     && go get "github.com/open-policy-agent/opa@$version" \
     && go build -o "$root/bin/opa" .)
 fi
-"$root/bin/opa" version | grep -qx "Version: ${version#v}"
+[ "$(built_version)" = "$version" ]
