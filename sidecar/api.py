@@ -34,7 +34,7 @@ from sidecar.recall import recall, recall_question
 from sidecar.record import Instant, MemoryRecord, MemoryWrite, applied_at
 from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, StoreUnavailable
-from sidecar.verdict import decide, settle
+from sidecar.verdict import decide, newest_fact, settle
 
 router = APIRouter()
 
@@ -211,12 +211,14 @@ async def proposition(
         ]
     )
     verdict, conflicts = decide(items)
-    facts = [item for item in items if item.usable_as == "fact"]
+    world_state = newest_fact(items) if verdict == "answer" else None
     return PropositionResponse(
         key=key,
         verdict=verdict,
-        world_state=facts[0] if facts else None,
-        perspectives=[item for item in items if item.usable_as != "fact"],
+        world_state=world_state,
+        # Everything else stays visible, a second authority's agreeing fact included;
+        # when authorities disagree there is no world state, only their conflict.
+        perspectives=[item for item in items if item is not world_state],
         conflicts=conflicts,
         decision_id=gate.decision_id,
         truncated=page.next_offset is not None and bool(items),

@@ -113,7 +113,11 @@ class PropositionResponse(BaseModel):
     key: str
     verdict: Verdict
     world_state: Item | None = Field(
-        default=None, description="The authoritative, current world-state claim, if any."
+        default=None,
+        description=(
+            "The authoritative, current world-state claim (the newest, when several agree);"
+            " absent unless the verdict is `answer`."
+        ),
     )
     perspectives: list[Item]
     conflicts: list[Conflict] = Field(default_factory=list)

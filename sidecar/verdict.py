@@ -53,6 +53,15 @@ def find_conflicts(items: list[Item]) -> list[Conflict]:
     return conflicts
 
 
+def newest_fact(items: list[Item]) -> Item | None:
+    """The world-state claim to answer with: the newest current fact.
+
+    Meant for an `answer` verdict, where every current fact agrees on the value.
+    """
+    facts = [item for item in items if item.status == "current" and item.usable_as == "fact"]
+    return max(facts, key=_started, default=None)
+
+
 def settle(items: list[Item]) -> list[Item]:
     """Mark as superseded any item that another item in the set says it replaces.
 
@@ -68,6 +77,10 @@ def settle(items: list[Item]) -> list[Item]:
         else item
         for item in items
     ]
+
+
+def _started(item: Item) -> tuple[float, str]:
+    return (item.valid_at.timestamp() if item.valid_at else float("-inf"), str(item.id))
 
 
 def _comparable(item: Item) -> str:

@@ -98,3 +98,39 @@ def test_nobody_can_replace_an_authoritys_fact(http: httpx.Client) -> None:
     named = rumour | {"proposition": {"text": "x"}, "supersedes": fact["id"]}
     refused = http.post("/v1/memories", json=named, headers=as_("bob"))
     assert refused.json()["reasons"][0]["reasons"] == ["cannot_supersede"]
+
+
+def test_a_second_authoritys_fact_is_never_dropped(http: httpx.Client) -> None:
+    key = fresh_key()
+    older = change_record(key, "2026-10-24") | {"valid_at": "2026-10-01T00:00:00Z"}
+    [first] = stored(http, "release-bot", older)
+    second = change_record(key, "2026-10-24") | {"valid_at": "2026-10-02T00:00:00Z"}
+    response = http.post("/v1/memories", json=second, headers=as_("ops-bot", roles="authority"))
+    assert response.status_code == 201, response.text
+    [newer] = response.json()["records"]
+
+    view = http.get(f"/v1/propositions/{key}", headers=as_("carol")).json()
+
+    assert view["verdict"] == "answer"
+    assert view["world_state"]["id"] == newer["id"]
+    assert [p["id"] for p in view["perspectives"]] == [first["id"]]
+    assert view["perspectives"][0]["usable_as"] == "fact"
+
+
+def test_disagreeing_authorities_give_a_conflict_and_no_world_state(
+    http: httpx.Client,
+) -> None:
+    key = fresh_key()
+    [first] = stored(http, "release-bot", change_record(key, "2026-10-24"))
+    other = change_record(key, "2026-11-07")
+    response = http.post("/v1/memories", json=other, headers=as_("ops-bot", roles="authority"))
+    assert response.status_code == 201, response.text
+    [second] = response.json()["records"]
+
+    view = http.get(f"/v1/propositions/{key}", headers=as_("carol")).json()
+
+    assert view["verdict"] == "conflict"
+    assert "world_state" not in view
+    assert sorted(p["id"] for p in view["perspectives"]) == sorted([first["id"], second["id"]])
+    [conflict] = view["conflicts"]
+    assert sorted(v["value"] for v in conflict["views"]) == ["2026-10-24", "2026-11-07"]
