@@ -135,6 +135,14 @@ def plan(
             reason = None
             if chain is not None:
                 heads[chain] = record
+        if (
+            reason is None
+            and "invalid_at" in record
+            and _at(record, "invalid_at") < _at(record, "valid_at")
+        ):
+            # A start chosen at commit time (or moved to follow the predecessor)
+            # can pass the end the caller gave.
+            reason = "invalid_at_before_valid_at"
         if reason is not None:
             result.problems.append((index, reason))
         elif previous is not None:

@@ -128,3 +128,14 @@ def test_an_undated_version_does_not_follow_a_predecessor_far_in_the_future() ->
     result = plan([new], {CHAIN: [head]}, {}, undated={new["id"]})
     assert result.problems == [(0, "valid_at_before_current_version")]
     assert new["valid_at"] == "2026-10-01T00:00:00Z"
+
+
+def test_a_version_moved_up_past_its_own_end_is_refused() -> None:
+    # Keyless, undated, with an end: moving its start up to follow its predecessor
+    # would put the start after the end (found by review: it was stored, then 500).
+    head = rec("2026-10-10T00:00:04Z", key=None)
+    new = rec("2026-10-10T00:00:00Z", key=None, supersedes=head["id"])
+    new["invalid_at"] = "2026-10-10T00:00:02Z"
+    result = plan([new], {}, {head["id"]: head}, undated={new["id"]})
+    assert result.problems == [(0, "invalid_at_before_valid_at")]
+    assert result.updates == []
