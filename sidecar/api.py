@@ -29,7 +29,7 @@ from sidecar.messages import (
     StoredRecords,
 )
 from sidecar.observations import Observation, to_records
-from sidecar.policy import DisclosureQuestion, PolicyUnavailable
+from sidecar.policy import Decision, DisclosureQuestion, PolicyUnavailable
 from sidecar.recall import recall, recall_question
 from sidecar.record import Instant, MemoryRecord, MemoryWrite, applied_at
 from sidecar.services import Asker, Services, Svc
@@ -133,15 +133,30 @@ async def get_memory(
 ) -> MemoryResponse:
     """One record, if the policy lets the asker see it; otherwise 404 as if missing.
 
-    With `as_of`, the version of the record's chain that applied at that instant.
+    With `as_of`, the version of the record's chain that applied at that instant,
+    provided the record asked for may be seen too: otherwise the answer would tell
+    a forbidden id from a missing one.
     """
     now = _now()
-    if as_of is None:
-        hits = await svc.store.get(who.tenant, [record_id])
-        question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
-    else:
-        hits = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
+    asked = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
+    hit, decision, decision_id = await _disclosed(
+        svc, asked, await svc.store.get(who.tenant, [record_id])
+    )
+    if as_of is not None:
+        then = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
+        hit, decision, decision_id = await _disclosed(svc, question, then)
+    return MemoryResponse(
+        item=disclosed_item(hit.record, decision, as_of or now),
+        record=MemoryRecord.model_validate(hit.record),
+        decision_id=decision_id,
+    )
+
+
+async def _disclosed(
+    svc: Services, question: DisclosureQuestion, hits: list[Hit]
+) -> tuple[Hit, Decision, UUID]:
+    """The first hit, if the policy discloses it; else 404, exactly as if it were missing."""
     # Asked even when nothing was found, so a missing record and a forbidden one
     # take the same path (and fail the same way when OPA is down).
     async with svc.gate.begin(question, "get") as gate:
@@ -149,12 +164,7 @@ async def get_memory(
     decision = decisions.get(str(hits[0].record.get("id"))) if hits else None
     if decision is None or not decision.allow:
         raise _NOT_FOUND
-    record = hits[0].record
-    return MemoryResponse(
-        item=disclosed_item(record, decision, as_of or now),
-        record=MemoryRecord.model_validate(record),
-        decision_id=gate.decision_id,
-    )
+    return hits[0], decision, gate.decision_id
 
 
 @router.get(

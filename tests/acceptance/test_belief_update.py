@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -161,3 +162,20 @@ def test_get_as_of_returns_the_version_that_applied_then(http: httpx.Client) -> 
         ).status_code
         == 404
     )
+
+
+def test_get_as_of_needs_the_id_asked_for_to_be_disclosable(http: httpx.Client) -> None:
+    # Review found: bob could not see the newer version, yet asking for its id as of a
+    # time when an older, shared version applied answered 200, and a missing id 404.
+    shared = said_by("alice", "session-30", audience=["alice", "bob"])
+    [old] = stored(http, "alice", shared)
+    private = _update(http, old, "session-31")
+    assert private["audience"] == ["alice"]
+    at = {"as_of": "2026-10-05T00:00:00Z"}
+    forbidden = http.get(f"/v1/memories/{private['id']}", params=at, headers=as_("bob"))
+    missing = http.get(f"/v1/memories/{uuid.uuid4()}", params=at, headers=as_("bob"))
+    assert forbidden.status_code == missing.status_code == 404
+    assert forbidden.json() == missing.json()
+    # The shared version itself is still bob's to read, as of then.
+    mine = http.get(f"/v1/memories/{old['id']}", params=at, headers=as_("bob"))
+    assert mine.json()["item"]["id"] == old["id"]
