@@ -35,7 +35,7 @@ from sidecar.ingest import MAX_BATCH, WriteRefused
 from sidecar.messages import Problem
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
-from sidecar.record import MemoryWrite
+from sidecar.record import MemoryWrite, has_usable_length
 from sidecar.services import Asker, Services, Svc
 from sidecar.store import Hit, Scope, point_id
 
@@ -197,6 +197,8 @@ def _checked_vector(vector: list[float], svc: Services) -> list[float]:
             f"Wrong input: Vector dimension error: expected dim: {svc.settings.vector_size}, "
             f"got {len(vector)}",
         )
+    if not has_usable_length(vector):
+        raise QdrantError(400, "Wrong input: vector length must be non-zero and finite")
     return vector
 
 
@@ -214,6 +216,8 @@ async def _nearest(
 ) -> list[Any]:
     if limit < 1 or offset < 0 or limit + offset > svc.settings.max_limit:
         raise QdrantError(400, f"limit + offset must be between 1 and {svc.settings.max_limit}")
+    if score_threshold is not None and not math.isfinite(score_threshold):
+        raise QdrantError(400, "Wrong input: score_threshold must be a finite number")
     now = datetime.now(UTC)
     checked = _checked_vector(vector, svc)
     async with svc.gate.begin(_question(who, "recall", now), route) as gate:

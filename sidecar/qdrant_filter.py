@@ -11,6 +11,7 @@ would widen the query.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,6 +158,10 @@ def _edge_range(bounds: Any) -> Any:
                 lt=_instant(bounds.lt),
             )
         case qm.Range():
+            limits = (bounds.gte, bounds.gt, bounds.lte, bounds.lt)
+            if not all(b is None or math.isfinite(b) for b in limits):
+                # JSON parsers let NaN through, and the engine panics on it.
+                raise UnsupportedFilter("range bounds must be finite numbers")
             return qe.RangeFloat(gte=bounds.gte, gt=bounds.gt, lte=bounds.lte, lt=bounds.lt)
     raise UnsupportedFilter(f"unsupported range: {type(bounds).__name__}")
 

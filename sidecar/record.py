@@ -7,10 +7,12 @@ rather than dropped, because a misspelt `audience` must not pass unnoticed.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 Modality = Literal[
@@ -52,9 +54,19 @@ Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 ScalarValue = Annotated[str, Field(max_length=2000)] | Int64 | Finite | bool
 
 
+def has_usable_length(vector: list[float]) -> bool:
+    """Whether cosine search can normalise the vector: Qdrant does so in 32-bit
+    floats, where a huge component overflows and a tiny one underflows to zero
+    (either way the record could never be found, nor a query find anything)."""
+    with np.errstate(over="ignore", under="ignore"):
+        squares = np.square(np.asarray(vector, dtype=np.float64).astype(np.float32))
+        total = float(np.sum(squares, dtype=np.float32))
+    return 0.0 < total < math.inf
+
+
 def _usable_vector(vector: list[float]) -> list[float]:
-    if not any(vector):
-        raise ValueError("vector must not be all zeros")
+    if not has_usable_length(vector):
+        raise ValueError("vector length must be non-zero and finite in 32-bit floats")
     return vector
 
 

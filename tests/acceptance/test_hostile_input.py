@@ -29,6 +29,9 @@ def record(**fields: Any) -> dict[str, Any]:
         {"proposition": {"text": "p", "key": "k", "value": float("inf")}},
         {"vector": [0.0] * 384},
         {"vector": [1.0] * 383 + [float("inf")]},
+        # Finite, but overflow (or vanish) in Qdrant's 32-bit normalisation.
+        {"vector": [1e308] * 384},
+        {"vector": [1e-30] * 384},
         {"confidence": float("nan")},
         {"content": ""},
         {"audience": ["x" * 201]},
@@ -60,6 +63,7 @@ def test_bad_record_is_a_422_and_nothing_is_stored(
     [
         {"query": "x", "as_of": "9999-12-31T23:00:00-05:00"},
         {"vector": [0.0] * 384},
+        {"vector": [1e20] * 384},
         {"query": "x", "min_confidence": 2},
         {"query": "x", "audience": "bob"},
         {"query": "x", "modality": "gossip"},

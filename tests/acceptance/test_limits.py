@@ -233,6 +233,25 @@ def test_a_body_without_length_is_cut_at_the_limit(http: httpx.Client) -> None:
         (f"{POINTS}/query", {"query": VECTOR, "limit": 0}, "limit + offset"),
         (f"{POINTS}/query", b'{"query": [NaN' + b", 1" * 383 + b"]}", "must be finite"),
         (f"{POINTS}/search", b'{"vector": [Infinity' + b", 1" * 383 + b"]}", "must be finite"),
+        (f"{POINTS}/query", {"query": [1e20] * 384}, "non-zero and finite"),
+        (f"{POINTS}/search", {"vector": VECTOR, "score_threshold": "NaN"}, "finite"),
+        (
+            f"{POINTS}/search",
+            b'{"vector": [1' + b", 1" * 383 + b'], "score_threshold": NaN}',
+            "finite",
+        ),
+        (
+            f"{POINTS}/count",
+            b'{"filter": {"must": [{"key": "confidence", "range": {"lt": NaN}}]}}',
+            "finite",
+        ),
+        (
+            f"{POINTS}/query",
+            b'{"query": [1'
+            + b", 1" * 383
+            + b'], "filter": {"must": [{"key": "confidence", "range": {"gte": NaN}}]}}',
+            "finite",
+        ),
         (f"{POINTS}", {"ids": [str(uuid.uuid4()) for _ in range(1001)]}, "at most 1000 ids"),
         (f"{POINTS}/scroll", {"filter": {"must": [{"key": "x\x00", "match": {}}]}}, "filter"),
     ],
