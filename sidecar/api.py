@@ -192,7 +192,7 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
 
 
 @router.get(
-    "/v1/propositions/{key}",
+    "/v1/propositions/{key:path}",
     response_model=PropositionResponse,
     response_model_exclude_none=True,
     responses=_errors,

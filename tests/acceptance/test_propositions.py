@@ -134,3 +134,12 @@ def test_disagreeing_authorities_give_a_conflict_and_no_world_state(
     assert sorted(p["id"] for p in view["perspectives"]) == sorted([first["id"], second["id"]])
     [conflict] = view["conflicts"]
     assert sorted(v["value"] for v in conflict["views"]) == ["2026-10-24", "2026-11-07"]
+
+
+def test_a_key_with_a_slash_can_be_looked_up(http: httpx.Client) -> None:
+    key = f"{fresh_key()}/eu"
+    [mine] = stored(http, "alice", said_by("alice", "s9", proposition=launch_17(key)))
+    for path in (f"/v1/propositions/{key}", f"/v1/propositions/{key.replace('/', '%2F')}"):
+        view = http.get(path, headers=as_("alice")).json()
+        assert view["key"] == key
+        assert [p["id"] for p in view["perspectives"]] == [mine["id"]]
