@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from sidecar.attribution import disclosed_item
 from sidecar.ingest import MAX_BATCH
+from sidecar.links import hide_unseen_links
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
@@ -146,6 +147,7 @@ async def get_memory(
         then = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
         hit, decision, decision_id = await _disclosed(svc, question, then)
+    [hit] = await hide_unseen_links(svc.store, svc.gate, asked, [hit], [hit.record["id"]])
     return MemoryResponse(
         item=disclosed_item(hit.record, decision, as_of or now),
         record=MemoryRecord.model_validate(hit.record),
@@ -183,11 +185,11 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
     start = decisions.get(str(record_id))
     if start is None or not start.allow:
         raise _NOT_FOUND
-    items = [
-        disclosed_item(h.record, decisions[h.record["id"]], now)
-        for h in chain
-        if decisions[h.record["id"]].allow
-    ]
+    allowed = [h for h in chain if decisions[h.record["id"]].allow]
+    shown = await hide_unseen_links(
+        svc.store, svc.gate, question, allowed, [h.record["id"] for h in allowed]
+    )
+    items = [disclosed_item(h.record, decisions[h.record["id"]], now) for h in shown]
     return HistoryResponse(items=items, decision_id=gate.decision_id)
 
 
@@ -211,14 +213,13 @@ async def proposition(
         pushdown = await gate.pushdown()
         scope = pushdown.narrow(Scope(tenant=who.tenant, about=key, current_at=now))
         page = await svc.store.find(scope, limit)
-        hits = page.hits
-        decisions = await gate.decide([h.record for h in hits])
+        decisions = await gate.decide([h.record for h in page.hits])
+    allowed = [h for h in page.hits if decisions[str(h.record.get("id"))].allow]
+    shown = await hide_unseen_links(
+        svc.store, svc.gate, question, allowed, [str(h.record.get("id")) for h in allowed]
+    )
     items = settle(
-        [
-            disclosed_item(h.record, decision, now)
-            for h in hits
-            if (decision := decisions[str(h.record.get("id"))]).allow
-        ]
+        [disclosed_item(h.record, decisions[str(h.record.get("id"))], now) for h in shown]
     )
     verdict, conflicts = decide(items)
     world_state = newest_fact(items) if verdict == "answer" else None

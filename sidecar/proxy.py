@@ -32,6 +32,7 @@ from sidecar.attribution import disclosed_item
 from sidecar.gate import Disclosure
 from sidecar.identity import Identity
 from sidecar.ingest import MAX_BATCH, WriteRefused
+from sidecar.links import hide_unseen_links
 from sidecar.messages import Problem
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
@@ -233,7 +234,7 @@ async def _nearest(
             # Pages by offset must see the same candidates whatever the asker did before.
             adaptive=False,
         )
-    page = found.allowed[offset : offset + limit]
+    page = await _linked(svc, gate.question, found.allowed[offset : offset + limit])
     return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
 
 
@@ -360,6 +361,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         returned, next_offset = await _scroll(
             svc, gate, body.get("filter"), cursor, limit, with_vector
         )
+    returned = await _linked(svc, gate.question, returned)
     points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
     return _ok({"points": points, "next_page_offset": next_offset}, started)
 
@@ -430,12 +432,21 @@ async def _by_ids(
     hits = await svc.store.get(who.tenant, wanted, with_vector=_wants_vector(with_vector))
     async with svc.gate.begin(_question(who, "get", now), "proxy.retrieve") as gate:
         decisions = await gate.decide([h.record for h in hits])
-    allowed = {
-        h.record["id"]: _point(h, decisions[h.record["id"]], now, with_payload, scored=False)
-        for h in hits
-        if decisions[h.record["id"]].allow
-    }
+    shown = await _linked(
+        svc, gate.question, [(h, d) for h in hits if (d := decisions[h.record["id"]]).allow]
+    )
+    allowed = {h.record["id"]: _point(h, d, now, with_payload, scored=False) for h, d in shown}
     return [allowed[str(r)] for r in wanted if str(r) in allowed]
+
+
+async def _linked(
+    svc: Services, question: DisclosureQuestion, allowed: list[tuple[Hit, Decision]]
+) -> list[tuple[Hit, Decision]]:
+    """The allowed points, their links to points the asker may not see removed (links.py)."""
+    hits = [hit for hit, _ in allowed]
+    ids = [str(hit.record.get("id")) for hit in hits]
+    shown = await hide_unseen_links(svc.store, svc.gate, question, hits, ids)
+    return [(hit, decision) for hit, (_, decision) in zip(shown, allowed, strict=True)]
 
 
 def _record_id(raw: Any) -> UUID | None:

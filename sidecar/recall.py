@@ -17,6 +17,7 @@ from sidecar.attribution import disclosed_item
 from sidecar.embed import HashingEmbedder
 from sidecar.gate import Disclosure
 from sidecar.identity import Identity
+from sidecar.links import hide_unseen_links
 from sidecar.messages import RecallRequest, RecallResponse
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.store import Hit, Scope, Store
@@ -66,12 +67,16 @@ async def recall(
         )
     )
     found = await overfetch(vector, scope, gate, request.limit, store, bounds)
+    chosen = found.allowed[: request.limit]
+    shown = await hide_unseen_links(
+        store, gate.gate, gate.question, [hit for hit, _ in chosen], _ids(found.allowed)
+    )
     # Status is told at the instant asked about: what was current then.
     at = request.as_of or now
     items = settle(
         [
             disclosed_item(hit.record, decision, at, hit.score)
-            for hit, decision in found.allowed[: request.limit]
+            for hit, (_, decision) in zip(shown, chosen, strict=True)
         ]
     )
     verdict, conflicts = decide(items)
@@ -131,6 +136,10 @@ async def overfetch(
         if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:
             return _counted(Candidates(allowed, rounds, truncated=True))
         batch = min(batch * 2, bounds.max_candidates - len(seen))
+
+
+def _ids(allowed: list[tuple[Hit, Decision]]) -> set[str]:
+    return {str(hit.record.get("id")) for hit, _ in allowed}
 
 
 def _counted(found: Candidates) -> Candidates:

@@ -1,0 +1,50 @@
+"""Version links (`supersedes`, `superseded_by`) name other records.
+
+A link is shown only when the record it names may be shown too, under the same
+asker and audience: otherwise it would hand out the id of a withheld version and
+confirm that one exists, which a missing record never does. The versions a
+request already disclosed need no second decision; the rest are fetched and
+decided in one batch (purpose `get`: a link is something the caller can follow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from uuid import UUID
+
+from sidecar.gate import Gate
+from sidecar.policy import DisclosureQuestion
+from sidecar.store import Hit, Store
+
+LINKS = ("supersedes", "superseded_by")
+
+
+async def hide_unseen_links(
+    store: Store,
+    gate: Gate,
+    question: DisclosureQuestion,
+    hits: list[Hit],
+    disclosed: Iterable[str],
+) -> list[Hit]:
+    """`hits` with every link to a record the question may not see removed.
+
+    `disclosed`: ids this request has already decided to disclose.
+    """
+    visible = set(disclosed)
+    named = {str(h.record[link]) for h in hits for link in LINKS if h.record.get(link)}
+    unknown = sorted(named - visible)
+    if unknown:
+        found = await store.get(question.asker.tenant, [UUID(i) for i in unknown])
+        ask = replace(question, purpose="get", as_of=None)
+        async with gate.begin(ask, "links") as disclosure:
+            decisions = await disclosure.decide([h.record for h in found])
+        visible |= {record_id for record_id, d in decisions.items() if d.allow}
+    return [_linking_only(hit, visible) for hit in hits]
+
+
+def _linking_only(hit: Hit, visible: set[str]) -> Hit:
+    hidden = [link for link in LINKS if hit.record.get(link) and hit.record[link] not in visible]
+    if not hidden:
+        return hit
+    return replace(hit, record={k: v for k, v in hit.record.items() if k not in hidden})
