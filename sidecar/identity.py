@@ -6,8 +6,9 @@ else; a request body never names its own tenant.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
@@ -15,6 +16,11 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from fastapi import HTTPException, Request
 
 from sidecar.settings import Settings
+
+log = logging.getLogger("whose.identity")
+
+# RFC 7518 §3.2: an HS256 key at least as long as the hash output.
+_MIN_HS256_SECRET_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,13 @@ class Authenticator:
         # never verifies an HMAC token (no HS/RS confusion), and "none" is never listed.
         self.keys: dict[str | None, tuple[Any, str]] = {}
         if settings.jwt_hs256_secret is not None:
-            self.keys[None] = (settings.jwt_hs256_secret.get_secret_value(), "HS256")
+            secret = settings.jwt_hs256_secret.get_secret_value()
+            if len(secret.encode()) < _MIN_HS256_SECRET_BYTES:
+                # RFC 7518 §3.2: a shorter HMAC key can be brute-forced from one token.
+                raise ValueError(
+                    f"WHOSE_JWT_HS256_SECRET must be at least {_MIN_HS256_SECRET_BYTES} bytes"
+                )
+            self.keys[None] = (secret, "HS256")
         elif settings.jwt_public_key_file is not None:
             pem = settings.jwt_public_key_file.read_bytes()
             self.keys[None] = (pem, "ES256" if _is_ec(pem) else "RS256")
@@ -75,6 +87,11 @@ class Authenticator:
             raise ValueError(
                 "no identity provider: set WHOSE_JWT_HS256_SECRET, WHOSE_JWT_PUBLIC_KEY_FILE "
                 "or WHOSE_JWT_JWKS_FILE, or run `whose serve --dev` on loopback"
+            )
+        if self.keys and self.issuer is None and self.audience is None:
+            log.warning(
+                "neither WHOSE_JWT_ISSUER nor WHOSE_JWT_AUDIENCE is set: any token the key "
+                "verifies is accepted, including one issued for another service"
             )
 
     def __call__(self, request: Request) -> Identity:
@@ -128,7 +145,7 @@ class Authenticator:
         except jwt.PyJWTError:
             raise _unauthenticated("invalid_token") from None
         sub, tenant = claims.get("sub"), claims.get("tenant")
-        if not isinstance(sub, str) or not sub or not isinstance(tenant, str) or not tenant:
+        if not _is_name(sub) or not _is_name(tenant):
             raise _unauthenticated("invalid_token")
         return Identity(
             id=sub,
@@ -137,6 +154,11 @@ class Authenticator:
             roles=_names(claims.get("roles", [])),
             scopes=_names(claims.get("scopes", [])),
         )
+
+
+def _is_name(claim: Any) -> TypeGuard[str]:
+    # A blank subject or tenant would name nobody (or everybody's empty default).
+    return isinstance(claim, str) and claim == claim.strip() and bool(claim)
 
 
 def _bearer(request: Request) -> str | None:

@@ -67,6 +67,9 @@ def test_token_in_api_key_header_is_accepted(auth: Authenticator) -> None:
         ({"iss": "someone-else"}, "invalid_token"),
         ({"aud": "another-service"}, "invalid_token"),
         ({"tenant": ""}, "invalid_token"),
+        ({"tenant": "  "}, "invalid_token"),
+        ({"sub": "  "}, "invalid_token"),
+        ({"sub": " alice"}, "invalid_token"),
     ],
 )
 def test_bad_claims_are_refused(auth: Authenticator, claims: dict[str, Any], expected: str) -> None:
@@ -191,3 +194,17 @@ def test_jwks_with_a_symmetric_key_is_refused_at_start(tmp_path: Path) -> None:
     path.write_text(json.dumps({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "s"}]}))
     with pytest.raises(ValueError, match="only RSA and EC public keys"):
         Authenticator(Settings(jwt_jwks_file=path))
+
+
+@pytest.mark.parametrize("secret", ["", "short", "x" * 31])
+def test_a_short_hs256_secret_refuses_to_start(secret: str) -> None:
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        Authenticator(Settings(jwt_hs256_secret=secret))
+
+
+def test_no_issuer_and_no_audience_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    Authenticator(Settings(jwt_hs256_secret=SECRET))
+    assert "WHOSE_JWT_AUDIENCE" in caplog.text
+    caplog.clear()
+    Authenticator(Settings(jwt_hs256_secret=SECRET, jwt_audience="whose"))
+    assert caplog.text == ""
