@@ -24,7 +24,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar import qdrant_filter
@@ -182,6 +182,9 @@ def _point(hit: Hit, decision: Decision, now: datetime, with_payload: Any, score
 
 def _dense(query: Any) -> list[float]:
     if isinstance(query, qm.NearestQuery):
+        if query.mmr is not None:
+            # Answering plain nearest neighbours instead would be a silent change of meaning.
+            raise QdrantError(400, "mmr (diversity re-ranking) is not supported")
         query = query.nearest
     if isinstance(query, list) and query and all(isinstance(x, int | float) for x in query):
         return [float(x) for x in query]
@@ -304,6 +307,9 @@ async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
 class SearchBody(BaseModel):
     """Qdrant's (older) search body; qdrant-client 1.20 dropped its model, other clients
     still send it."""
+
+    # A field this sidecar does not know (shard_key, say) is refused, not ignored.
+    model_config = ConfigDict(extra="forbid")
 
     vector: list[float]
     filter: Any = None

@@ -234,6 +234,8 @@ def test_a_body_without_length_is_cut_at_the_limit(http: httpx.Client) -> None:
         (f"{POINTS}/query", b'{"query": [NaN' + b", 1" * 383 + b"]}", "must be finite"),
         (f"{POINTS}/search", b'{"vector": [Infinity' + b", 1" * 383 + b"]}", "must be finite"),
         (f"{POINTS}/query", {"query": [1e20] * 384}, "non-zero and finite"),
+        (f"{POINTS}/query", {"query": {"nearest": VECTOR, "mmr": {"diversity": 0.5}}}, "mmr"),
+        (f"{POINTS}/search", {"vector": VECTOR, "shard_key": "eu"}, "shard_key"),
         (f"{POINTS}/search", {"vector": VECTOR, "score_threshold": "NaN"}, "finite"),
         (
             f"{POINTS}/search",
