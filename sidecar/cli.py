@@ -57,7 +57,7 @@ def repair(
     tenant: Annotated[str, typer.Option(help="Tenant whose belief chains to check.")],
     data_dir: Annotated[Path | None, typer.Option(help="Store folder (WHOSE_DATA_DIR).")] = None,
 ) -> None:
-    """Close belief chains that an interrupted write left with two current versions.
+    """Finish writes cut short: close each version still current though a stored one replaces it.
 
     With the embedded store, stop the sidecar first (one process owns the folder);
     with a Qdrant server and Redis locks it is safe beside running sidecars.

@@ -20,10 +20,19 @@ from sidecar.locks import ChainLocks
 from sidecar.policy import PolicyClient
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
 from sidecar.store import Hit, Scope, Store, iso
-from sidecar.supersession import Chain, chain_of, open_chains, plan
+from sidecar.supersession import (
+    Chain,
+    chain_of,
+    open_chains,
+    plan,
+    possibly_left_open,
+    predecessor_lock_key,
+)
 
 # Bounds one chain lookup; more open versions than this means something else is wrong.
 _MAX_OPEN_VERSIONS = 16
+# Ids per successor lookup (one `supersedes` match-any condition) and records per page.
+_LOOKUP_CHUNK = 1000
 # Records per write request, through every write path.
 MAX_BATCH = 1000
 
@@ -72,7 +81,8 @@ class Writer:
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
         # New ids are locked too: two writers choosing one id must not both find it free.
         fresh_ids = [f"id\x00{writer.tenant}\x00{p['id']}" for p in payloads]
-        async with self.locks.hold([c.lock_key() for c in chains] + named + fresh_ids) as held:
+        keys = [c.lock_key() for c in chains] + [predecessor_lock_key(n) for n in named]
+        async with self.locks.hold(keys + fresh_ids) as held:
             # Without a valid_at of its own, a version starts when it is stored: in
             # lock order, so concurrent updates of one belief line up instead of
             # one being refused for starting before the other.
@@ -87,11 +97,13 @@ class Writer:
             open_versions = {c: await open_versions_of(self.store, c) for c in chains}
             stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
             named_records = {h.record["id"]: h.record for h in stored}
-            linked = plan(payloads, open_versions, named_records, undated)
+            suspects = possibly_left_open(open_versions, named_records)
+            successors = await successors_of(self.store, writer.tenant, suspects)
+            linked = plan(payloads, open_versions, named_records, undated, successors)
             _refuse_if(linked.problems, payloads)
             await held.confirm()
             # New versions first: if we stop half-way, each names its predecessor,
-            # which still looks current until `plan` next sees the chain.
+            # which still looks current until `plan` is next given both.
             await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
             for record_id, fields in linked.updates:
                 await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
@@ -137,30 +149,69 @@ async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
     return [h.record for h in page.hits]
 
 
-async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
-    """Close every chain of a tenant that a crash left with two open versions.
+async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Stored records whose `supersedes` names one of `ids` (no store call for none)."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(ids), _LOOKUP_CHUNK):
+        scope = Scope(tenant=tenant, supersedes_any_of=tuple(ids[start : start + _LOOKUP_CHUNK]))
+        found += await _find_all(store, scope)
+    return found
 
-    Returns the number of field updates made. Each chain is fixed under its lock,
-    so this is safe to run beside live writers that share the same locks.
-    """
-    open_records: list[dict[str, Any]] = []
+
+async def _find_all(store: Store, scope: Scope) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
     offset: str | None = None
     while True:
-        page = await store.find(Scope(tenant=tenant, absent=("invalid_at",)), 1000, offset=offset)
-        open_records += [h.record for h in page.hits]
+        page = await store.find(scope, _LOOKUP_CHUNK, offset=offset)
+        records += [h.record for h in page.hits]
         if (offset := page.next_offset) is None:
-            break
+            return records
+
+
+async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
+    """Finish every write of a tenant that was cut short before closing what it replaced.
+
+    Closes each open version that a stored record names in `supersedes` (keyed
+    or keyless), then whatever a keyed chain still has open twice. Returns the
+    number of field updates made. Each chain, and each keyless version, is fixed
+    under the lock its writers take, so this is safe to run beside live writers
+    that share the same locks.
+    """
+    open_records = await _find_all(store, Scope(tenant=tenant, absent=("invalid_at",)))
     fixes = 0
     for chain, versions in open_chains(open_records).items():
-        if len(versions) < 2:
-            continue
-        async with locks.hold([chain.lock_key()]) as held:
-            linked = plan([], {chain: await open_versions_of(store, chain)}, {})
-            await held.confirm()
-            for record_id, fields in linked.updates:
-                await store.update(tenant, uuid.UUID(record_id), fields)
-                fixes += 1
+        if len(versions) > 1:
+            fixes += await _repair_chain(store, locks, chain)
+    keyless = [r["id"] for r in open_records if chain_of(r) is None]
+    named = sorted({str(s["supersedes"]) for s in await successors_of(store, tenant, keyless)})
+    for record_id in named:
+        fixes += await _repair_keyless(store, locks, tenant, record_id)
     return fixes
+
+
+async def _repair_chain(store: Store, locks: ChainLocks, chain: Chain) -> int:
+    async with locks.hold([chain.lock_key()]) as held:
+        versions = {chain: await open_versions_of(store, chain)}
+        successors = await successors_of(store, chain.tenant, possibly_left_open(versions, {}))
+        linked = plan([], versions, {}, successors=successors)
+        await held.confirm()
+        return await _apply(store, chain.tenant, linked.updates)
+
+
+async def _repair_keyless(store: Store, locks: ChainLocks, tenant: str, record_id: str) -> int:
+    async with locks.hold([predecessor_lock_key(record_id)]) as held:
+        # Read again under the lock: a writer may have moved on since the scan.
+        named = {h.record["id"]: h.record for h in await store.get(tenant, [uuid.UUID(record_id)])}
+        successors = await successors_of(store, tenant, possibly_left_open({}, named))
+        linked = plan([], {}, named, successors=successors)
+        await held.confirm()
+        return await _apply(store, tenant, linked.updates)
+
+
+async def _apply(store: Store, tenant: str, updates: list[tuple[str, dict[str, Any]]]) -> int:
+    for record_id, fields in updates:
+        await store.update(tenant, uuid.UUID(record_id), fields)
+    return len(updates)
 
 
 def _body_problems(

@@ -6,16 +6,25 @@ A new record in a chain supersedes the current version: the new one names it
 in `supersedes`, the old one gets `invalid_at` and `superseded_by`, nothing is
 deleted. Other holders' chains are never touched.
 
+A keyless record has no chain to look up: it replaces only the version it
+names in `supersedes`, and writers naming the same version share a lock on its
+id.
+
 Everything here is pure: the writer fetches the current versions under a chain
 lock, this module decides what to change, the writer applies it. Records are
-stored new-first, so a process that dies half-way leaves the new version naming
-its predecessor while the predecessor still looks current; `plan` repairs that
-whenever it next sees the chain (and `whose repair` does it for a tenant).
+stored new-first, so a process that dies half-way leaves a stored record naming
+its predecessor while the predecessor still looks current. That link is the
+evidence: `plan` closes such a predecessor with the successor that names it
+whenever it is given both (the writer fetches successors only where
+`possibly_left_open` says a write may have been cut short; `whose repair` does
+it for a whole tenant), and only then closes by time whatever a chain still has
+open twice (a fork from writers that did not share locks).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -65,6 +74,15 @@ class Chain:
         )
 
 
+def predecessor_lock_key(record_id: str) -> str:
+    """The lock held to supersede, or to close, the keyless version `record_id`.
+
+    The bare id, as every running writer spells it (a different key would let an
+    older replica and a newer one both supersede one version during a rollout).
+    """
+    return record_id
+
+
 def chain_of(record: Payload) -> Chain | None:
     key = (record.get("proposition") or {}).get("key")
     if not key:
@@ -102,6 +120,7 @@ def plan(
     open_versions: dict[Chain, list[Payload]],
     named: dict[str, Payload],
     undated: frozenset[str] | set[str] = frozenset(),
+    successors: Sequence[Payload] = (),
 ) -> Plan:
     """Link each new record into its chain; mutates the new payloads in place.
 
@@ -109,9 +128,13 @@ def plan(
     the batch touches; `named` holds stored records that keyless new records
     name in `supersedes`; `undated` holds ids of new records whose valid_at was
     not given, which may move forward to their predecessor's (clock skew
-    between replicas) rather than be refused.
+    between replicas) rather than be refused; `successors` holds stored records
+    whose `supersedes` names one of the stored records above (at least those
+    `possibly_left_open` lists). With no new records, the plan is a repair.
     """
     result = Plan()
+    stored = [r for versions in open_versions.values() for r in versions] + list(named.values())
+    _close_cut_short(stored, successors, result)
     heads = {chain: _repair(versions, result) for chain, versions in open_versions.items()}
     in_batch = {record["id"] for record in new}
     claimed: set[str] = set()
@@ -181,19 +204,72 @@ def _explicit_refusal(record: Payload, previous: Payload | None, claimed: set[st
     return None
 
 
+def possibly_left_open(
+    open_versions: dict[Chain, list[Payload]], named: dict[str, Payload]
+) -> list[str]:
+    """Ids of stored records a write cut short may have left open behind a successor.
+
+    A cut-short keyed write always leaves its chain with two open versions (the
+    old head and the batch's last), so a chain with one needs no look; a keyless
+    version shows nothing, so every open one a new record names is looked at.
+    The common write (one open version, nothing named) needs no lookup.
+    """
+    suspects = [
+        r["id"] for versions in open_versions.values() if len(versions) > 1 for r in versions
+    ]
+    suspects += [r["id"] for r in named.values() if "invalid_at" not in r and chain_of(r) is None]
+    return suspects
+
+
+def _close_cut_short(stored: list[Payload], successors: Sequence[Payload], result: Plan) -> None:
+    """Close each open stored record that a stored successor names: its write was cut short."""
+    named_by: dict[str, list[Payload]] = defaultdict(list)
+    for successor in successors:
+        named_by[str(successor.get("supersedes"))].append(successor)
+    for record in stored:
+        if "invalid_at" in record:
+            continue
+        follows = _earliest(s for s in named_by[record["id"]] if _continues(record, s))
+        if follows is not None:
+            _close(record, follows, result, stored=True)
+
+
+def _continues(previous: Payload, successor: Payload) -> bool:
+    """Only a link the writer could have made is trusted: same line, not earlier."""
+    chain = chain_of(previous)
+    if chain_of(successor) != chain or (chain is None and not _same_holder(previous, successor)):
+        return False
+    return successor["id"] != previous["id"] and _at(successor, "valid_at") >= _at(
+        previous, "valid_at"
+    )
+
+
+def _earliest(candidates: Iterable[Payload]) -> Payload | None:
+    # Two successors of one version is a fork made before writers checked for
+    # one; the first continues the line.
+    return min(candidates, key=_stored_order, default=None)
+
+
+def _stored_order(record: Payload) -> tuple[datetime, str, str]:
+    return _at(record, "valid_at"), record.get("recorded_at", ""), record["id"]
+
+
 def _repair(versions: list[Payload], result: Plan) -> Payload | None:
-    """Close all but the latest of several open versions; returns the head."""
-    open_ids = {r["id"] for r in versions}
+    """Close all but the latest of a chain's still open versions; returns the head."""
+    still_open = [r for r in versions if "invalid_at" not in r]
+    open_ids = {r["id"] for r in still_open}
 
     def age(r: Payload) -> tuple[datetime, str, bool]:
         # On a tie in time, a version that names another open one is the newer.
         return _at(r, "valid_at"), r.get("recorded_at", ""), r.get("supersedes") in open_ids
 
-    ordered = sorted(versions, key=age)
+    ordered = sorted(still_open, key=age)
     for older, newer in pairwise(ordered):
-        _close(older, newer, result, stored=True)
+        # Link first: a repair cut short then leaves the evidence the next one reads.
         if newer.get("supersedes") != older["id"]:
+            newer["supersedes"] = older["id"]
             result.updates.append((newer["id"], {"supersedes": older["id"]}))
+        _close(older, newer, result, stored=True)
     return ordered[-1] if ordered else None
 
 

@@ -26,6 +26,8 @@ KEYWORD_FIELDS = (
     "source_id",
     "proposition.key",
     "provenance.writer",
+    # Finds a version's stored successor: the evidence a write cut short leaves.
+    "supersedes",
 )
 DATETIME_FIELDS = ("valid_at", "invalid_at")
 FLOAT_FIELDS = ("confidence",)
@@ -112,6 +114,8 @@ class Scope:
     min_confidence: float | None = None
     # Fields that must be missing, e.g. ("invalid_at",) for versions still open.
     absent: tuple[str, ...] = ()
+    # Records whose `supersedes` names one of these ids; None: no such limit, (): none.
+    supersedes_any_of: tuple[str, ...] | None = None
     # A caller's own Qdrant filter (the proxy), its has_id already tenant-scoped.
     caller: qm.Filter | None = None
     # Pushed down from the policy (whose.pushdown): for each audience member, the
@@ -132,6 +136,8 @@ class Scope:
             if value is not None:
                 conditions.append(Match(key, value))
         conditions.extend(Absent(key) for key in self.absent)
+        if self.supersedes_any_of is not None:
+            conditions.append(AnyOf("supersedes", self.supersedes_any_of))
         if self.min_confidence is not None:
             conditions.append(AtLeast("confidence", self.min_confidence))
         if self.current_at is not None:

@@ -86,20 +86,18 @@ class EdgeStore:
 
     def _open_shard(self) -> qe.EdgeShard:
         if (self.path / "edge_config.json").exists():
-            return qe.EdgeShard.load(str(self.path))
-        config = qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
-        )
-        shard = qe.EdgeShard.create(str(self.path), config)
-        # Indexes go in before any data, so every segment is built with them.
-        tenant_index = qe.KeywordIndexParams(is_tenant=True)
-        shard.update(qe.UpdateOperation.create_field_index(TENANT_FIELD, tenant_index))
-        for name in KEYWORD_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
-        for name in DATETIME_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Datetime))
-        for name in FLOAT_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Float))
+            shard = qe.EdgeShard.load(str(self.path))
+        else:
+            config = qe.EdgeConfig(
+                vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
+            )
+            shard = qe.EdgeShard.create(str(self.path), config)
+        # On a new store the indexes go in before any data, so every segment is built
+        # with them; a store made by an earlier version gains the ones added since.
+        indexed = shard.info().payload_schema
+        for name, schema in _indexes():
+            if name not in indexed:
+                shard.update(qe.UpdateOperation.create_field_index(name, schema))
         return shard
 
     async def close(self) -> None:
@@ -229,6 +227,16 @@ class EdgeStore:
         finally:
             self._calls_in_flight -= 1
             self._last_call = time.monotonic()
+
+
+def _indexes() -> list[tuple[str, qe.PayloadSchemaType | qe.KeywordIndexParams]]:
+    indexes: list[tuple[str, qe.PayloadSchemaType | qe.KeywordIndexParams]] = [
+        (TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))
+    ]
+    indexes += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_FIELDS]
+    indexes += [(name, qe.PayloadSchemaType.Datetime) for name in DATETIME_FIELDS]
+    indexes += [(name, qe.PayloadSchemaType.Float) for name in FLOAT_FIELDS]
+    return indexes
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:

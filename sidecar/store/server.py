@@ -58,22 +58,21 @@ class ServerStore:
         if self._ensured:
             return
         with _unavailable_on_error():
+            indexed: Collection[str] = ()
             if await self.client.collection_exists(self.collection):
-                self._ensured = True
-                return
-            await self.client.create_collection(
-                self.collection,
-                vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
-            )
-            tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
-            indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
-                (TENANT_FIELD, tenant_index)
-            ]
-            indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
-            indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
-            indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
-            for name, schema in indexes:
-                await self.client.create_payload_index(self.collection, name, schema, wait=True)
+                indexed = (await self.client.get_collection(self.collection)).payload_schema
+            else:
+                await self.client.create_collection(
+                    self.collection,
+                    vectors_config=qm.VectorParams(
+                        size=self.vector_size, distance=qm.Distance.COSINE
+                    ),
+                )
+            # A collection made by an earlier version gains the indexes added since
+            # (a server in strict mode refuses filters on fields without one).
+            for name, schema in _indexes():
+                if name not in indexed:
+                    await self.client.create_payload_index(self.collection, name, schema, wait=True)
             self._ensured = True
 
     async def close(self) -> None:
@@ -165,6 +164,17 @@ def _unavailable_on_error() -> Iterator[None]:
         yield
     except Exception as exc:
         raise StoreUnavailable(str(exc)) from exc
+
+
+def _indexes() -> list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]]:
+    tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+    indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
+        (TENANT_FIELD, tenant_index)
+    ]
+    indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
+    indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
+    indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
+    return indexes
 
 
 def _filter(scope: Scope, exclude: Collection[str]) -> qm.Filter:
