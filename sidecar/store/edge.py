@@ -224,6 +224,13 @@ class EdgeStore:
             raise
         except Exception as exc:
             raise StoreUnavailable(str(exc)) from exc
+        except BaseException as exc:
+            # A panic inside the engine surfaces as pyo3's PanicException, a
+            # BaseException: answer 503, not 500 (inputs known to cause one are refused
+            # before they get here). Cancellation and exits pass through.
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise StoreUnavailable(f"engine panic: {exc}") from exc
         finally:
             self._calls_in_flight -= 1
             self._last_call = time.monotonic()

@@ -29,7 +29,7 @@ from sidecar.ingest import Writer, WriteRefused, repair
 from sidecar.locks import LocalLocks
 from sidecar.policy import PolicyClient
 from sidecar.record import MemoryWrite
-from sidecar.store import Scope, Store
+from sidecar.store import KEYWORD_FIELDS, Scope, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.server import ServerStore
 from tests.integration.test_supersession import check_chains
@@ -235,7 +235,7 @@ async def test_an_edge_store_made_without_the_supersedes_index_gains_it(
 ) -> None:
     import sidecar.store.edge as edge
 
-    older = tuple(name for name in edge.KEYWORD_FIELDS if name != "supersedes")
+    older = tuple(name for name in KEYWORD_FIELDS if name != "supersedes")
     a, names_a = str(uuid.uuid4()), str(uuid.uuid4())
     with monkeypatch.context() as patch:
         # A store folder written by a version that did not index `supersedes`.
