@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
 from sidecar.attribution import disclosed_item
+from sidecar.gate import Disclosure
 from sidecar.ingest import MAX_BATCH
 from sidecar.links import hide_unseen_links
 from sidecar.messages import (
@@ -140,24 +141,22 @@ async def get_memory(
     """
     now = _now()
     asked = DisclosureQuestion(asker=who, audience=[], purpose="get", now=now)
-    hit, decision, decision_id = await _disclosed(
-        svc, asked, await svc.store.get(who.tenant, [record_id])
-    )
+    hit, decision, gate = await _disclosed(svc, asked, await svc.store.get(who.tenant, [record_id]))
     if as_of is not None:
         then = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
-        hit, decision, decision_id = await _disclosed(svc, question, then)
-    [hit] = await hide_unseen_links(svc.store, svc.gate, asked, [hit], [hit.record["id"]])
+        hit, decision, gate = await _disclosed(svc, question, then)
+    [hit] = await hide_unseen_links(svc.store, gate, [hit], [hit.record["id"]])
     return MemoryResponse(
         item=disclosed_item(hit.record, decision, as_of or now),
         record=MemoryRecord.model_validate(hit.record),
-        decision_id=decision_id,
+        decision_id=gate.decision_id,
     )
 
 
 async def _disclosed(
     svc: Services, question: DisclosureQuestion, hits: list[Hit]
-) -> tuple[Hit, Decision, UUID]:
+) -> tuple[Hit, Decision, Disclosure]:
     """The first hit, if the policy discloses it; else 404, exactly as if it were missing."""
     # Asked even when nothing was found, so a missing record and a forbidden one
     # take the same path (and fail the same way when OPA is down).
@@ -166,7 +165,7 @@ async def _disclosed(
     decision = decisions.get(str(hits[0].record.get("id"))) if hits else None
     if decision is None or not decision.allow:
         raise _NOT_FOUND
-    return hits[0], decision, gate.decision_id
+    return hits[0], decision, gate
 
 
 @router.get(
@@ -186,9 +185,7 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
     if start is None or not start.allow:
         raise _NOT_FOUND
     allowed = [h for h in chain if decisions[h.record["id"]].allow]
-    shown = await hide_unseen_links(
-        svc.store, svc.gate, question, allowed, [h.record["id"] for h in allowed]
-    )
+    shown = await hide_unseen_links(svc.store, gate, allowed, [h.record["id"] for h in allowed])
     items = [disclosed_item(h.record, decisions[h.record["id"]], now) for h in shown]
     return HistoryResponse(items=items, decision_id=gate.decision_id)
 
@@ -216,7 +213,7 @@ async def proposition(
         decisions = await gate.decide([h.record for h in page.hits])
     allowed = [h for h in page.hits if decisions[str(h.record.get("id"))].allow]
     shown = await hide_unseen_links(
-        svc.store, svc.gate, question, allowed, [str(h.record.get("id")) for h in allowed]
+        svc.store, gate, allowed, [str(h.record.get("id")) for h in allowed]
     )
     items = settle(
         [disclosed_item(h.record, decisions[str(h.record.get("id"))], now) for h in shown]

@@ -111,6 +111,14 @@ class Disclosure:
     async def __aenter__(self) -> Disclosure:
         return self
 
+    def follow_up(self, question: DisclosureQuestion, route: str) -> Disclosure:
+        """Another question within the same request (its own audit entry).
+
+        It starts from the revision OPA reported to this one, so decisions cached
+        under it serve without asking OPA again: still the same request.
+        """
+        return Disclosure(self.gate, question, route, revision=self.revision, heard=self.heard)
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

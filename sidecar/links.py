@@ -13,21 +13,16 @@ from collections.abc import Iterable
 from dataclasses import replace
 from uuid import UUID
 
-from sidecar.gate import Gate
-from sidecar.policy import DisclosureQuestion
+from sidecar.gate import Disclosure
 from sidecar.store import Hit, Store
 
 LINKS = ("supersedes", "superseded_by")
 
 
 async def hide_unseen_links(
-    store: Store,
-    gate: Gate,
-    question: DisclosureQuestion,
-    hits: list[Hit],
-    disclosed: Iterable[str],
+    store: Store, request: Disclosure, hits: list[Hit], disclosed: Iterable[str]
 ) -> list[Hit]:
-    """`hits` with every link to a record the question may not see removed.
+    """`hits` with every link to a record `request`'s asker and audience may not see removed.
 
     `disclosed`: ids this request has already decided to disclose.
     """
@@ -35,9 +30,9 @@ async def hide_unseen_links(
     named = {str(h.record[link]) for h in hits for link in LINKS if h.record.get(link)}
     unknown = sorted(named - visible)
     if unknown:
-        found = await store.get(question.asker.tenant, [UUID(i) for i in unknown])
-        ask = replace(question, purpose="get", as_of=None)
-        async with gate.begin(ask, "links") as disclosure:
+        found = await store.get(request.question.asker.tenant, [UUID(i) for i in unknown])
+        ask = replace(request.question, purpose="get", as_of=None)
+        async with request.follow_up(ask, "links") as disclosure:
             decisions = await disclosure.decide([h.record for h in found])
         visible |= {record_id for record_id, d in decisions.items() if d.allow}
     return [_linking_only(hit, visible) for hit in hits]

@@ -237,7 +237,7 @@ async def _nearest(
             # Pages by offset must see the same candidates whatever the asker did before.
             adaptive=False,
         )
-    page = await _linked(svc, gate.question, found.allowed[offset : offset + limit])
+    page = await _linked(svc, gate, found.allowed[offset : offset + limit])
     return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
 
 
@@ -367,7 +367,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         returned, next_offset = await _scroll(
             svc, gate, body.get("filter"), cursor, limit, with_vector
         )
-    returned = await _linked(svc, gate.question, returned)
+    returned = await _linked(svc, gate, returned)
     points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
     return _ok({"points": points, "next_page_offset": next_offset}, started)
 
@@ -439,19 +439,19 @@ async def _by_ids(
     async with svc.gate.begin(_question(who, "get", now), "proxy.retrieve") as gate:
         decisions = await gate.decide([h.record for h in hits])
     shown = await _linked(
-        svc, gate.question, [(h, d) for h in hits if (d := decisions[h.record["id"]]).allow]
+        svc, gate, [(h, d) for h in hits if (d := decisions[h.record["id"]]).allow]
     )
     allowed = {h.record["id"]: _point(h, d, now, with_payload, scored=False) for h, d in shown}
     return [allowed[str(r)] for r in wanted if str(r) in allowed]
 
 
 async def _linked(
-    svc: Services, question: DisclosureQuestion, allowed: list[tuple[Hit, Decision]]
+    svc: Services, gate: Disclosure, allowed: list[tuple[Hit, Decision]]
 ) -> list[tuple[Hit, Decision]]:
     """The allowed points, their links to points the asker may not see removed (links.py)."""
     hits = [hit for hit, _ in allowed]
     ids = [str(hit.record.get("id")) for hit in hits]
-    shown = await hide_unseen_links(svc.store, svc.gate, question, hits, ids)
+    shown = await hide_unseen_links(svc.store, gate, hits, ids)
     return [(hit, decision) for hit, (_, decision) in zip(shown, allowed, strict=True)]
 
 

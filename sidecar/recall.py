@@ -68,9 +68,7 @@ async def recall(
     )
     found = await overfetch(vector, scope, gate, request.limit, store, bounds)
     chosen = found.allowed[: request.limit]
-    shown = await hide_unseen_links(
-        store, gate.gate, gate.question, [hit for hit, _ in chosen], _ids(found.allowed)
-    )
+    shown = await hide_unseen_links(store, gate, [hit for hit, _ in chosen], _ids(found.allowed))
     # Status is told at the instant asked about: what was current then.
     at = request.as_of or now
     items = settle(

@@ -1,0 +1,74 @@
+"""A second question within one request (version links) reuses the policy revision
+OPA reported to the first, so cached decisions serve it without another OPA call;
+a new request always asks OPA first. Real OPA, started the way the sidecar starts
+it (a bundle with a revision: without one nothing is cached)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from sidecar.audit import AuditLog, FileSink
+from sidecar.cache import LocalCache
+from sidecar.gate import Gate
+from sidecar.identity import Identity
+from sidecar.local_opa import LocalOpa
+from sidecar.policy import DISCLOSURE_RULE, DisclosureQuestion, PolicyClient
+from sidecar.settings import Settings
+
+QUESTION = DisclosureQuestion(
+    asker=Identity("bob", "acme"), audience=[], purpose="get", now=datetime.now(UTC)
+)
+
+
+def rec(audience: list[str]) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "tenant": "acme",
+        "observer_id": "alice",
+        "modality": "reported_belief",
+        "source_id": "s",
+        "audience": audience,
+        "valid_at": "2026-10-01T00:00:00Z",
+    }
+
+
+@pytest.fixture
+async def gate(tmp_path: Path) -> AsyncIterator[Gate]:
+    settings = Settings()
+    opa = LocalOpa(settings.opa_binary, settings.policy_dir, tmp_path / "opa.log", tmp_path / "b")
+    await opa.start()
+    policy = PolicyClient(opa.url, 5.0, unix_socket=str(opa.socket_path))
+    await policy.start()
+    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    try:
+        yield Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=60)
+    finally:
+        await policy.close()
+        await opa.stop()
+
+
+def opa_calls() -> float:
+    sample = "whose_policy_call_seconds_count"
+    return REGISTRY.get_sample_value(sample, {"rule": DISCLOSURE_RULE}) or 0.0
+
+
+async def test_a_follow_up_question_uses_the_revision_heard_in_this_request(
+    gate: Gate,
+) -> None:
+    records = [rec(["bob"]), rec(["alice"])]
+    first = gate.begin(QUESTION, "get")
+    await first.decide(records)
+    before = opa_calls()
+    follow_up = await first.follow_up(QUESTION, "links").decide(records)
+    assert opa_calls() == before  # all cached, under a revision heard in this request
+    fresh = await gate.begin(QUESTION, "next request").decide(records)
+    assert opa_calls() == before + 1  # a new request confirms the revision first
+    assert follow_up == fresh
+    assert [d.allow for d in fresh.values()] == [True, False]
