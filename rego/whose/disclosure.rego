@@ -53,7 +53,7 @@ as_of := object.get(input, "as_of", input.now)
 #   the audience, cleared for its scope. The sidecar partially evaluates this rule
 #   with the record unknown (OPA's Compile API) and hands the residue to the store as
 #   a filter, so records nobody in the audience may see are not even ranked. Every
-#   record is still decided by `decision`; pushdown_test.rego checks that this rule
+#   record is still decided by `decision`; visible_to_test.rego checks that this rule
 #   holds for every record `decision` allows.
 visible_to(record, member) if {
 	record.tenant == member.tenant
@@ -121,15 +121,22 @@ purpose_denials := {"unknown_purpose" | not input.purpose in {"recall", "get", "
 # Recall asks for what applied at as_of; get and history show any version.
 time_denials(record) := {"not_valid_at_as_of" |
 	input.purpose == "recall"
-	not validity.current_at(record, as_of)
+	not applies(record)
 }
 
 # METADATA
-# description: what the record may support, from its modality and support.
+# description: the record applied at the instant asked about (as_of); an input without one has no such instant.
+applies(record) if validity.current_at(record, as_of)
+
+# METADATA
+# description: |
+#   What the record may support, from its modality and support. A world-state claim
+#   is a fact at the instant asked about (as_of, which defaults to now): a recall
+#   as of a past date returns what was current then, as what it was then.
 usable_as(record) := "fact" if {
 	record.modality == "world_state"
 	sources.authoritative(record)
-	validity.current_at(record, input.now)
+	applies(record)
 } else := "unverified_claim" if {
 	record.modality == "world_state"
 } else := "knowledge" if {
@@ -153,7 +160,8 @@ obligations(use) := union({
 # METADATA
 # description: why a record was downgraded (reported with allowed records too).
 notes(record, use) := union({
-	{"not_authoritative" | record.modality == "world_state"; use == "unverified_claim"},
+	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
+	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
 	{"announcement_not_qualifying" | record.modality == "common_knowledge"; use != "common_knowledge"},
 })

@@ -198,6 +198,38 @@ test_known_without_evidence_is_reporters_nested_belief if {
 	d.allow
 }
 
+# DESIGN §1: the extractor relays Alice's words ("Bob knows") with evidence that
+# never names Bob. It stays Alice's belief about Bob.
+relayed_claim_about_bob(item) := object.union(team_belief, {
+	"modality": "known", "observed_id": "bob", "observed_attitude": "knows",
+	"source": {"kind": "conversation", "speaker": "alice", "channel": "dm", "participants": ["alice"]},
+	"evidence": [item],
+})
+
+test_relayed_words_with_an_unrelated_announcement_are_not_knowledge if {
+	d := ask(alice, relayed_claim_about_bob({"kind": "announcement", "ref": "made-up"}))
+	d.allow
+	d.usable_as == "nested_belief"
+	d.reasons == {"evidence_insufficient"}
+}
+
+test_change_record_not_naming_the_knower_is_not_knowledge if {
+	d := ask(bob, relayed_claim_about_bob({"kind": "change_record", "ref": "CR-x"}))
+	d.usable_as == "nested_belief"
+	d.reasons == {"evidence_insufficient"}
+}
+
+test_announcement_that_reached_the_knower_is_knowledge if {
+	d := ask(bob, relayed_claim_about_bob({"kind": "announcement", "ref": "all-hands-1", "by": "bob"}))
+	d.usable_as == "knowledge"
+	d.reasons == set()
+}
+
+test_holders_own_knowledge_from_a_change_record if {
+	record := object.union(team_belief, {"modality": "known", "evidence": [{"kind": "change_record", "ref": "CR-7"}]})
+	ask(bob, record).usable_as == "knowledge"
+}
+
 test_first_person_known_without_evidence_is_belief if {
 	record := object.union(team_belief, {"modality": "known"})
 	ask(bob, record).usable_as == "belief"
@@ -223,13 +255,79 @@ test_world_state_without_authority_is_unverified if {
 	d := ask(bob, object.union(world_state, {"source": {"kind": "conversation"}}))
 	d.usable_as == "unverified_claim"
 	d.obligations == {"attribute", "cite_source", "verify_before_acting"}
-	"not_authoritative" in d.reasons
+	d.reasons == {"not_authoritative"}
 }
 
 test_ended_world_state_is_not_fact if {
 	record := object.union(world_state, {"invalid_at": "2026-11-01T00:00:00Z"})
 	d := disclosure.single with input as {"asker": bob, "purpose": "history", "now": now, "record": record}
 	d.usable_as == "unverified_claim"
+}
+
+# --- a fact is a fact at the instant asked about (as_of, default now) ---
+
+# release-bot's change record: the launch is October 17, from October 1, until a
+# later change record (from October 10) superseded it.
+superseded_fact := object.union(world_state, {"invalid_at": "2026-10-10T00:00:00Z"})
+
+ask_as_of(purpose, at, record) := decision if {
+	decision := disclosure.single with input as {
+		"asker": bob, "audience": [], "purpose": purpose, "now": now, "as_of": at, "record": record,
+	}
+}
+
+test_past_recall_returns_what_was_a_fact_then if {
+	d := ask_as_of("recall", "2026-10-05T00:00:00Z", superseded_fact)
+	d.allow
+	d.usable_as == "fact"
+	d.obligations == {"cite_source"}
+	d.reasons == set()
+}
+
+test_ended_authoritative_world_state_is_not_current_not_unauthoritative if {
+	d := ask_as_of("history", now, superseded_fact)
+	d.allow
+	d.usable_as == "unverified_claim"
+	d.obligations == {"attribute", "cite_source", "verify_before_acting"}
+	d.reasons == {"not_current"}
+}
+
+test_world_state_not_yet_valid_at_as_of_is_not_current if {
+	d := ask_as_of("get", "2026-09-01T00:00:00Z", world_state)
+	d.usable_as == "unverified_claim"
+	d.reasons == {"not_current"}
+}
+
+test_unauthoritative_ended_world_state_gives_both_notes if {
+	record := object.union(superseded_fact, {"source": {"kind": "conversation"}})
+	d := ask_as_of("history", now, record)
+	d.usable_as == "unverified_claim"
+	d.reasons == {"not_authoritative", "not_current"}
+}
+
+test_recall_past_its_end_is_denied_and_not_current if {
+	d := ask_as_of("recall", "2026-10-20T00:00:00Z", superseded_fact)
+	not d.allow
+	d.reasons == {"not_valid_at_as_of", "not_current"}
+}
+
+test_without_as_of_now_is_the_instant if {
+	d := disclosure.single with input as {"asker": bob, "purpose": "get", "now": "2026-10-05T00:00:00Z", "record": superseded_fact}
+	d.usable_as == "fact"
+}
+
+test_recall_without_any_instant_is_denied if {
+	# An input with neither now nor as_of has no instant to be valid at: deny.
+	d := disclosure.single with input as {"asker": alice, "purpose": "recall", "record": private_belief}
+	not d.allow
+	"not_valid_at_as_of" in d.reasons
+	not disclosure.applies(private_belief) with input as {"asker": alice, "purpose": "recall"}
+}
+
+test_world_state_without_any_instant_is_not_a_fact if {
+	d := disclosure.single with input as {"asker": bob, "purpose": "get", "record": world_state}
+	d.usable_as == "unverified_claim"
+	"not_current" in d.reasons
 }
 
 announcement := {
@@ -244,6 +342,14 @@ announcement := {
 }
 
 test_qualifying_announcement_is_common_knowledge if ask(bob, announcement).usable_as == "common_knowledge"
+
+test_common_knowledge_of_an_unknown_group_is_only_a_belief if {
+	record := object.union(announcement, {"audience": ["alice", "group:nosuchgroup"]})
+	d := ask(alice, record)
+	d.allow
+	d.usable_as == "belief"
+	d.reasons == {"announcement_not_qualifying"}
+}
 
 test_private_observations_are_not_common_knowledge if {
 	record := object.union(announcement, {"source": {"kind": "conversation", "speaker": "carol"}})

@@ -117,6 +117,52 @@ test_citing_a_change_record_needs_authority if {
 	write({"id": "alice", "tenant": "acme", "roles": ["authority"]}, record).allow
 }
 
+# DESIGN §1 at write time: the extractor relays Alice's words ("Bob knows") with
+# evidence that never names Bob. Alice's words cannot become Bob's knowledge.
+relayed_claim_about_bob(item) := object.union(belief, {
+	"modality": "known", "observed_id": "bob", "observed_attitude": "knows",
+	"source": {"kind": "conversation", "speaker": "alice", "channel": "dm", "participants": ["alice"]},
+	"evidence": [item],
+})
+
+test_relayed_words_with_an_unrelated_announcement_refused if {
+	d := write(extractor, relayed_claim_about_bob({"kind": "announcement", "ref": "made-up"}))
+	d.reasons == {"known_without_evidence"}
+}
+
+test_relayed_words_with_an_unrelated_change_record_refused if {
+	relay_and_authority := {"id": "svc", "tenant": "acme", "roles": ["extractor", "authority"]}
+	d := write(relay_and_authority, relayed_claim_about_bob({"kind": "change_record", "ref": "CR-x"}))
+	d.reasons == {"known_without_evidence"}
+}
+
+test_authority_cannot_make_someone_know_without_naming_them if {
+	release_bot := {"id": "release-bot", "tenant": "acme"}
+	own := object.union(object.remove(belief, ["source"]), {
+		"observer_id": "release-bot", "observed_id": "bob", "observed_attitude": "knows",
+		"modality": "known", "source": {"kind": "change_record"},
+		"evidence": [{"kind": "change_record", "ref": "CR-x"}],
+	})
+	write(release_bot, own).reasons == {"known_without_evidence"}
+	named := object.union(own, {"evidence": [{"kind": "change_record", "ref": "CR-x", "by": "bob"}]})
+	write(release_bot, named).allow
+}
+
+test_announcement_that_reached_the_knower_relayed_by_extractor_allowed if {
+	write(extractor, relayed_claim_about_bob({"kind": "announcement", "ref": "all-hands-1", "by": "bob"})).allow
+}
+
+test_common_knowledge_of_an_unknown_group_refused if {
+	d := write(extractor, object.union(announced, {"audience": ["alice", "group:nosuchgroup"]}))
+	d.reasons == {"common_knowledge_without_announcement"}
+}
+
+test_common_knowledge_of_a_token_only_group_refused if {
+	# The writer's token says it is in "ops"; the directory has no such group.
+	d := write(object.union(extractor, {"groups": ["ops"]}), object.union(announced, {"audience": ["group:ops"]}))
+	d.reasons == {"common_knowledge_without_announcement"}
+}
+
 test_common_knowledge_without_announcement_refused if {
 	d := write(alice, object.union(belief, {"modality": "common_knowledge", "audience": ["group:launch-team"]}))
 	d.reasons == {"common_knowledge_without_announcement"}

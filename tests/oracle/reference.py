@@ -17,11 +17,16 @@ The rules:
 - Recall looks at a moment (as_of, default now): only versions whose valid time
   covers it (valid_at <= t < invalid_at). Get and history show any version.
 - What a record may support (usable_as): a world-state claim is a fact only when
-  an authoritative source supports it and it is current now, else an unverified
-  claim; "X knows p" is knowledge only with evidence the evidence policy accepts
-  for the knower; common knowledge only from an announcement to a group on a
-  qualifying channel; a claim about someone else's mind is a nested belief;
-  everything else is the holder's belief.
+  an authoritative source supports it and it applied at the instant asked about
+  (as_of, default now: a past recall returns what was current then), else an
+  unverified claim; "X knows p" is knowledge only with evidence the evidence
+  policy accepts for the knower, and when X is not the record's own holder only
+  with evidence naming X (`by`: X's acknowledgement, or an announcement or
+  change record that reached X): the holder's words establish the holder's view
+  of X, never X's knowledge (DESIGN §1); common knowledge only from an
+  announcement on a qualifying channel to groups that exist in the tenant's
+  directory (a group nobody can enumerate is no group); a claim about someone
+  else's mind is a nested belief; everything else is the holder's belief.
 """
 
 from __future__ import annotations
@@ -144,29 +149,42 @@ class Model:
     # --- as what ----------------------------------------------------------------
 
     def evidence_ok(self, record: Record) -> bool:
-        knower = record.get("observed_id") or record.get("observer_id")
+        holder = record.get("observer_id")
+        knower = record.get("observed_id") or holder
+        if knower is None:
+            return False  # nobody to know anything
+        about_someone_else = knower != holder
         for item in record.get("evidence", []):
             if item.get("kind") not in self.config.evidence_kinds or not item.get("ref"):
                 continue
-            if item["kind"] not in self.config.signed_by_knower or item.get("by") == knower:
-                return True
+            names_the_knower = item.get("by") == knower
+            if item["kind"] in self.config.signed_by_knower or about_someone_else:
+                if names_the_knower:
+                    return True
+            else:
+                return True  # a change record or announcement backs the holder's own claim
         return False
 
     def qualifying_announcement(self, record: Record) -> bool:
         source = record.get("source") or {}
-        to_a_group = any(a.startswith("group:") for a in record.get("audience", []))
+        directory = self.directories.get(record.get("tenant", ""), TenantDirectory())
+        audience = record.get("audience", [])
+        groups = [a.removeprefix("group:") for a in audience if a.startswith("group:")]
         return (
             source.get("kind") == "announcement"
             and source.get("channel") in self.config.qualifying_channels
-            and to_a_group
+            and bool(groups)
+            and all(g in directory.groups for g in groups)
         )
 
-    def usable_as(self, record: Record, now: datetime) -> str:
+    def usable_as(self, record: Record, moment: datetime) -> str:
+        """As what the record may be used, asked about `moment` (the as_of, else now)."""
         modality = record["modality"]
         if modality == "world_state":
             kind = (record.get("source") or {}).get("kind")
             authoritative = kind in self.config.authoritative_kinds
-            return "fact" if authoritative and valid_at_instant(record, now) else "unverified_claim"
+            current = valid_at_instant(record, moment)
+            return "fact" if authoritative and current else "unverified_claim"
         if modality == "known" and self.evidence_ok(record):
             return "knowledge"
         if modality == "common_knowledge" and self.qualifying_announcement(record):

@@ -187,14 +187,14 @@ class Checker:
     def check_item(
         self, item: dict[str, Any], record_id: str, moment: datetime | None = None
     ) -> None:
-        """(a) as what: usable_as and obligations agree with the model; and the status
-        is told at the instant asked about (had this version ended by then?)."""
+        """(a) as what, at the instant asked about (as_of, else now): usable_as and
+        obligations agree with the model; and the status (had this version ended by then?)."""
         record = self.records[record_id]
-        use = self.model.usable_as(record, self.now)
-        OUTCOMES[f"usable_as_{use}"] += 1
-        assert item["usable_as"] == use, (record_id, record, item)
-        assert set(item["obligations"]) == self.model.obligations(use), item
         moment = moment or self.now
+        use = self.model.usable_as(record, moment)
+        OUTCOMES[f"usable_as_{use}"] += 1
+        assert item["usable_as"] == use, (record_id, record, item, moment)
+        assert set(item["obligations"]) == self.model.obligations(use), item
         ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
         assert item["status"] == ("superseded" if ended else "current"), (item, moment)
 
@@ -255,9 +255,11 @@ class Checker:
             OUTCOMES["get_allowed" if ok else "get_withheld"] += 1
             response = self.request("GET", f"/v1/memories/{record_id}")
             self._one_or_absent(response, record_id, record_id if ok else None, absent[None])
-            # With as_of: the chain's version that applied then, decided as recall at as_of.
+            # With as_of: the chain's version that applied then, decided as recall at as_of,
+            # provided the id asked for may be seen itself (else a forbidden id would
+            # answer differently from a missing one).
             version = None
-            if record is not None:
+            if ok and record is not None:
                 applying = [
                     v for v in chain(self.records, record_id) if valid_at_instant(v, at(as_of))
                 ]

@@ -145,8 +145,10 @@ def record_writes(draw: st.DrawFn) -> Write:
         knower = observed or observer
         body["evidence"].insert(0, {"kind": "acknowledgement", "ref": "ack-1", "by": knower})
     if modality == "common_knowledge" and draw(st.booleans()):
+        # To directory groups only: a token-only group is no group to know in common.
         source |= {"kind": "announcement", "channel": "all-hands"}
-        body["audience"] = [*body["audience"][:3], f"group:{draw(st.sampled_from(GROUPS))}"]
+        others = [a for a in body["audience"][:3] if a != f"group:{TOKEN_ONLY_GROUP}"]
+        body["audience"] = [*others, f"group:{draw(st.sampled_from(GROUPS))}"]
         body["audience"] = list(dict.fromkeys(body["audience"]))
     if observer is not None:
         body["observer_id"] = observer

@@ -17,6 +17,10 @@ member_of(identity, group) if identity.id in tenant_of(identity).groups[group]
 member_of(identity, group) if group in identity.groups
 
 # METADATA
+# description: the tenant's directory defines group (a bare name, without "group:"); token claims cannot.
+defines_group(tenant, group) if group in object.keys(data.whose.directory.tenants[tenant].groups)
+
+# METADATA
 # description: identity holds clearance for scope.
 cleared_for(identity, scope) if scope in tenant_of(identity).principals[identity.id].scopes
 

@@ -14,6 +14,14 @@ test_not_member_of_unknown_group if not directory.member_of(alice, "board")
 
 test_not_member_of_other_tenants_group if not directory.member_of({"id": "alice", "tenant": "globex"}, "launch-team")
 
+test_defines_group_from_the_directory if directory.defines_group("acme", "launch-team")
+
+test_token_group_is_not_defined if not directory.defines_group("acme", "ops")
+
+test_other_tenants_group_is_not_defined if not directory.defines_group("globex", "launch-team")
+
+test_unknown_tenant_defines_no_group if not directory.defines_group("nosuchtenant", "launch-team")
+
 test_cleared_for_by_directory if directory.cleared_for(alice, "launch-core")
 
 test_cleared_for_by_token_claim if directory.cleared_for({"id": "bob", "tenant": "acme", "scopes": ["launch-core"]}, "launch-core")

@@ -1,4 +1,13 @@
 # The evidence policy: what makes "X knows p" more than somebody's belief.
+#
+# A holder's own knowledge ("I know p") rests on evidence for p: an item of a
+# kind that attests by itself (a change record, an announcement), or the
+# holder's own acknowledgement. A claim that someone else knows p (the knower
+# is observed_id, not the record's holder) establishes only the holder's belief
+# about them (DESIGN §1): it is knowledge only with evidence tied to that
+# knower, an item whose `by` names them (their acknowledgement, or the change
+# record or announcement that reached them). Which kinds count, and which only
+# when the knower gave them, is config data (config.evidence).
 package whose.lib.evidence
 
 import data.whose.config
@@ -10,24 +19,45 @@ knower(record) := record.observed_id if record.observed_id
 else := record.observer_id
 
 # METADATA
-# description: some evidence item is accepted by the evidence policy for this knower.
+# description: some evidence item is accepted by the evidence policy for this record's knower.
 satisfies(record) if {
 	some item in record.evidence
-	accepted(item, knower(record))
+	accepted(item, record)
 }
 
-# Kinds that attest by themselves (a change record, an announcement). Who may
-# cite them is the write policy's business (config.attestation).
-accepted(item, _) if {
-	item.kind in config.evidence.accepted_kinds
-	not item.kind in config.evidence.signed_by_knower
+# METADATA
+# description: the record claims its holder's own knowledge, nobody else's (a missing holder is nobody's).
+own_knowledge(record) if knower(record) == record.observer_id
+
+# METADATA
+# description: the evidence item names the knower in `by` (who acknowledged, or whom it reached).
+tied(item, record) if item.by == knower(record)
+
+# Kinds that only count when the knower gave them (an acknowledgement by Bob).
+accepted(item, record) if {
+	item.kind in config.evidence.signed_by_knower
+	tied(item, record)
 	cited(item)
 }
 
-# Kinds that only count when the knower gave them (an acknowledgement by Bob).
-accepted(item, knower) if {
-	item.kind in config.evidence.signed_by_knower
-	item.by == knower
+# Kinds that attest by themselves (a change record, an announcement) support
+# the holder's own knowledge. Who may cite them is the write policy's business
+# (config.attestation).
+accepted(item, record) if {
+	attests(item)
+	own_knowledge(record)
+}
+
+# Someone else's knowledge needs them named: Alice's words and an announcement
+# that never mentions Bob do not make Bob know anything.
+accepted(item, record) if {
+	attests(item)
+	tied(item, record)
+}
+
+attests(item) if {
+	item.kind in config.evidence.accepted_kinds
+	not item.kind in config.evidence.signed_by_knower
 	cited(item)
 }
 

@@ -8,22 +8,54 @@ test_conversation_is_not_authoritative if not sources.authoritative({"source": {
 
 test_missing_source_is_not_authoritative if not sources.authoritative({})
 
-test_group_announcement_on_qualifying_channel if sources.qualifying_announcement({
+announcement := {
+	"tenant": "acme",
 	"source": {"kind": "announcement", "channel": "all-hands"},
 	"audience": ["group:launch-team"],
-})
+}
 
-test_announcement_on_other_channel_does_not_qualify if not sources.qualifying_announcement({
+test_group_announcement_on_qualifying_channel if sources.qualifying_announcement(announcement)
+
+test_announcement_on_other_channel_does_not_qualify if not sources.qualifying_announcement(object.union(announcement, {
 	"source": {"kind": "announcement", "channel": "dm"},
-	"audience": ["group:launch-team"],
-})
+}))
 
-test_announcement_to_individuals_does_not_qualify if not sources.qualifying_announcement({
-	"source": {"kind": "announcement", "channel": "all-hands"},
+test_announcement_to_individuals_does_not_qualify if not sources.qualifying_announcement(object.union(announcement, {
 	"audience": ["alice", "bob", "carol"],
-})
+}))
 
-test_conversation_does_not_qualify if not sources.qualifying_announcement({
+test_conversation_does_not_qualify if not sources.qualifying_announcement(object.union(announcement, {
 	"source": {"kind": "conversation", "channel": "all-hands"},
-	"audience": ["group:launch-team"],
-})
+}))
+
+# --- common knowledge is of a group the tenant's directory defines ---
+
+test_announcement_to_an_unknown_group_does_not_qualify if {
+	not sources.qualifying_announcement(object.union(announcement, {"audience": ["alice", "group:nosuchgroup"]}))
+}
+
+test_announcement_to_a_real_and_an_unknown_group_does_not_qualify if {
+	not sources.qualifying_announcement(object.union(announcement, {"audience": ["group:launch-team", "group:nosuchgroup"]}))
+}
+
+test_announcement_to_another_tenants_group_does_not_qualify if {
+	not sources.qualifying_announcement(object.union(announcement, {"tenant": "globex"}))
+}
+
+test_announcement_without_tenant_does_not_qualify if {
+	not sources.qualifying_announcement(object.remove(announcement, ["tenant"]))
+}
+
+test_announcement_with_individuals_besides_the_group_qualifies if {
+	sources.qualifying_announcement(object.union(announcement, {"audience": ["dave", "group:launch-team"]}))
+}
+
+test_groups_live_in_directory_data if {
+	# Even a group with no members yet is a group once the directory defines it.
+	sources.qualifying_announcement(object.union(announcement, {"audience": ["group:ops"]})) with data.whose.directory.tenants.acme.groups as {"ops": []}
+}
+
+test_audience_groups if {
+	sources.audience_groups({"audience": ["alice", "group:launch-team", "group:ops"]}) == {"launch-team", "ops"}
+	sources.audience_groups({"audience": ["alice"]}) == set()
+}
