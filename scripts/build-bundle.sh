@@ -15,8 +15,20 @@ out="${2:?usage: build-bundle.sh SIGNING_KEY.pem OUT.tar.gz [REVISION]}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 opa="${OPA:-$root/bin/opa}"
 policy_dir="${POLICY_DIR:-$root/rego}"
-# The revision names exactly what was shipped: it is in every decision log entry.
-revision="${3:-$(git -C "$root" describe --always --dirty 2>/dev/null || date -u +%Y%m%dT%H%M%SZ)}"
+# The revision names exactly what was shipped: it is in every decision log entry and
+# in the sidecar's decision-cache keys, so two different policies must never share
+# one. Without an explicit REVISION it is the commit plus a digest of the shipped
+# files (an uncommitted edit changes the digest; `git describe --dirty` alone does not).
+content_digest() {
+  (cd "$policy_dir" && find . -type f ! -name '*_test.rego' -print0 | LC_ALL=C sort -z |
+    xargs -0 sha256sum | sha256sum | cut -c1-12)
+}
+if [ -n "${3:-}" ]; then
+  revision="$3"
+else
+  commit="$(git -C "$root" describe --always --dirty 2>/dev/null || echo local)"
+  revision="$commit-$(content_digest)"
+fi
 [ -f "$key" ] || { echo "build-bundle: signing key $key not found" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
 key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"

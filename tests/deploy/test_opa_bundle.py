@@ -343,3 +343,37 @@ def test_compose_opa_healthcheck_follows_bundle_activation(
         assert subprocess.run(check, capture_output=True, timeout=30).returncode == 0
     # And with OPA gone the check fails.
     assert subprocess.run(check, capture_output=True, timeout=30).returncode != 0
+
+
+def test_an_edited_policy_never_ships_under_the_same_revision(
+    keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    # The sidecar keys cached decisions by revision: `git describe --dirty` alone named
+    # two different uncommitted edits alike, and the second would have been served the
+    # first one's decisions.
+    import json
+    import shutil
+    import tarfile
+
+    policy = tmp_path / "rego"
+    shutil.copytree(REPO / "rego", policy)
+    env = {**os.environ, "OPA": str(OPA_BINARY), "POLICY_DIR": str(policy)}
+
+    def revision_of_a_build(name: str) -> str:
+        out = tmp_path / f"{name}.tar.gz"
+        subprocess.run(
+            [str(BUILD_BUNDLE), str(keys["trusted"][0]), str(out)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        with tarfile.open(out) as bundle:
+            manifest = bundle.extractfile("/.manifest") or bundle.extractfile(".manifest")
+            assert manifest is not None
+            return str(json.load(manifest)["revision"])
+
+    first = revision_of_a_build("first")
+    assert revision_of_a_build("again") == first  # the same content, the same name
+    rule = policy / "whose" / "disclosure.rego"
+    rule.write_text(rule.read_text() + "\n# an edit that changes nothing but the file\n")
+    assert revision_of_a_build("edited") != first
