@@ -114,7 +114,9 @@ def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
         return AuditLog(FileSink(settings.data_dir / "audit.jsonl"), None, settings.audit_queue)
     sink = RedisSink(redis, settings.audit_stream, settings.audit_maxlen)
     spill = FileSink(settings.data_dir / "audit-spill.jsonl")
-    return AuditLog(sink, spill, settings.audit_queue)
+    return AuditLog(
+        sink, spill, settings.audit_queue, spill_max_bytes=settings.audit_spill_max_bytes
+    )
 
 
 def create_app(settings: Settings) -> FastAPI:

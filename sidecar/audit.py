@@ -164,6 +164,12 @@ class FileSink:
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
 
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
 
 def _lines_backwards(path: Path, block: int = 64 * 1024) -> Iterator[bytes]:
     try:
@@ -186,9 +192,15 @@ def _lines_backwards(path: Path, block: int = 64 * 1024) -> Iterator[bytes]:
 
 class AuditLog:
     def __init__(
-        self, sink: Sink, spill: FileSink | None, queue_size: int, linger_s: float = 0.05
+        self,
+        sink: Sink,
+        spill: FileSink | None,
+        queue_size: int,
+        linger_s: float = 0.05,
+        spill_max_bytes: int = 32 * 2**20,
     ) -> None:
         self.sink = sink
+        self.spill_max_bytes = spill_max_bytes
         # How long the writer waits for more entries after the first: one write per
         # batch instead of one thread hop (file) or round trip (Redis) per request.
         self.linger_s = linger_s
@@ -272,6 +284,10 @@ class AuditLog:
         if self.spill is None:
             metrics.AUDIT_DROPPED.inc(len(entries))
             log.error("audit write failed; %d entries dropped: %s", len(entries), exc)
+            return
+        if await asyncio.to_thread(self.spill.size) >= self.spill_max_bytes:
+            metrics.AUDIT_DROPPED.inc(len(entries))
+            log.error("audit spill file full; %d entries dropped: %s", len(entries), exc)
             return
         try:
             await self.spill.append(entries)

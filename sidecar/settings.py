@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     audit_stream: str = "whose:audit"
     audit_maxlen: int = Field(default=1_000_000, ge=1)
     audit_queue: int = Field(default=10_000, ge=1)
+    # While Redis is down, entries wait in data_dir/audit-spill.jsonl up to this size;
+    # past it they are dropped and counted (a full volume would take the pod with it).
+    audit_spill_max_bytes: int = Field(default=32 * 2**20, ge=0)
 
     # Logs: one JSON object per line (with decision_id on disclosures), or plain text.
     log_format: Literal["json", "text"] = "json"

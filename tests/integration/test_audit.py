@@ -158,3 +158,32 @@ async def test_the_writer_batches_but_never_keeps_a_reader_waiting(tmp_path: Pat
         assert {e.asker for e in sink.read_all()} == {"bob", "alice"}
     finally:
         await log.close()
+
+
+async def test_the_spill_file_is_bounded_and_what_it_cannot_hold_is_counted(
+    tmp_path: Path,
+) -> None:
+    # Redis unreachable for real: nothing listens on the port.
+    client = aioredis.from_url(
+        f"redis://127.0.0.1:{free_port()}", socket_timeout=0.5, socket_connect_timeout=0.5
+    )
+    spill = FileSink(tmp_path / "spill.jsonl")
+    log = AuditLog(
+        RedisSink(client, "test:audit", maxlen=1000), spill, queue_size=100, spill_max_bytes=1
+    )
+    await log.start()
+    try:
+        buffered = counted("whose_audit_buffered_total")
+        dropped = counted("whose_audit_dropped_total")
+        log.record(entry("bob", 0))
+        await log.flushed()
+        size = spill.path.stat().st_size
+        assert counted("whose_audit_buffered_total") - buffered == 1
+        for i in range(1, 4):
+            log.record(entry("bob", i))
+            await log.flushed()
+        assert spill.path.stat().st_size == size  # full: nothing more written
+        assert counted("whose_audit_dropped_total") - dropped == 3
+    finally:
+        await log.close()
+        await client.aclose()
