@@ -26,9 +26,12 @@ DISCLOSURE_RULE = "whose/disclosure/decisions"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
 
-# Free text stays out of the policy input: it is large and no rule reads it.
-# Everything else about a record is there, so new rules need no Python change.
+# The claim itself stays out of the policy input: the free text and the bare value
+# (`proposition.text`, `proposition.value`) are what a policy guards, not what it
+# decides on, and the input is logged by OPA and shown by explain. Everything else
+# about a record is there, so new rules need no Python change.
 _NOT_FOR_POLICY = ("content",)
+_PROPOSITION_FOR_POLICY = ("key",)
 
 
 class PolicyUnavailable(Exception):
@@ -120,7 +123,7 @@ def policy_view(record: dict[str, Any]) -> dict[str, Any]:
     view = {k: v for k, v in record.items() if k not in _NOT_FOR_POLICY}
     proposition = view.get("proposition")
     if isinstance(proposition, dict):
-        view["proposition"] = {k: v for k, v in proposition.items() if k != "text"}
+        view["proposition"] = {k: v for k, v in proposition.items() if k in _PROPOSITION_FOR_POLICY}
     return view
 
 

@@ -16,6 +16,7 @@ from tests.conftest import as_, metric
 
 PRIVATE: dict[str, Any] = {
     "content": "The launch is October 17",
+    "proposition": {"text": "the launch is October 17", "key": "launch.day", "value": "10-17"},
     "observer_id": "alice",
     "source_id": "private-session-42",
     "source": {"kind": "conversation", "speaker": "alice"},
@@ -124,6 +125,8 @@ def test_explain_names_the_rule_behind_each_reason(http: httpx.Client, secret: s
     assert body["input"]["record"]["audience"] == ["alice"]
     assert body["policy_revision"]
     assert PRIVATE["content"] not in for_bob.text
+    # Nor the bare claim: explain shows what OPA evaluated, and OPA never sees the value.
+    assert PRIVATE["proposition"]["value"] not in for_bob.text
 
     for_alice = explain(http, asker="alice", record_id=secret)
     assert for_alice.json()["decision"]["allow"] is True

@@ -61,11 +61,16 @@ async def test_a_batch_is_decided_in_one_call(policy: PolicyClient, opa_url: str
     assert denied.reasons == ["audience_excludes:bob"]
 
 
-async def test_content_is_not_sent_to_the_policy() -> None:
-    sent = question().input([rec(["alice"], proposition={"text": "p", "key": "k", "value": "v"})])
+async def test_the_claim_itself_is_not_sent_to_the_policy() -> None:
+    # OPA logs its input and explain shows it: the text and the bare value of a claim
+    # (the secret a policy guards) never go there; what the claim is about does.
+    claim = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
+    sent = question().input([rec(["alice"], proposition=claim)])
     [record] = sent["records"]
     assert "content" not in record
-    assert record["proposition"] == {"key": "k", "value": "v"}
+    assert record["proposition"] == {"key": "launch.date"}
+    assert "October 17" not in str(sent)
+    assert "2026-10-17" not in str(sent)
 
 
 async def test_a_record_the_policy_says_nothing_about_is_denied(policy: PolicyClient) -> None:
