@@ -266,7 +266,12 @@ async def prometheus_metrics() -> PlainTextResponse:
 
 @router.get("/readyz", responses={503: {"description": "A dependency is not reachable."}})
 async def readyz(svc: Svc) -> JSONResponse:
-    """OPA, the store and (when configured) Redis answer."""
+    """Ready when OPA and the store answer; Redis is reported, not required.
+
+    Without Redis reads stay correct (no cache, audit spilled locally) and only
+    writes wait: taking every replica out of the Service for it would turn a
+    degraded sidecar into an outage.
+    """
     checks = {"opa": await svc.policy.ready(), "store": True}
     try:
         await svc.store.ping()
@@ -277,6 +282,6 @@ async def readyz(svc: Svc) -> JSONResponse:
             checks["redis"] = bool(await svc.redis.ping())
         except (RedisError, OSError):
             checks["redis"] = False
-    status = 200 if all(checks.values()) else 503
-    body = {"status": "ready" if status == 200 else "not_ready", "checks": checks}
-    return JSONResponse(body, status_code=status)
+    ready = checks["opa"] and checks["store"]
+    state = ("ready" if all(checks.values()) else "degraded") if ready else "not_ready"
+    return JSONResponse({"status": state, "checks": checks}, status_code=200 if ready else 503)

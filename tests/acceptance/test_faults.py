@@ -223,6 +223,9 @@ def test_redis_killed_then_restarted(world: World) -> None:
     wrote = httpx.post(f"{world.base}/v1/memories", json=update, headers=as_("alice"))
     assert (wrote.status_code, wrote.json()["error"]) == (503, "lock_unavailable")
     assert readiness(world)["redis"] is False
+    # Still in the Service: reads are correct without Redis, only writes wait.
+    ready = httpx.get(f"{world.base}/readyz")
+    assert (ready.status_code, ready.json()["status"]) == (200, "degraded")
     assert httpx.get(f"{world.base}/v1/audit", headers=AUDITOR).status_code == 503
 
     world.start_redis()
