@@ -31,6 +31,8 @@ from pathlib import Path
 
 import aiohttp
 
+from sidecar import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -236,8 +238,10 @@ class LocalOpa:
             try:
                 await self._launch(ready_timeout_s)
             except OpaStartError as exc:
+                metrics.LOCAL_OPA_RESTARTS.labels("failed").inc()
                 log.error("local OPA did not start: %s", exc, extra={"attempt": attempt})
                 continue
+            metrics.LOCAL_OPA_RESTARTS.labels("ok").inc()
             log.warning(
                 "local OPA restarted; policy calls are answered again",
                 extra={"opa_pid": self._pid(), "attempt": attempt},

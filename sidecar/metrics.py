@@ -21,6 +21,11 @@ POLICY_UNAVAILABLE = Counter(
     "whose_policy_unavailable",
     "Requests answered without disclosure because OPA was down, slow or malformed.",
 )
+LOCAL_OPA_RESTARTS = Counter(
+    "whose_local_opa_restarts",
+    "Attempts to start the embedded OPA again after it exited, by result (ok|failed).",
+    ["result"],
+)
 REQUEST_SECONDS = Histogram(
     "whose_request_seconds",
     "Request latency inside the sidecar, by method, route template and status.",

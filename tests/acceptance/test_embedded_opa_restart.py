@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import as_, start_sidecar, stop
+from tests.conftest import as_, metric, start_sidecar, stop
 
 NOTE: dict[str, Any] = {
     "content": "Alice keeps the launch date to herself: October 17",
@@ -212,6 +212,7 @@ def test_a_killed_opa_is_restarted_and_decisions_resume(sidecar: Sidecar) -> Non
     wait_for_recovery(sidecar)
     assert ready(sidecar) == 200
     assert the_opa_child(sidecar) not in (first, second)
+    assert metric(sidecar.base, "whose_local_opa_restarts_total", result="ok") == 2
 
     stop_and_assert_clean(sidecar)
 
