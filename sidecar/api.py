@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
+from sidecar import metrics
 from sidecar.attribution import disclosed_item
 from sidecar.gate import Disclosure
 from sidecar.ingest import MAX_BATCH
@@ -118,6 +119,7 @@ async def recall_memories(request: RecallRequest, svc: Svc, who: Asker) -> Any:
             )
     except PolicyUnavailable as exc:
         # Fail closed, and say why: nothing is disclosed without a decision.
+        metrics.POLICY_UNAVAILABLE.inc()
         refusal = RecallResponse(
             verdict="abstain", items=[], decision_id=gate.decision_id, reason=exc.reason
         )

@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sidecar import __version__, admin, api, proxy
+from sidecar import __version__, admin, api, metrics, proxy
 from sidecar.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.audit import AuditLog, FileSink, RedisSink
 from sidecar.cache import DecisionCache, LocalCache, RedisCache
@@ -113,7 +113,8 @@ def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
     if redis is None:
         return AuditLog(FileSink(settings.data_dir / "audit.jsonl"), None, settings.audit_queue)
     sink = RedisSink(redis, settings.audit_stream, settings.audit_maxlen)
-    spill = FileSink(settings.data_dir / "audit-spill.jsonl")
+    # Where entries wait while Redis is down: never rotated, bounded by its own setting.
+    spill = settings.data_dir / "audit-spill.jsonl"
     return AuditLog(
         sink, spill, settings.audit_queue, spill_max_bytes=settings.audit_spill_max_bytes
     )
@@ -210,6 +211,7 @@ def _install_error_shapes(app: FastAPI) -> None:
 
     @app.exception_handler(PolicyUnavailable)
     async def policy_unavailable(_: Request, exc: PolicyUnavailable) -> JSONResponse:
+        metrics.POLICY_UNAVAILABLE.inc()
         log.error("policy unavailable: %s", exc)
         return _problem(503, "policy_unavailable")
 

@@ -4,7 +4,14 @@ Requests never wait for it. `record()` only enqueues (a full queue drops the
 entry and counts it); a background task writes batches to a Redis Stream,
 trimmed to about `maxlen` entries, or to a JSONL file under the data directory
 when there is no Redis. While Redis is unreachable, entries go to a local spill
-file (counted as buffered) and are moved to the stream once Redis answers again.
+file (counted as buffered) and are moved to the stream, oldest first, once Redis
+answers again.
+
+Queries read newest first and filter as they read, tenant first. One query
+reads at most `scan` entries of all tenants (10 000 by default) inside its
+`since`/`until` range, and stops sooner once it has `limit` matches: its cost is
+bounded however large the log grows. Older entries are reached by narrowing
+`until` (both sinks start the scan there without reading what is newer).
 """
 
 from __future__ import annotations
@@ -13,15 +20,16 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol
 from uuid import UUID
 
 import orjson
 import redis.asyncio as aioredis
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from redis.exceptions import RedisError
 
 from sidecar import metrics
@@ -29,7 +37,21 @@ from sidecar import metrics
 log = logging.getLogger(__name__)
 
 Outcome = Literal["allowed", "withheld", "policy_unavailable"]
+# Entries per sink write (one Redis pipeline), including each piece of a replay.
 _BATCH = 500
+# How much of the spill file a replay reads at a time (whole lines, at most _BATCH
+# entries): memory and each read stay small whatever the file's size.
+_SPILL_PIECE_BYTES = 2**20
+# Stream entries fetched per XREVRANGE round trip while a query scans.
+_PAGE = 500
+# How many entries (of all tenants) one query reads at most.
+SCAN = 10_000
+# Time bounds are widened by this much before the exact filter applies: a stream id
+# is Redis's clock when the entry was appended, not the sidecar's when it was
+# decided, and lines reach the file in write order, which is time order only nearly.
+_SLACK_S = 60.0
+# The largest sequence part of a stream id ("<ms>-<seq>").
+_MAX_SEQ = 2**64 - 1
 
 
 class AuditedRecord(BaseModel):
@@ -87,9 +109,84 @@ class AuditQuery(BaseModel):
 
 
 class Sink(Protocol):
+    async def ping(self) -> None: ...
+
     async def append(self, entries: list[AuditEntry]) -> None: ...
 
-    async def newest_first(self, query: AuditQuery, scan: int) -> list[AuditEntry]: ...
+    async def newest_first(self, query: AuditQuery, scan: int) -> list[AuditEntry]:
+        """The entries that match `query`, newest first, at most `query.limit`,
+        reading at most `scan` entries of any tenant."""
+        ...
+
+
+class _Selection:
+    """One query's pass over a log, newest first: keeps what matches and says when
+    to stop (the limit reached, `scan` entries read, or, in a log kept in time
+    order, an entry older than `since`)."""
+
+    def __init__(self, query: AuditQuery, scan: int, in_time_order: bool) -> None:
+        self.query = query
+        self.left = scan
+        self.found: list[AuditEntry] = []
+        self.unreadable = 0
+        self._older_than = (
+            query.since.timestamp() - _SLACK_S if in_time_order and query.since else None
+        )
+
+    def offer(self, raw: bytes | str | None) -> bool:
+        """Consider the next older entry; False once the scan should stop."""
+        self.left -= 1
+        fields = _json_object(raw)
+        if fields is None:
+            self.unreadable += 1
+        elif self._before_range(fields):
+            return False
+        elif fields.get("tenant") == self.query.tenant:
+            # Tenant first: another tenant's entry costs a JSON parse, never a model.
+            self._consider(fields)
+        return self.left > 0 and len(self.found) < self.query.limit
+
+    def result(self) -> list[AuditEntry]:
+        if self.unreadable:
+            # Skipped, not fatal: one bad entry must not hide every tenant's log.
+            log.warning("audit log: %d unreadable entries skipped", self.unreadable)
+        return self.found
+
+    def _before_range(self, fields: dict[str, Any]) -> bool:
+        if self._older_than is None:
+            return False
+        time = _timestamp(fields)
+        return time is not None and time < self._older_than
+
+    def _consider(self, fields: dict[str, Any]) -> None:
+        try:
+            entry = AuditEntry.model_validate(fields)
+        except ValidationError:
+            self.unreadable += 1
+            return
+        if self.query.matches(entry):
+            self.found.append(entry)
+
+
+def _json_object(raw: bytes | str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return fields if isinstance(fields, dict) else None
+
+
+def _timestamp(fields: dict[str, Any] | None) -> float | None:
+    """An entry's time in seconds since 1970; None if it has no readable one."""
+    value = fields.get("time") if fields else None
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
 
 
 class RedisSink:
@@ -99,6 +196,9 @@ class RedisSink:
         self.client = client
         self.stream = stream
         self.maxlen = maxlen
+
+    async def ping(self) -> None:
+        await self.client.ping()
 
     async def append(self, entries: list[AuditEntry]) -> None:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -112,43 +212,101 @@ class RedisSink:
             await pipe.execute()
 
     async def newest_first(self, query: AuditQuery, scan: int) -> list[AuditEntry]:
-        # Stream ids start with the append time in ms: a cheap first cut on time.
-        high = f"{int(query.until.timestamp() * 1000)}" if query.until else "+"
-        low = f"{int(query.since.timestamp() * 1000)}" if query.since else "-"
-        rows = await self.client.xrevrange(self.stream, max=high, min=low, count=scan) or []
-        return [AuditEntry.model_validate_json(fields[b"entry"]) for _, fields in rows if fields]
+        # Not in time order: a replay after an outage appends old entries at its
+        # own time. So no stop at `since`; the stream range bounds the scan instead.
+        selection = _Selection(query, scan, in_time_order=False)
+        high, low = _stream_range(query)
+        while selection.left > 0:
+            count = min(_PAGE, selection.left)
+            rows = await self.client.xrevrange(self.stream, max=high, min=low, count=count) or []
+            for _, fields in rows:
+                if not selection.offer(fields.get(b"entry") if fields else None):
+                    return selection.result()
+            below = _id_before(rows[-1][0]) if len(rows) == count else None
+            if below is None:
+                break
+            high = below
+        return selection.result()
+
+
+def _stream_range(query: AuditQuery) -> tuple[str, str]:
+    """XREVRANGE's max and min for the query's time range.
+
+    A stream id starts with Redis's clock (ms) when the entry was appended: never
+    before the entry's own time, clock skew aside, so `since` less the slack is a
+    safe lower bound. An entry replayed after an outage carries the replay's time,
+    so `until` finds it only if the replay came before `until` plus the slack.
+    Times before 1970 clamp to the start of the stream: ids are never negative.
+    """
+    high = _ms(query.until.timestamp() + _SLACK_S) if query.until else "+"
+    low = _ms(query.since.timestamp() - _SLACK_S) if query.since else "-"
+    return high, low
+
+
+def _ms(seconds: float) -> str:
+    return str(max(0, int(seconds * 1000)))
+
+
+def _id_before(stream_id: bytes | str | None) -> str | None:
+    """The greatest stream id below this one; None below the first possible id.
+
+    (XREVRANGE's exclusive "(" bound would do it, but needs Redis 6.2.)"""
+    if stream_id is None:
+        return None
+    text = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+    ms_text, _, seq_text = text.partition("-")
+    ms, seq = int(ms_text), int(seq_text or 0)
+    if seq > 0:
+        return f"{ms}-{seq - 1}"
+    if ms > 0:
+        return f"{ms - 1}-{_MAX_SEQ}"
+    return None
 
 
 class FileSink:
-    """JSON lines, rotated once at `max_bytes` (one previous file kept)."""
+    """JSON lines, rotated once at `max_bytes`: `audit.jsonl`, and the file before it
+    in `audit.1.jsonl`. Queries read both, newest first."""
 
     def __init__(self, path: Path, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.path = path
+        self.previous = path.with_suffix(".1.jsonl")
         self.max_bytes = max_bytes
+        # A query opens both files while no rotation runs, so it sees each entry once.
+        self._rotation = threading.Lock()
+
+    async def ping(self) -> None:
+        """Nothing to ask: a local file's failures show when it is written."""
 
     async def append(self, entries: list[AuditEntry]) -> None:
-        lines = b"".join(orjson.dumps(e.model_dump(mode="json")) + b"\n" for e in entries)
-        await asyncio.to_thread(self._write, lines)
+        await asyncio.to_thread(self._write, _jsonl(entries))
 
     def _write(self, lines: bytes) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
+        with self._rotation, contextlib.suppress(FileNotFoundError):
             if self.path.stat().st_size + len(lines) > self.max_bytes:
-                os.replace(self.path, self.path.with_suffix(".1.jsonl"))
+                os.replace(self.path, self.previous)
         with self.path.open("ab") as out:
             out.write(lines)
 
     async def newest_first(self, query: AuditQuery, scan: int) -> list[AuditEntry]:
-        return await asyncio.to_thread(self._read, scan)
+        return await asyncio.to_thread(self._select, query, scan)
 
-    def _read(self, scan: int) -> list[AuditEntry]:
-        entries: list[AuditEntry] = []
-        for line in _lines_backwards(self.path):
-            if len(entries) >= scan:
-                break
-            with contextlib.suppress(ValueError):
-                entries.append(AuditEntry.model_validate_json(line))
-        return entries
+    def _select(self, query: AuditQuery, scan: int) -> list[AuditEntry]:
+        # Lines are appended in decision order: the scan may stop at `since`.
+        selection = _Selection(query, scan, in_time_order=True)
+        with contextlib.ExitStack() as stack:
+            with self._rotation:
+                files = [
+                    stack.enter_context(path.open("rb"))
+                    for path in (self.path, self.previous)
+                    if path.exists()
+                ]
+            for handle in files:  # the newer file first
+                end = _end_of_range(handle, query.until)
+                for line in _lines_backwards(handle, end):
+                    if not selection.offer(line):
+                        return selection.result()
+        return selection.result()
 
     def read_all(self) -> list[AuditEntry]:
         try:
@@ -161,6 +319,107 @@ class FileSink:
                 entries.append(AuditEntry.model_validate_json(line))
         return entries
 
+
+def _jsonl(entries: list[AuditEntry]) -> bytes:
+    return b"".join(orjson.dumps(e.model_dump(mode="json")) + b"\n" for e in entries)
+
+
+def _end_of_range(handle: BinaryIO, until: datetime | None) -> int:
+    """Where a newest-first scan up to `until` starts: the offset of the first line
+    stamped after `until` (plus the slack), found by bisection, the lines being in
+    time order. A line without a readable time counts as inside the range."""
+    size = handle.seek(0, os.SEEK_END)
+    if until is None:
+        return size
+    bound = until.timestamp() + _SLACK_S
+    # Lines starting before `low` are in the range; the line at `high` (if any) is not.
+    low, high = 0, size
+    while low < high:
+        start = _line_start_from(handle, (low + high) // 2)
+        if start >= high:
+            start = low  # no line starts in the upper half: decide on the one at `low`
+        handle.seek(start)
+        line = handle.readline()
+        time = _timestamp(_json_object(line))
+        if time is not None and time > bound:
+            high = start
+        else:
+            low = start + len(line)
+    return low
+
+
+def _line_start_from(handle: BinaryIO, offset: int) -> int:
+    """The offset of the first line that starts at or after `offset`."""
+    if offset == 0:
+        return 0
+    handle.seek(offset - 1)
+    handle.readline()
+    return handle.tell()
+
+
+def _lines_backwards(handle: BinaryIO, end: int, block: int = 64 * 1024) -> Iterator[bytes]:
+    """The lines before offset `end` (a line start), last first."""
+    position = end
+    tail = b""
+    while position > 0:
+        step = min(block, position)
+        position -= step
+        handle.seek(position)
+        lines = (handle.read(step) + tail).split(b"\n")
+        tail = lines.pop(0)
+        yield from (line for line in reversed(lines) if line)
+    if tail:
+        yield tail
+
+
+class SpillFile:
+    """Entries held locally while the sink is unreachable, oldest first.
+
+    One file that never rotates: a replay reads only this file, so an entry moved
+    to a rotated one would be lost unseen. Its bound is the AuditLog's
+    `spill_max_bytes`. A replay reads it in pieces, from an offset.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def append(self, entries: list[AuditEntry]) -> None:
+        await asyncio.to_thread(self._write, _jsonl(entries))
+
+    def _write(self, lines: bytes) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as out:
+            out.write(lines)
+
+    def read_piece(self, offset: int) -> tuple[list[AuditEntry], int, int]:
+        """The entries in the whole lines from `offset` on, up to about
+        _SPILL_PIECE_BYTES or _BATCH entries: (entries, the offset after them,
+        how many lines could not be read)."""
+        entries: list[AuditEntry] = []
+        unreadable = 0
+        try:
+            handle = self.path.open("rb")
+        except FileNotFoundError:
+            return entries, offset, unreadable
+        with handle:
+            handle.seek(offset)
+            end = offset
+            while end - offset < _SPILL_PIECE_BYTES and len(entries) < _BATCH:
+                line = handle.readline()
+                if not line:
+                    break
+                end += len(line)
+                if not line.strip():
+                    continue
+                try:
+                    entries.append(AuditEntry.model_validate_json(line))
+                except ValidationError:
+                    unreadable += 1
+        return entries, end, unreadable
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
 
@@ -171,30 +430,11 @@ class FileSink:
             return 0
 
 
-def _lines_backwards(path: Path, block: int = 64 * 1024) -> Iterator[bytes]:
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        position = handle.seek(0, os.SEEK_END)
-        tail = b""
-        while position > 0:
-            step = min(block, position)
-            position -= step
-            handle.seek(position)
-            lines = (handle.read(step) + tail).split(b"\n")
-            tail = lines.pop(0)
-            yield from (line for line in reversed(lines) if line)
-        if tail:
-            yield tail
-
-
 class AuditLog:
     def __init__(
         self,
         sink: Sink,
-        spill: FileSink | None,
+        spill: Path | None,
         queue_size: int,
         linger_s: float = 0.05,
         spill_max_bytes: int = 32 * 2**20,
@@ -205,10 +445,13 @@ class AuditLog:
         # batch instead of one thread hop (file) or round trip (Redis) per request.
         self.linger_s = linger_s
         # Only a Redis sink has a spill file: the file sink is already local.
-        self.spill = spill
+        self.spill = SpillFile(spill) if spill is not None else None
         self._queue: asyncio.Queue[AuditEntry | None] = asyncio.Queue(maxsize=queue_size)
         self._task: asyncio.Task[None] | None = None
         self._spilled = False
+        # How far into the spill file the sink already holds every entry: a replay
+        # cut short resumes there, so it repeats at most the piece that failed.
+        self._replayed = 0
         # Callers waiting in `flushed()`: the writer does not linger for them.
         self._flushing = 0
         self._flush_now = asyncio.Event()
@@ -221,7 +464,7 @@ class AuditLog:
             log.warning("audit queue full; entry dropped", extra={"decision_id": entry.decision_id})
 
     async def start(self) -> None:
-        if self.spill is not None and self.spill.path.exists():
+        if self.spill is not None and self.spill.exists():
             self._spilled = True
         self._task = asyncio.create_task(self._run(), name="whose-audit-writer")
 
@@ -247,9 +490,10 @@ class AuditLog:
         finally:
             self._flushing -= 1
 
-    async def query(self, query: AuditQuery, scan: int = 10_000) -> list[AuditEntry]:
-        found = [e for e in await self.sink.newest_first(query, scan) if query.matches(e)]
-        return found[: query.limit]
+    async def query(self, query: AuditQuery, scan: int = SCAN) -> list[AuditEntry]:
+        """The newest entries that match (at most `query.limit`), reading at most
+        `scan` entries of any tenant within the query's time range."""
+        return await self.sink.newest_first(query, scan)
 
     async def _run(self) -> None:
         while True:
@@ -274,7 +518,8 @@ class AuditLog:
     async def _write(self, entries: list[AuditEntry]) -> None:
         try:
             if self._spilled and self.spill is not None:
-                # Older entries first, so the stream stays in time order.
+                # Older entries first, so the stream stays in time order; until
+                # they are all in, newer ones queue behind them in the spill.
                 await self._replay(self.spill)
             await self.sink.append(entries)
         except (RedisError, OSError) as exc:
@@ -299,12 +544,27 @@ class AuditLog:
         metrics.AUDIT_BUFFERED.inc(len(entries))
         log.warning("audit sink unreachable; %d entries spilled locally: %s", len(entries), exc)
 
-    async def _replay(self, spill: FileSink) -> None:
-        # Cleared only after every entry is in the stream: a failure part-way
-        # duplicates some entries on the next replay rather than losing them.
-        entries = await asyncio.to_thread(spill.read_all)
-        for start in range(0, len(entries), _BATCH):
-            await self.sink.append(entries[start : start + _BATCH])
+    async def _replay(self, spill: SpillFile) -> None:
+        # While the sink is down a batch costs this ping and an append to the
+        # spill; the spill is read only once the sink answers.
+        await self.sink.ping()
+        moved = 0
+        while True:
+            # A piece at a time, each read in a thread: memory and event-loop
+            # stalls stay small however large the spill grew.
+            entries, end, unreadable = await asyncio.to_thread(spill.read_piece, self._replayed)
+            if unreadable:
+                metrics.AUDIT_DROPPED.inc(unreadable)
+                log.error("audit spill: %d unreadable lines dropped", unreadable)
+            if end == self._replayed:
+                break
+            if entries:
+                await self.sink.append(entries)
+            # Only past a piece the sink took: a failure part-way repeats that
+            # piece on the next replay rather than lose any of it.
+            self._replayed = end
+            moved += len(entries)
         await asyncio.to_thread(spill.clear)
         self._spilled = False
-        log.info("replayed %d spilled audit entries", len(entries))
+        self._replayed = 0
+        log.info("replayed %d spilled audit entries", moved)

@@ -126,8 +126,6 @@ class Disclosure:
         traceback: TracebackType | None,
     ) -> None:
         error = _error_code(exc)
-        if error == "policy_unavailable":
-            metrics.POLICY_UNAVAILABLE.inc()
         self.gate.audit.record(self._entry(error))
         allowed = sum(s.decision.allow for s in self.settled.values())
         if exc is None and self.settled:

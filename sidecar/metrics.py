@@ -19,7 +19,7 @@ DECISIONS = Counter(
 )
 POLICY_UNAVAILABLE = Counter(
     "whose_policy_unavailable",
-    "Requests answered without disclosure because OPA was down, slow or malformed.",
+    "Requests refused (503) because OPA was down, slow or malformed: reads, writes, explain.",
 )
 LOCAL_OPA_RESTARTS = Counter(
     "whose_local_opa_restarts",
@@ -65,7 +65,8 @@ CACHE = Counter(
 )
 AUDIT_DROPPED = Counter(
     "whose_audit_dropped",
-    "Audit entries lost: the in-memory queue was full, or the local spill file failed.",
+    "Audit entries lost: the in-memory queue was full, or the local spill file was full,"
+    " failed, or held a line that could not be read back.",
 )
 AUDIT_BUFFERED = Counter(
     "whose_audit_buffered",

@@ -152,8 +152,18 @@ def test_opa_killed_then_restarted(world: World) -> None:
     world.opa.kill()
     world.opa.wait()
     assert_refused(world)
+    explained = httpx.post(
+        f"{world.base}/v1/explain",
+        json={"asker": "carol", "record_id": world.note_id},
+        headers=as_("pat", roles="policy-admin"),
+    )
+    assert (explained.status_code, explained.json()["error"]) == (503, "policy_unavailable")
+    update = TEAM_NOTE | {"content": "Alice now says the launch is October 31"}
+    wrote = httpx.post(f"{world.base}/v1/memories", json=update, headers=as_("alice"))
+    assert (wrote.status_code, wrote.json()["error"]) == (503, "policy_unavailable")
     assert readiness(world)["opa"] is False
-    assert metric(world.base, "whose_policy_unavailable_total") > unavailable
+    # Every refused request counted once: recall, get, explain and the write.
+    assert metric(world.base, "whose_policy_unavailable_total") - unavailable == 4
 
     world.start_opa()
     assert sees_note(world)

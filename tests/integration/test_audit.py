@@ -95,8 +95,11 @@ async def test_redis_outage_spills_locally_then_replays_in_order(tmp_path: Path)
     port = free_port()
     url, redis_process = start_redis(binary, tmp_path, port=port)
     client = aioredis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
-    spill = FileSink(tmp_path / "spill.jsonl")
-    log = AuditLog(RedisSink(client, "test:audit", maxlen=1000), spill, queue_size=100)
+    log = AuditLog(
+        RedisSink(client, "test:audit", maxlen=1000), tmp_path / "spill.jsonl", queue_size=100
+    )
+    assert log.spill is not None
+    spill = log.spill
     await log.start()
     try:
         before = entry("bob", 0)
@@ -167,10 +170,14 @@ async def test_the_spill_file_is_bounded_and_what_it_cannot_hold_is_counted(
     client = aioredis.from_url(
         f"redis://127.0.0.1:{free_port()}", socket_timeout=0.5, socket_connect_timeout=0.5
     )
-    spill = FileSink(tmp_path / "spill.jsonl")
     log = AuditLog(
-        RedisSink(client, "test:audit", maxlen=1000), spill, queue_size=100, spill_max_bytes=1
+        RedisSink(client, "test:audit", maxlen=1000),
+        tmp_path / "spill.jsonl",
+        queue_size=100,
+        spill_max_bytes=1,
     )
+    assert log.spill is not None
+    spill = log.spill
     await log.start()
     try:
         buffered = counted("whose_audit_buffered_total")

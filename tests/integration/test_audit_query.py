@@ -1,0 +1,146 @@
+"""Reading the audit log (GET /v1/audit): both sinks filter as they scan, within a
+bounded scan, and a bad entry or an odd time range never fails the query."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from sidecar.audit import AuditedRecord, AuditEntry, AuditLog, AuditQuery, FileSink, RedisSink
+
+T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+
+def entry(tenant: str = "acme", minutes: float = 0, asker: str = "bob") -> AuditEntry:
+    return AuditEntry(
+        decision_id=uuid.uuid4(),
+        time=T0 + timedelta(minutes=minutes),
+        tenant=tenant,
+        asker=asker,
+        audience=[],
+        purpose="recall",
+        allowed=[AuditedRecord(id="r1")],
+    )
+
+
+def ids(entries: list[AuditEntry]) -> list[uuid.UUID]:
+    return [e.decision_id for e in entries]
+
+
+@pytest.fixture
+async def stream(redis_url: str) -> AsyncIterator[RedisSink]:
+    client = aioredis.from_url(redis_url)
+    sink = RedisSink(client, f"test:audit:{uuid.uuid4().hex}", maxlen=100_000)
+    yield sink
+    await client.delete(sink.stream)
+    await client.aclose()
+
+
+async def test_an_unreadable_stream_entry_is_skipped_not_a_failed_query(
+    stream: RedisSink, caplog: pytest.LogCaptureFixture
+) -> None:
+    older, newer = entry(minutes=0), entry(minutes=1)
+    await stream.append([older])
+    # What another writer, an old version or a hand-made XADD may have left.
+    await stream.client.xadd(stream.stream, {"entry": b"{not json"})
+    await stream.client.xadd(stream.stream, {"entry": b'{"tenant": "acme"}'})
+    await stream.client.xadd(stream.stream, {"something": b"else"})
+    await stream.append([newer])
+    log = AuditLog(stream, None, queue_size=10)
+    with caplog.at_level(logging.WARNING, logger="sidecar.audit"):
+        found = await log.query(AuditQuery(tenant="acme"))
+    assert ids(found) == [newer.decision_id, older.decision_id]
+    assert "3 unreadable" in caplog.text
+
+
+async def test_times_before_1970_clamp_to_the_start_of_the_stream(stream: RedisSink) -> None:
+    written = entry(minutes=0)
+    await stream.append([written])
+    log = AuditLog(stream, None, queue_size=10)
+    before_1970 = datetime(1969, 7, 20, tzinfo=UTC)
+    assert ids(await log.query(AuditQuery(tenant="acme", since=before_1970))) == [
+        written.decision_id
+    ]
+    assert await log.query(AuditQuery(tenant="acme", until=before_1970)) == []
+    assert await log.query(AuditQuery(tenant="acme", since=before_1970, until=before_1970)) == []
+
+
+async def test_a_stream_query_pages_through_the_range_filtering_as_it_reads(
+    stream: RedisSink,
+) -> None:
+    written = [entry("acme" if i % 3 == 0 else "globex", i / 1000) for i in range(3000)]
+    # Six entries a millisecond (explicit ids): the page boundaries (every 500 entries)
+    # fall both on a millisecond's first id and part-way through one.
+    async with stream.client.pipeline(transaction=False) as pipe:
+        for i, e in enumerate(written):
+            entry_id = f"{1_000_000 + i // 6}-{i % 6}"
+            pipe.xadd(stream.stream, {"entry": e.model_dump_json()}, id=entry_id)
+        await pipe.execute()
+    log = AuditLog(stream, None, queue_size=10)
+    acme = [e for e in reversed(written) if e.tenant == "acme"]
+    globex = [e for e in reversed(written) if e.tenant == "globex"]
+
+    # Every entry is one tenant's or the other's: a page boundary that skipped or
+    # repeated one shows in one of the two.
+    assert ids(await log.query(AuditQuery(tenant="acme", limit=1000))) == ids(acme)
+    assert ids(await log.query(AuditQuery(tenant="globex", limit=2000))) == ids(globex)
+    # Other tenants' entries count towards the scan bound, never towards the limit.
+    assert ids(await log.query(AuditQuery(tenant="acme", limit=1000), scan=1500)) == ids(acme[:500])
+    assert ids(await log.query(AuditQuery(tenant="acme", limit=7))) == ids(acme[:7])
+
+
+async def test_the_file_log_reads_the_rotated_file_after_the_current_one(tmp_path: Path) -> None:
+    written = [entry(minutes=i) for i in range(6)]
+    size = len(orjson.dumps(written[0].model_dump(mode="json"))) + 1
+    sink = FileSink(tmp_path / "audit.jsonl", max_bytes=4 * size)  # rotates at the fifth
+    for e in written:
+        await sink.append([e])
+    assert (tmp_path / "audit.1.jsonl").exists()
+    log = AuditLog(sink, None, queue_size=10)
+    assert ids(await log.query(AuditQuery(tenant="acme"))) == ids(written[::-1])
+    assert ids(await log.query(AuditQuery(tenant="acme", limit=3))) == ids(written[:2:-1])
+    until = T0 + timedelta(minutes=1)
+    assert ids(await log.query(AuditQuery(tenant="acme", until=until))) == ids(written[1::-1])
+
+
+async def test_a_busy_tenant_does_not_hide_another_tenants_older_entries_in_the_file_log(
+    tmp_path: Path,
+) -> None:
+    sink = FileSink(tmp_path / "audit.jsonl")
+    acme = [entry("acme", minutes=i) for i in range(3)]
+    # Then globex is busy: far more entries than one query may read (its scan bound).
+    globex = [entry("globex", minutes=10 + i / 1000) for i in range(5000)]
+    await sink.append([*acme, *globex])
+    log = AuditLog(sink, None, queue_size=10)
+
+    assert await log.query(AuditQuery(tenant="acme"), scan=1000) == []  # the bound holds
+    # Narrowed to before globex's burst, the scan starts there, not at the newest line.
+    query = AuditQuery(tenant="acme", until=T0 + timedelta(minutes=5))
+    assert ids(await log.query(query, scan=1000)) == ids(acme[::-1])
+    query = AuditQuery(tenant="acme", since=T0 + timedelta(minutes=1), until=T0 + timedelta(1))
+    assert ids(await log.query(query, scan=10_000)) == ids(acme[:0:-1])
+
+
+async def test_a_file_scan_stops_at_the_first_entry_older_than_since(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = FileSink(tmp_path / "audit.jsonl")
+    (tmp_path / "audit.jsonl").write_bytes(b"{a line the scan would report\n")
+    old = entry(minutes=-24 * 60)
+    recent = [entry(minutes=i) for i in range(3)]
+    await sink.append([old, *recent])
+    log = AuditLog(sink, None, queue_size=10)
+    with caplog.at_level(logging.WARNING, logger="sidecar.audit"):
+        found = await log.query(AuditQuery(tenant="acme", since=T0))
+    assert ids(found) == ids(recent[::-1])
+    assert "unreadable" not in caplog.text  # it stopped at `old`, before the bad line
+    with caplog.at_level(logging.WARNING, logger="sidecar.audit"):
+        assert ids(await log.query(AuditQuery(tenant="acme"))) == ids([*recent[::-1], old])
+    assert "1 unreadable" in caplog.text
