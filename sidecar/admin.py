@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 
-from sidecar.audit import AuditEntry, AuditQuery, Outcome
+from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome
 from sidecar.identity import Identity
 from sidecar.messages import Problem
 from sidecar.policy import Decision, DisclosureQuestion, RuleReasons
@@ -142,7 +142,7 @@ async def explain(
     )
     record = hits[0].record
     explanation, answer = await svc.policy.explain(question, record)
-    return ExplainResponse(
+    response = ExplainResponse(
         decision_id=uuid.uuid4(),
         record_id=request.record_id,
         policy_revision=answer.revision,
@@ -150,4 +150,31 @@ async def explain(
         input=question.single_input(record),
         decision=explanation.decision,
         rules=explanation.rules,
+    )
+    # Explain shows record metadata to an admin: who looked, at what, is audited too.
+    svc.audit.record(_explained(who, request, response))
+    return response
+
+
+def _explained(who: Identity, request: ExplainRequest, response: ExplainResponse) -> AuditEntry:
+    decision = response.decision
+    audited = AuditedRecord(
+        id=str(response.record_id),
+        usable_as=decision.usable_as if decision.allow else None,
+        reasons=decision.reasons,
+        opa_decision_id=response.opa_decision_id,
+    )
+    return AuditEntry(
+        decision_id=response.decision_id,
+        time=datetime.now(UTC),
+        tenant=who.tenant,
+        asker=who.id,
+        audience=request.audience,
+        purpose="explain",
+        route="explain",
+        policy_revision=response.policy_revision,
+        opa_decision_ids=[response.opa_decision_id] if response.opa_decision_id else [],
+        allowed=[audited] if decision.allow else [],
+        withheld=[] if decision.allow else [audited],
+        explained_for=request.asker,
     )

@@ -78,6 +78,8 @@ class AuditEntry(BaseModel):
     allowed: list[AuditedRecord] = Field(default_factory=list)
     withheld: list[AuditedRecord] = Field(default_factory=list)
     error: str | None = None
+    # Explain only: whose decision the policy admin (`asker`) looked at.
+    explained_for: str | None = None
 
 
 class AuditQuery(BaseModel):

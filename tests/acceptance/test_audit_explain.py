@@ -189,3 +189,18 @@ def test_logs_are_json_lines_with_the_decision_id(
     assert logged["message"] == "disclosure"
     assert logged["asker"] == "bob"
     assert logged["route"] == "recall"
+
+
+def test_an_explain_call_is_audited(http: httpx.Client, secret: str) -> None:
+    explained = explain(http, asker="bob", record_id=secret)
+    assert explained.status_code == 200
+    [entry] = [
+        e for e in audit(http, asker="pat") if e["decision_id"] == explained.json()["decision_id"]
+    ]
+    assert (entry["purpose"], entry["route"], entry["explained_for"]) == (
+        "explain",
+        "explain",
+        "bob",
+    )
+    [withheld] = entry["withheld"]
+    assert (withheld["id"], withheld["reasons"]) == (secret, ["audience_excludes:bob"])
