@@ -21,7 +21,7 @@ from sidecar import metrics
 from sidecar.attribution import disclosed_item
 from sidecar.gate import Disclosure
 from sidecar.ingest import MAX_BATCH
-from sidecar.links import hide_unseen_links
+from sidecar.links import decided_links, links_within
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
@@ -148,7 +148,7 @@ async def get_memory(
         then = [h for h in await _chain(svc, who.tenant, record_id) if applied_at(h.record, as_of)]
         question = DisclosureQuestion(who, [], purpose="recall", now=now, as_of=as_of)
         hit, decision, gate = await _disclosed(svc, question, then)
-    [hit] = await hide_unseen_links(svc.store, gate, [hit], [hit.record["id"]])
+    [hit] = await decided_links(svc.store, gate, [hit], [hit.record["id"]])
     return MemoryResponse(
         item=disclosed_item(hit.record, decision, as_of or now),
         record=MemoryRecord.model_validate(hit.record),
@@ -187,7 +187,7 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
     if start is None or not start.allow:
         raise _NOT_FOUND
     allowed = [h for h in chain if decisions[h.record["id"]].allow]
-    shown = await hide_unseen_links(svc.store, gate, allowed, [h.record["id"] for h in allowed])
+    shown = await decided_links(svc.store, gate, allowed, [h.record["id"] for h in allowed])
     items = [disclosed_item(h.record, decisions[h.record["id"]], now) for h in shown]
     return HistoryResponse(items=items, decision_id=gate.decision_id)
 
@@ -214,9 +214,7 @@ async def proposition(
         page = await svc.store.find(scope, limit)
         decisions = await gate.decide([h.record for h in page.hits])
     allowed = [h for h in page.hits if decisions[str(h.record.get("id"))].allow]
-    shown = await hide_unseen_links(
-        svc.store, gate, allowed, [str(h.record.get("id")) for h in allowed]
-    )
+    shown = links_within(allowed, [str(h.record.get("id")) for h in allowed])
     items = settle(
         [disclosed_item(h.record, decisions[str(h.record.get("id"))], now) for h in shown]
     )

@@ -2,9 +2,13 @@
 
 A link is shown only when the record it names may be shown too, under the same
 asker and audience: otherwise it would hand out the id of a withheld version and
-confirm that one exists, which a missing record never does. The versions a
-request already disclosed need no second decision; the rest are fetched and
-decided in one batch (purpose `get`: a link is something the caller can follow).
+confirm that one exists, which a missing record never does.
+
+Two ways to know: the version is part of this very answer (`links_within`: free,
+what searches use, so a recall or a Qdrant query costs nothing extra), or the
+sidecar asks (`decided_links`: the linked versions are fetched and decided in one
+batch, purpose `get`; what by-id reads and history use, where following the chain
+is the point).
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from sidecar.store import Hit, Store
 LINKS = ("supersedes", "superseded_by")
 
 
-async def hide_unseen_links(
+def links_within(hits: list[Hit], disclosed: Iterable[str]) -> list[Hit]:
+    """`hits` keeping only links to versions this response discloses."""
+    visible = set(disclosed)
+    return [_linking_only(hit, visible) for hit in hits]
+
+
+async def decided_links(
     store: Store, request: Disclosure, hits: list[Hit], disclosed: Iterable[str]
 ) -> list[Hit]:
-    """`hits` with every link to a record `request`'s asker and audience may not see removed.
-
-    `disclosed`: ids this request has already decided to disclose.
-    """
+    """`hits` keeping links to versions disclosed here or that `request`'s asker
+    and audience may get; the others are decided in one batch."""
     visible = set(disclosed)
     named = {str(h.record[link]) for h in hits for link in LINKS if h.record.get(link)}
     unknown = sorted(named - visible)
@@ -35,7 +43,7 @@ async def hide_unseen_links(
         async with request.follow_up(ask, "links") as disclosure:
             decisions = await disclosure.decide([h.record for h in found])
         visible |= {record_id for record_id, d in decisions.items() if d.allow}
-    return [_linking_only(hit, visible) for hit in hits]
+    return links_within(hits, visible)
 
 
 def _linking_only(hit: Hit, visible: set[str]) -> Hit:

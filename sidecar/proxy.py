@@ -32,7 +32,7 @@ from sidecar.attribution import disclosed_item
 from sidecar.gate import Disclosure
 from sidecar.identity import Identity
 from sidecar.ingest import MAX_BATCH, WriteRefused
-from sidecar.links import hide_unseen_links
+from sidecar.links import decided_links, links_within
 from sidecar.messages import Problem
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.recall import overfetch
@@ -237,7 +237,8 @@ async def _nearest(
             # Pages by offset must see the same candidates whatever the asker did before.
             adaptive=False,
         )
-    page = await _linked(svc, gate, found.allowed[offset : offset + limit])
+    # A search shows only links to versions among its own results: no extra decisions.
+    page = _links_within(found.allowed[offset : offset + limit], found.allowed)
     return [_point(hit, d, now, with_payload, scored=True) for hit, d in page]
 
 
@@ -367,7 +368,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         returned, next_offset = await _scroll(
             svc, gate, body.get("filter"), cursor, limit, with_vector
         )
-    returned = await _linked(svc, gate, returned)
+    returned = _links_within(returned, returned)
     points = [_point(hit, d, now, with_payload, scored=False) for hit, d in returned]
     return _ok({"points": points, "next_page_offset": next_offset}, started)
 
@@ -448,11 +449,20 @@ async def _by_ids(
 async def _linked(
     svc: Services, gate: Disclosure, allowed: list[tuple[Hit, Decision]]
 ) -> list[tuple[Hit, Decision]]:
-    """The allowed points, their links to points the asker may not see removed (links.py)."""
+    """Points read by id, keeping links to versions the asker may get (links.py)."""
     hits = [hit for hit, _ in allowed]
     ids = [str(hit.record.get("id")) for hit in hits]
-    shown = await hide_unseen_links(svc.store, gate, hits, ids)
+    shown = await decided_links(svc.store, gate, hits, ids)
     return [(hit, decision) for hit, (_, decision) in zip(shown, allowed, strict=True)]
+
+
+def _links_within(
+    page: list[tuple[Hit, Decision]], disclosed: list[tuple[Hit, Decision]]
+) -> list[tuple[Hit, Decision]]:
+    """A page of search results, keeping links to versions among `disclosed` (links.py)."""
+    ids = [str(hit.record.get("id")) for hit, _ in disclosed]
+    shown = links_within([hit for hit, _ in page], ids)
+    return [(hit, decision) for hit, (_, decision) in zip(shown, page, strict=True)]
 
 
 def _record_id(raw: Any) -> UUID | None:

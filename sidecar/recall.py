@@ -17,7 +17,7 @@ from sidecar.attribution import disclosed_item
 from sidecar.embed import HashingEmbedder
 from sidecar.gate import Disclosure
 from sidecar.identity import Identity
-from sidecar.links import hide_unseen_links
+from sidecar.links import links_within
 from sidecar.messages import RecallRequest, RecallResponse
 from sidecar.policy import Decision, DisclosureQuestion
 from sidecar.store import Hit, Scope, Store
@@ -68,7 +68,8 @@ async def recall(
     )
     found = await overfetch(vector, scope, gate, request.limit, store, bounds)
     chosen = found.allowed[: request.limit]
-    shown = await hide_unseen_links(store, gate, [hit for hit, _ in chosen], _ids(found.allowed))
+    # Links only to versions this answer discloses: a search makes no extra decisions.
+    shown = links_within([hit for hit, _ in chosen], _ids(found.allowed))
     # Status is told at the instant asked about: what was current then.
     at = request.as_of or now
     items = settle(

@@ -35,8 +35,10 @@ def test_new_belief_replaces_the_old_one_in_recall(http: httpx.Client) -> None:
     now = recall(http, "alice", query="when is the launch?", about=key).json()
 
     assert [item["id"] for item in now["items"]] == [new["id"]]
-    assert now["items"][0]["supersedes"] == old["id"]
     assert now["verdict"] == "attributed"  # her own two versions are not a conflict
+    # The link back is on the record (a search shows links only among its own results).
+    got = http.get(f"/v1/memories/{new['id']}", headers=as_("alice")).json()
+    assert got["record"]["supersedes"] == old["id"]
 
 
 def test_old_version_is_kept_with_its_provenance(http: httpx.Client) -> None:

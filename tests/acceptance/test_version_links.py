@@ -1,5 +1,6 @@
 """Version links name other records: a link to a version the asker may not see is
-left out, on every read path, so a withheld version's id is never handed out."""
+left out, on every read path, so a withheld version's id is never handed out.
+Searches keep links only among their own results; reads by id decide the rest."""
 
 from __future__ import annotations
 
@@ -89,5 +90,14 @@ def test_the_owner_still_sees_every_link(
         (v2["id"], v1["id"], v3["id"]),
         (v3["id"], v2["id"], None),
     ]
-    now = recall(http, "alice", query="the launch", about=v1["proposition"]["key"]).json()
-    assert [(i["id"], i["supersedes"]) for i in now["items"]] == [(v3["id"], v2["id"])]
+    # A search shows links only among its own results (no extra decisions on the hot
+    # path); with the history asked for, the chain is in the answer and so are its links.
+    key = v1["proposition"]["key"]
+    now = recall(http, "alice", query="the launch", about=key).json()
+    assert [(i["id"], i.get("supersedes")) for i in now["items"]] == [(v3["id"], None)]
+    everything = recall(http, "alice", query="the launch", about=key, include_history=True)
+    linked = {i["id"]: i.get("supersedes") for i in everything.json()["items"]}
+    assert linked == {v1["id"]: None, v2["id"]: v1["id"], v3["id"]: v2["id"]}
+    # A read by id decides the versions its links name.
+    got = http.get(f"/v1/memories/{v3['id']}", headers=as_("alice")).json()
+    assert got["record"]["supersedes"] == v2["id"]
