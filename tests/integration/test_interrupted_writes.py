@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from qdrant_client import AsyncQdrantClient
 
 from sidecar.embed import HashingEmbedder
 from sidecar.identity import Identity
@@ -31,7 +30,7 @@ from sidecar.policy import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.store import KEYWORD_FIELDS, Scope, Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.server import ServerStore
+from tests.integration.conftest import backend
 from tests.integration.test_supersession import check_chains
 
 DIM = 32
@@ -61,14 +60,10 @@ class DiesBeforeClosing:
 
 @pytest.fixture(params=["edge", "server"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    backend: Store
-    if request.param == "edge":
-        backend = EdgeStore(tmp_path / "edge", DIM, optimize_interval_s=60)
-    else:
-        backend = ServerStore(AsyncQdrantClient(location=":memory:"), "memories", DIM)
-    await backend.open()
-    yield backend
-    await backend.close()
+    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=60)
+    await opened.open()
+    yield opened
+    await opened.close()
 
 
 def belief(key: str | None, valid_at: str, **extra: Any) -> MemoryWrite:

@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from qdrant_client import AsyncQdrantClient
 
 from sidecar.embed import HashingEmbedder
 from sidecar.request_metrics import Traffic
 from sidecar.store import Scope, Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.server import ServerStore
+from tests.integration.conftest import backend
 
 DIM = 64
 embed = HashingEmbedder(DIM).embed
@@ -32,14 +31,10 @@ embed = HashingEmbedder(DIM).embed
 
 @pytest.fixture(params=["edge", "server"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    backend: Store
-    if request.param == "edge":
-        backend = EdgeStore(tmp_path / "edge", DIM, optimize_interval_s=0.01)
-    else:
-        backend = ServerStore(AsyncQdrantClient(location=":memory:"), "memories", DIM)
-    await backend.open()
-    yield backend
-    await backend.close()
+    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=0.01)
+    await opened.open()
+    yield opened
+    await opened.close()
 
 
 def rec(tenant: str, text: str, **fields: Any) -> dict[str, Any]:
