@@ -28,7 +28,7 @@ def attribution(record: dict[str, Any], usable_as: str) -> str:
     if usable_as == "fact":
         sentence = claim[:1].upper() + claim[1:]
     elif usable_as == "unverified_claim":
-        sentence = f"Unverified: {claim}"
+        sentence = f"Unverified{_whose_claim(record)}: {claim}"
     elif usable_as == "knowledge":
         sentence = f"{observed or observer} knows that {claim}"
     elif usable_as == "common_knowledge":
@@ -43,6 +43,19 @@ def attribution(record: dict[str, Any], usable_as: str) -> str:
         sentence = f"{observer} {verb} that {claim}"
     source, confidence = record.get("source_id"), record.get("confidence", 1.0)
     return f"{sentence} — source {source}, confidence {confidence:.2f}"
+
+
+def _whose_claim(record: dict[str, Any]) -> str:
+    """Who stands behind an unverified claim: its holder, else whoever recorded it.
+
+    A world-state claim may have no holder; then the writer is the only one
+    vouching for it, and the wording must say so rather than pass it off as
+    anonymous (or as the words of the source's speaker)."""
+    if observer := record.get("observer_id"):
+        return f" (claimed by {observer})"
+    if writer := (record.get("provenance") or {}).get("writer"):
+        return f" (recorded by {writer})"
+    return ""
 
 
 def _claim(record: dict[str, Any]) -> str:

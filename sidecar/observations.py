@@ -9,12 +9,32 @@ take the ordinary write path (write policy, supersession).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from sidecar.record import Attitude, Instant, MemoryWrite, Name, Proposition
 
 # A hedged claim ("I think ...") is weaker evidence of the speaker's view.
 DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
+
+
+GROUP_NOT_PRESENT = "group_is_not_a_person_present"
+
+
+def _a_person(name: str) -> str:
+    # DESIGN §3: audience ⊆ who was present. A group is not someone in the room:
+    # its members come from the directory and from tokens, today and tomorrow.
+    if name.startswith("group:"):
+        raise PydanticCustomError(
+            GROUP_NOT_PRESENT, "a group is not a person present: name who was there"
+        )
+    return name
+
+
+# Someone who was there: the speaker or a participant (they become the audience).
+Present = Annotated[Name, AfterValidator(_a_person)]
 
 
 class Claim(BaseModel):
@@ -30,10 +50,10 @@ class Claim(BaseModel):
 class Observation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    speaker: Name
+    speaker: Present
     source_id: Name
     channel: Name | None = None
-    participants: list[Name] = Field(default_factory=list, max_length=1000)
+    participants: list[Present] = Field(default_factory=list, max_length=1000)
     said_at: Instant | None = None
     access_scope: Name | None = None
     claims: list[Claim] = Field(min_length=1, max_length=100)

@@ -132,8 +132,14 @@ applies(record) if validity.current_at(record, as_of)
 # description: |
 #   What the record may support, from its modality and support. A world-state claim
 #   is a fact at the instant asked about (as_of, which defaults to now): a recall
-#   as of a past date returns what was current then, as what it was then.
-usable_as(record) := "fact" if {
+#   as of a past date returns what was current then, as what it was then. Evidence
+#   for knowledge counts only if it existed at as_of. A record about someone else's
+#   mind (observed_id) is at most its holder's view of them: never a fact, an
+#   unverified claim or common knowledge, and knowledge only as `known` with
+#   evidence tied to the knower.
+usable_as(record) := "nested_belief" if {
+	shared_claim_about_another(record)
+} else := "fact" if {
 	record.modality == "world_state"
 	sources.authoritative(record)
 	applies(record)
@@ -141,7 +147,7 @@ usable_as(record) := "fact" if {
 	record.modality == "world_state"
 } else := "knowledge" if {
 	record.modality == "known"
-	evidence.satisfies(record)
+	evidence.satisfies(record, as_of)
 } else := "common_knowledge" if {
 	record.modality == "common_knowledge"
 	sources.qualifying_announcement(record)
@@ -163,5 +169,16 @@ notes(record, use) := union({
 	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
-	{"announcement_not_qualifying" | record.modality == "common_knowledge"; use != "common_knowledge"},
+	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.qualifying_announcement(record)},
+	{"nested_belief_not_shared" | shared_claim_about_another(record)},
 })
+
+# METADATA
+# description: |
+#   A shared claim (world state, common knowledge) that names someone's mind
+#   (observed_id): the write policy refuses it (nested_belief_as_shared_claim); one
+#   stored anyway is only its holder's belief about them.
+shared_claim_about_another(record) if {
+	record.observed_id
+	record.modality in {"world_state", "common_knowledge"}
+}

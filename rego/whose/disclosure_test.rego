@@ -388,3 +388,67 @@ test_explanation_reasons_are_exactly_the_decision_reasons if {
 	explained := {reason | some r in e.rules; not r.rule in {"data.whose.disclosure.usable_as"}; some reason in r.reasons}
 	explained == {reason | some reason in e.decision.reasons}
 }
+
+# --- a claim about someone's mind is at most its holder's view (DESIGN §2) ---
+
+# Stored before the write policy refused it (nested_belief_as_shared_claim):
+# Alice's belief about Bob, relayed from an all-hands as common knowledge.
+nested_announcement := object.union(announcement, {"observed_id": "bob", "observed_attitude": "believes"})
+
+test_nested_belief_is_never_common_knowledge if {
+	d := ask(carol, nested_announcement)
+	d.allow
+	d.usable_as == "nested_belief"
+	d.obligations == {"attribute", "cite_source"}
+	d.reasons == {"nested_belief_not_shared"}
+}
+
+test_nested_belief_is_never_a_fact if {
+	d := ask(carol, object.union(world_state, {"observer_id": "alice", "observed_id": "bob"}))
+	d.usable_as == "nested_belief"
+	d.reasons == {"nested_belief_not_shared"}
+}
+
+test_nested_belief_is_never_an_unverified_claim if {
+	record := object.union(world_state, {"observed_id": "bob", "source": {"kind": "conversation"}})
+	d := ask(carol, record)
+	d.usable_as == "nested_belief"
+	d.obligations == {"attribute", "cite_source"}
+	d.reasons == {"nested_belief_not_shared", "not_authoritative"}
+}
+
+test_unqualified_nested_announcement_gives_both_notes if {
+	record := object.union(nested_announcement, {"source": {"kind": "conversation", "speaker": "carol"}})
+	ask(carol, record).reasons == {"nested_belief_not_shared", "announcement_not_qualifying"}
+}
+
+# --- evidence counts at the instant asked about (as_of, default now) ---
+
+# Bob acknowledged the date on October 20.
+acknowledged_on_oct_20 := object.union(team_belief, {
+	"modality": "known", "observed_id": "bob",
+	"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9", "at": "2026-10-20T00:00:00Z"}],
+})
+
+test_evidence_dated_before_as_of_is_knowledge if {
+	ask(bob, acknowledged_on_oct_20).usable_as == "knowledge"
+	ask_as_of("recall", "2026-10-20T00:00:00Z", acknowledged_on_oct_20).usable_as == "knowledge"
+}
+
+test_evidence_dated_after_as_of_is_not_knowledge_then if {
+	d := ask_as_of("recall", "2026-10-10T00:00:00Z", acknowledged_on_oct_20)
+	d.allow
+	d.usable_as == "nested_belief"
+	d.reasons == {"evidence_insufficient"}
+}
+
+test_evidence_dated_after_now_is_not_knowledge if {
+	d := disclosure.single with input as {"asker": bob, "purpose": "get", "now": "2026-10-10T00:00:00Z", "record": acknowledged_on_oct_20}
+	d.usable_as == "nested_belief"
+	d.reasons == {"evidence_insufficient"}
+}
+
+test_unparseable_evidence_date_is_not_knowledge if {
+	record := object.union(acknowledged_on_oct_20, {"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9", "at": "soon"}]})
+	ask(bob, record).usable_as == "nested_belief"
+}

@@ -36,6 +36,7 @@ denials(record) := union({
 	tenant_denials(record),
 	audience_denials(record),
 	speaker_denials(record),
+	nested_denials(record),
 	evidence_denials(record),
 	announcement_denials(record),
 	attestation_denials(record),
@@ -67,10 +68,23 @@ speaker_denials(record) := {"observer_not_speaker" |
 	record.observer_id != record.source.speaker
 }
 
+# A claim about someone else's mind (observed_id: B_A(K_B p)) is A's view of B.
+# It is never world state p, nor common knowledge in a group (which would say
+# that B, like everyone in it, knows p).
+nested_denials(record) := {"nested_belief_as_shared_claim" |
+	record.observed_id
+	record.modality in {"world_state", "common_knowledge"}
+}
+
 evidence_denials(record) := {"known_without_evidence" |
 	record.modality == "known"
-	not evidence.satisfies(record)
+	not known_from_the_start(record)
 }
+
+# Knowledge from valid_at on needs evidence that existed by then: an item dated
+# (`at`) after valid_at supports no knowledge at that instant, and a record
+# without a valid_at has no instant to know anything at.
+known_from_the_start(record) if evidence.satisfies(record, record.valid_at)
 
 announcement_denials(record) := {"common_knowledge_without_announcement" |
 	record.modality == "common_knowledge"
@@ -106,16 +120,23 @@ attested(kind) if {
 # A relayed view must say whose words it came from.
 holder_denials(record) := union({
 	{"writer_not_holder" |
-		record.observer_id
-		record.observer_id != input.writer.id
+		voice(record) != input.writer.id
 		not writer_may_relay
 	},
 	{"relay_without_speaker" |
-		record.observer_id
-		record.observer_id != input.writer.id
+		voice(record) != input.writer.id
 		not record.source.speaker
 	},
 })
+
+# METADATA
+# description: |
+#   Whose words the record holds: its holder (observer_id), or, for a claim without
+#   one (world state), whoever its source says spoke. Alice writing down what Bob
+#   said as bare world state is relaying Bob's words, like writing Bob's belief.
+voice(record) := record.observer_id if {
+	record.observer_id
+} else := record.source.speaker
 
 writer_may_relay if {
 	some role in config.ingest.relay_roles

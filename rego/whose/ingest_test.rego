@@ -12,6 +12,7 @@ belief := {
 	"source_id": "private-session-42",
 	"source": {"kind": "conversation", "speaker": "alice"},
 	"audience": ["alice"],
+	"valid_at": "2026-10-01T00:00:00Z",
 }
 
 write(writer, record) := decision if {
@@ -292,4 +293,84 @@ test_premise_of_another_tenant_refused if {
 	foreign := object.union(team_premise, {"tenant": "globex"})
 	d := derive(summary(["alice"], ["p1"]), [foreign])
 	"premise_unavailable" in d.reasons
+}
+
+# --- a claim about someone's mind is never a shared claim (DESIGN §2) ---
+
+# The extractor relays Alice's "Bob believes p" from an all-hands as common
+# knowledge in a group containing Bob: that would say Bob knows p.
+test_nested_belief_as_common_knowledge_refused if {
+	nested := object.union(announced, {"observed_id": "bob", "observed_attitude": "believes"})
+	write(extractor, nested).reasons == {"nested_belief_as_shared_claim"}
+}
+
+test_nested_belief_as_world_state_refused if {
+	nested := object.union(change_record, {"observed_id": "bob", "observed_attitude": "knows"})
+	write({"id": "release-bot", "tenant": "acme"}, nested).reasons == {"nested_belief_as_shared_claim"}
+}
+
+test_nested_belief_as_known_is_not_refused_for_being_nested if {
+	# "Bob knows p" with evidence tied to Bob is the knowledge rule's business.
+	not "nested_belief_as_shared_claim" in write(extractor, acknowledged).reasons
+	write(extractor, acknowledged).allow
+}
+
+# --- world state in someone else's words is a relay (DESIGN §2: whose words) ---
+
+# Alice (no roles) writes "the launch moved" as world state, citing a
+# conversation where Bob spoke: she is putting words in Bob's mouth.
+hearsay := {
+	"id": "w2",
+	"tenant": "acme",
+	"modality": "world_state",
+	"source_id": "standup-3",
+	"source": {"kind": "conversation", "speaker": "bob", "channel": "standup"},
+	"audience": ["carol"],
+	"valid_at": "2026-10-01T00:00:00Z",
+}
+
+test_world_state_in_someone_elses_words_needs_a_relay if {
+	write(alice, hearsay).reasons == {"writer_not_holder"}
+	write(extractor, hearsay).allow
+}
+
+test_world_state_in_the_writers_own_words_allowed if {
+	write({"id": "bob", "tenant": "acme"}, hearsay).allow
+}
+
+test_unattributed_world_state_is_the_writers_own if {
+	write(alice, object.union(object.remove(hearsay, ["source"]), {"source": {"kind": "conversation"}})).allow
+}
+
+test_world_state_held_by_the_writer_but_spoken_by_another_refused if {
+	d := write(alice, object.union(hearsay, {"observer_id": "alice"}))
+	d.reasons == {"observer_not_speaker"}
+}
+
+test_voice if {
+	ingest.voice({"observer_id": "alice", "source": {"speaker": "bob"}}) == "alice"
+	ingest.voice({"source": {"speaker": "bob"}}) == "bob"
+	not ingest.voice({"source": {"kind": "conversation"}})
+}
+
+# --- evidence dated after valid_at does not make the record known from valid_at ---
+
+acknowledged_at(at) := object.union(acknowledged, {"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9", "at": at}]})
+
+test_evidence_dated_before_valid_at_allowed if {
+	write(extractor, acknowledged_at("2026-09-30T00:00:00Z")).allow
+	write(extractor, acknowledged_at("2026-10-01T00:00:00Z")).allow
+}
+
+test_evidence_dated_after_valid_at_refused if {
+	write(extractor, acknowledged_at("2026-10-02T00:00:00Z")).reasons == {"known_without_evidence"}
+}
+
+test_unparseable_evidence_date_refused if {
+	write(extractor, acknowledged_at("last week")).reasons == {"known_without_evidence"}
+}
+
+test_known_without_valid_at_refused if {
+	# The sidecar always sets valid_at; a record without one has no instant to know at.
+	write(extractor, object.remove(acknowledged, ["valid_at"])).reasons == {"known_without_evidence"}
 }

@@ -64,3 +64,23 @@ def test_nobody_can_announce_on_their_own_say_so(http: httpx.Client) -> None:
     response = write(http, "carol", _announcement())
     assert response.status_code == 422
     assert response.json()["reasons"][0]["reasons"] == ["source_needs_role"]
+
+
+def test_a_belief_about_bob_is_never_common_knowledge(http: httpx.Client) -> None:
+    # Alice at the all-hands: "Bob believes the launch is October 17". Stored as
+    # common knowledge in a group holding Bob, it would say Bob knows it (DESIGN §2).
+    nested = _announcement() | {
+        "observer_id": "alice",
+        "observed_id": "bob",
+        "observed_attitude": "believes",
+        "source": {"kind": "announcement", "speaker": "alice", "channel": "all-hands"},
+        "source_id": "s",
+    }
+    response = write(http, "extractor-bot", nested)
+    assert response.status_code == 422, response.text
+    assert response.json()["reasons"][0]["reasons"] == ["nested_belief_as_shared_claim"]
+    # As what it is, Alice's belief about Bob, it is stored and shown as such.
+    [record] = stored(http, "extractor-bot", nested | {"modality": "reported_belief"})
+    item = http.get(f"/v1/memories/{record['id']}", headers=as_("carol")).json()["item"]
+    assert item["usable_as"] == "nested_belief"
+    assert item["attribution"].startswith("alice believes that bob believes that the launch")

@@ -125,3 +125,57 @@ def test_a_past_recall_returns_the_fact_of_that_time(http: httpx.Client) -> None
     assert [old["id"], new["id"]] == [first["id"], second["id"]]
     assert (old["usable_as"], old["notes"]) == ("unverified_claim", ["not_current"])
     assert (new["usable_as"], new["notes"]) == ("fact", [])
+
+
+# --- evidence counts from its date on ---
+
+
+def _bob_acknowledged(at: str, valid_at: str) -> dict[str, Any]:
+    return _alice_says_bob_knows(
+        [{"kind": "acknowledgement", "ref": "msg-9", "by": "bob", "at": at}]
+    ) | {"valid_at": valid_at}
+
+
+def test_evidence_dated_after_valid_at_does_not_make_a_record_known(
+    http: httpx.Client,
+) -> None:
+    early = _bob_acknowledged("2026-10-20T00:00:00Z", valid_at="2026-10-01T09:00:00Z")
+    assert _reasons(write(http, "extractor-bot", early)) == ["known_without_evidence"]
+
+
+def test_evidence_dated_by_valid_at_makes_it_knowledge(http: httpx.Client) -> None:
+    # Bob acknowledged on October 20, and the record says he knows from then on.
+    record = _bob_acknowledged("2026-10-20T00:00:00Z", valid_at="2026-10-20T00:00:00Z")
+    [stored_record] = stored(http, "extractor-bot", record)
+    item = http.get(f"/v1/memories/{stored_record['id']}", headers=as_("alice")).json()["item"]
+    assert item["usable_as"] == "knowledge"
+
+
+# --- world state in someone else's words ---
+
+
+def _hearsay() -> dict[str, Any]:
+    """Alice writes down, as bare world state, what Bob said at the standup."""
+    return {
+        "content": "The launch moved to October 24",
+        "proposition": {"text": "the launch is October 24", "key": fresh_key()},
+        "source_id": "standup-3",
+        "source": {"kind": "conversation", "speaker": "bob", "channel": "standup"},
+        "modality": "world_state",
+        "audience": ["carol"],
+        "valid_at": "2026-10-01T09:00:00Z",
+    }
+
+
+def test_world_state_in_someone_elses_words_needs_a_relay(http: httpx.Client) -> None:
+    assert _reasons(write(http, "alice", _hearsay())) == ["writer_not_holder"]
+
+
+def test_unverified_world_state_names_who_recorded_it(http: httpx.Client) -> None:
+    mine = _hearsay() | {"source": {"kind": "conversation", "channel": "standup"}}
+    [record] = stored(http, "alice", mine)
+    item = http.get(f"/v1/memories/{record['id']}", headers=as_("carol")).json()["item"]
+    assert item["usable_as"] == "unverified_claim"
+    assert item["attribution"].startswith(
+        "Unverified (recorded by alice): the launch is October 24"
+    )

@@ -99,3 +99,23 @@ def test_a_later_statement_supersedes_the_speakers_earlier_one(http: httpx.Clien
     # Her belief about Bob is another chain, and stays as it was.
     [about_bob] = [i for i in now["items"] if i.get("observed_id") == "bob"]
     assert about_bob["proposition"]["value"] == "2026-10-17"
+
+
+def test_a_group_is_not_a_participant(http: httpx.Client) -> None:
+    # DESIGN §3: audience ⊆ who was present; a group is not someone in the room.
+    body = private_session(fresh_key()) | {"participants": ["alice", "group:launch-team"]}
+    response = observe(http, "extractor-bot", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "invalid_request"
+    [reason] = response.json()["reasons"]
+    assert reason["type"] == "group_is_not_a_person_present"
+    assert reason["loc"] == ["body", "participants", 1]
+    carol = recall(http, "carol", query="launch", about=body["claims"][0]["proposition"]["key"])
+    assert carol.json()["items"] == []
+
+
+def test_a_group_is_not_a_speaker(http: httpx.Client) -> None:
+    body = private_session(fresh_key()) | {"speaker": "group:launch-team"}
+    response = observe(http, "extractor-bot", body)
+    assert response.status_code == 422, response.text
+    assert [r["type"] for r in response.json()["reasons"]] == ["group_is_not_a_person_present"]

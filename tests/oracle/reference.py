@@ -23,10 +23,15 @@ The rules:
   policy accepts for the knower, and when X is not the record's own holder only
   with evidence naming X (`by`: X's acknowledgement, or an announcement or
   change record that reached X): the holder's words establish the holder's view
-  of X, never X's knowledge (DESIGN §1); common knowledge only from an
+  of X, never X's knowledge (DESIGN §1); evidence counts only if it existed at
+  the instant asked about (an item dated after it, or with a date that cannot be
+  read, does not; an undated one does); common knowledge only from an
   announcement on a qualifying channel to groups that exist in the tenant's
   directory (a group nobody can enumerate is no group); a claim about someone
-  else's mind is a nested belief; everything else is the holder's belief.
+  else's mind is a nested belief, whatever its modality (B_A(K_B p) is never
+  returned as a fact, an unverified claim about the world, or common knowledge
+  in a group holding B: DESIGN §2), except "B knows p" with evidence tied to B;
+  everything else is the holder's belief.
 """
 
 from __future__ import annotations
@@ -99,6 +104,16 @@ def valid_at_instant(record: Record, t: datetime) -> bool:
     return "invalid_at" not in record or t < at(record["invalid_at"])
 
 
+def existed_at(item: dict[str, Any], t: datetime) -> bool:
+    """An evidence item existed at t: it is undated, or dated no later than t."""
+    if "at" not in item:
+        return True
+    try:
+        return at(item["at"]) <= t
+    except (TypeError, ValueError, AttributeError):
+        return False  # a date nobody can read proves nothing
+
+
 class Model:
     def __init__(self, directories: dict[str, TenantDirectory], config: Config) -> None:
         self.directories = directories
@@ -148,7 +163,7 @@ class Model:
 
     # --- as what ----------------------------------------------------------------
 
-    def evidence_ok(self, record: Record) -> bool:
+    def evidence_ok(self, record: Record, moment: datetime) -> bool:
         holder = record.get("observer_id")
         knower = record.get("observed_id") or holder
         if knower is None:
@@ -156,6 +171,8 @@ class Model:
         about_someone_else = knower != holder
         for item in record.get("evidence", []):
             if item.get("kind") not in self.config.evidence_kinds or not item.get("ref"):
+                continue
+            if not existed_at(item, moment):
                 continue
             names_the_knower = item.get("by") == knower
             if item["kind"] in self.config.signed_by_knower or about_someone_else:
@@ -180,12 +197,14 @@ class Model:
     def usable_as(self, record: Record, moment: datetime) -> str:
         """As what the record may be used, asked about `moment` (the as_of, else now)."""
         modality = record["modality"]
+        if record.get("observed_id") and modality in {"world_state", "common_knowledge"}:
+            return "nested_belief"  # A's view of B's mind is never a shared claim
         if modality == "world_state":
             kind = (record.get("source") or {}).get("kind")
             authoritative = kind in self.config.authoritative_kinds
             current = valid_at_instant(record, moment)
             return "fact" if authoritative and current else "unverified_claim"
-        if modality == "known" and self.evidence_ok(record):
+        if modality == "known" and self.evidence_ok(record, moment):
             return "knowledge"
         if modality == "common_knowledge" and self.qualifying_announcement(record):
             return "common_knowledge"

@@ -81,3 +81,37 @@ def test_a_fact_is_a_fact_at_the_instant_asked_about() -> None:
     assert MODEL.usable_as(superseded, at("2026-09-01T00:00:00Z")) == "unverified_claim"
     rumour = superseded | {"source": {"kind": "conversation"}}
     assert MODEL.usable_as(rumour, at("2026-10-05T00:00:00Z")) == "unverified_claim"
+
+
+def test_a_claim_about_someones_mind_is_never_a_shared_claim() -> None:
+    now = at("2026-11-30T00:00:00Z")
+    announced: Record = {
+        "tenant": TENANT,
+        "observer_id": "alice",
+        "observed_id": "bob",
+        "observed_attitude": "believes",
+        "modality": "common_knowledge",
+        "source": {"kind": "announcement", "speaker": "alice", "channel": "all-hands"},
+        "audience": ["group:team"],
+        "valid_at": "2026-10-01T00:00:00Z",
+    }
+    assert MODEL.usable_as(announced, now) == "nested_belief"
+    fact = announced | {"modality": "world_state", "source": {"kind": "change_record"}}
+    assert MODEL.usable_as(fact, now) == "nested_belief"
+    rumour = fact | {"source": {"kind": "conversation"}}
+    assert MODEL.usable_as(rumour, now) == "nested_belief"
+    # "Bob knows p" with Bob's own acknowledgement stays knowledge.
+    acked = known(evidence=[{"kind": "acknowledgement", "ref": "m-1", "by": "bob"}])
+    assert MODEL.usable_as(acked, now) == "knowledge"
+
+
+def test_evidence_counts_from_its_date_on() -> None:
+    def acked(when: object) -> Record:
+        return known(evidence=[{"kind": "acknowledgement", "ref": "m-1", "by": "bob", "at": when}])
+
+    oct_20 = acked("2026-10-20T00:00:00Z")
+    assert MODEL.usable_as(oct_20, at("2026-10-10T00:00:00Z")) == "nested_belief"
+    assert MODEL.usable_as(oct_20, at("2026-10-20T00:00:00Z")) == "knowledge"
+    assert MODEL.usable_as(oct_20, at("2026-11-30T00:00:00Z")) == "knowledge"
+    for unreadable in ("soon", "", 20261020):
+        assert MODEL.usable_as(acked(unreadable), at("2026-11-30T00:00:00Z")) == "nested_belief"

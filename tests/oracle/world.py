@@ -97,7 +97,9 @@ evidence_items = st.fixed_dictionaries(
         "kind": st.sampled_from(["acknowledgement", "change_record", "announcement", "document"]),
         "ref": st.sampled_from(["ref-1", "ref-2"]),
         "by": st.sampled_from(PEOPLE),
-    }
+    },
+    # Dated evidence counts from its date on, at write (valid_at) and at read (as_of).
+    optional={"at": st.sampled_from(TIMES)},
 )
 
 

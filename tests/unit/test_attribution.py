@@ -33,7 +33,21 @@ def rec(**fields: Any) -> dict[str, Any]:
         ),
         (rec(modality="known", observed_id="bob"), "knowledge", "bob knows that the launch"),
         (rec(modality="world_state", observer_id=None), "fact", "The launch is October 17"),
-        (rec(modality="world_state"), "unverified_claim", "Unverified: the launch is October 17"),
+        (
+            rec(modality="world_state"),
+            "unverified_claim",
+            "Unverified (claimed by alice): the launch is October 17",
+        ),
+        (
+            rec(modality="world_state", observer_id=None, provenance={"writer": "alice"}),
+            "unverified_claim",
+            "Unverified (recorded by alice): the launch is October 17",
+        ),
+        (
+            rec(modality="world_state", observer_id=None),
+            "unverified_claim",
+            "Unverified: the launch is October 17",
+        ),
         (
             rec(modality="common_knowledge", audience=["group:launch-team", "dave"]),
             "common_knowledge",

@@ -8,6 +8,11 @@
 # knower, an item whose `by` names them (their acknowledgement, or the change
 # record or announcement that reached them). Which kinds count, and which only
 # when the knower gave them, is config data (config.evidence).
+#
+# Evidence is asked about an instant: disclosure asks at as_of (default now),
+# ingest at the record's own valid_at. An item dated (`at`) after that instant
+# did not exist yet and does not count; an undated item counts at any instant,
+# and an item whose `at` does not parse never counts.
 package whose.lib.evidence
 
 import data.whose.config
@@ -19,11 +24,18 @@ knower(record) := record.observed_id if record.observed_id
 else := record.observer_id
 
 # METADATA
-# description: some evidence item is accepted by the evidence policy for this record's knower.
-satisfies(record) if {
+# description: some evidence item, existing at instant t, is accepted by the evidence policy for this record's knower.
+satisfies(record, t) if {
 	some item in record.evidence
 	accepted(item, record)
+	existed_at(item, t)
 }
+
+# METADATA
+# description: the item existed at instant t, an RFC 3339 string (undated, or dated by `at` no later than t); an unparseable `at` never did.
+existed_at(item, _) if not item.at
+
+existed_at(item, t) if time.parse_rfc3339_ns(item.at) <= time.parse_rfc3339_ns(t)
 
 # METADATA
 # description: the record claims its holder's own knowledge, nobody else's (a missing holder is nobody's).
