@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from sidecar import metrics
 from sidecar.attribution import disclosed_item
@@ -40,6 +41,16 @@ from sidecar.store import Hit, Scope, StoreUnavailable
 from sidecar.verdict import decide, newest_fact, settle
 
 router = APIRouter()
+
+
+class _KeyConvertor(PathConvertor):
+    """A proposition key in a path: any characters, `/` and newlines included
+    (Starlette's `path` stops at a newline, and a key may hold one)."""
+
+    regex = r"[\s\S]+"
+
+
+register_url_convertor("key", _KeyConvertor())
 
 MAX_HISTORY = 100
 
@@ -193,7 +204,7 @@ async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryRespon
 
 
 @router.get(
-    "/v1/propositions/{key:path}",
+    "/v1/propositions/{key:key}",
     response_model=PropositionResponse,
     response_model_exclude_none=True,
     responses=_errors,

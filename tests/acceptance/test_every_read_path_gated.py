@@ -72,7 +72,7 @@ READS: dict[tuple[str, str], tuple[str, Any, Callable[[str], bool]]] = {
     ("POST", "/v1/recall"): ("/v1/recall", {"query": SECRET}, shows_secret),
     ("GET", "/v1/memories/{record_id}"): ("/v1/memories/{id}", None, shows_secret),
     ("GET", "/v1/memories/{record_id}/history"): ("/v1/memories/{id}/history", None, shows_secret),
-    ("GET", "/v1/propositions/{key:path}"): (f"/v1/propositions/{KEY}", None, shows_secret),
+    ("GET", "/v1/propositions/{key:key}"): (f"/v1/propositions/{KEY}", None, shows_secret),
     ("POST", "/collections/{collection}/points/query"): (
         f"/collections/{COLLECTION}/points/query",
         {"query": VECTOR, "with_payload": True},

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
+import pytest
 
 from tests.acceptance.story import fresh_key, launch_17, launch_24, said_by, stored
 from tests.conftest import as_
@@ -136,10 +138,11 @@ def test_disagreeing_authorities_give_a_conflict_and_no_world_state(
     assert sorted(v["value"] for v in conflict["views"]) == ["2026-10-24", "2026-11-07"]
 
 
-def test_a_key_with_a_slash_can_be_looked_up(http: httpx.Client) -> None:
-    key = f"{fresh_key()}/eu"
+@pytest.mark.parametrize("suffix", ["/eu", "\nwest", "/eu\nwest"])
+def test_a_key_with_a_slash_or_a_newline_can_be_looked_up(http: httpx.Client, suffix: str) -> None:
+    key = fresh_key() + suffix
     [mine] = stored(http, "alice", said_by("alice", "s9", proposition=launch_17(key)))
-    for path in (f"/v1/propositions/{key}", f"/v1/propositions/{key.replace('/', '%2F')}"):
+    for path in (f"/v1/propositions/{quote(key)}", f"/v1/propositions/{quote(key, safe='')}"):
         view = http.get(path, headers=as_("alice")).json()
         assert view["key"] == key
         assert [p["id"] for p in view["perspectives"]] == [mine["id"]]
