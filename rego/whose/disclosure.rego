@@ -138,7 +138,7 @@ applies(record) if validity.current_at(record, as_of)
 #   unverified claim or common knowledge, and knowledge only as `known` with
 #   evidence tied to the knower.
 usable_as(record) := "nested_belief" if {
-	shared_claim_about_another(record)
+	sources.shared_claim_about_another(record)
 } else := "fact" if {
 	record.modality == "world_state"
 	sources.authoritative(record)
@@ -170,15 +170,5 @@ notes(record, use) := union({
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
 	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.qualifying_announcement(record)},
-	{"nested_belief_not_shared" | shared_claim_about_another(record)},
+	{"nested_belief_not_shared" | sources.shared_claim_about_another(record)},
 })
-
-# METADATA
-# description: |
-#   A shared claim (world state, common knowledge) that names someone's mind
-#   (observed_id): the write policy refuses it (nested_belief_as_shared_claim); one
-#   stored anyway is only its holder's belief about them.
-shared_claim_about_another(record) if {
-	record.observed_id
-	record.modality in {"world_state", "common_knowledge"}
-}

@@ -68,13 +68,8 @@ speaker_denials(record) := {"observer_not_speaker" |
 	record.observer_id != record.source.speaker
 }
 
-# A claim about someone else's mind (observed_id: B_A(K_B p)) is A's view of B.
-# It is never world state p, nor common knowledge in a group (which would say
-# that B, like everyone in it, knows p).
-nested_denials(record) := {"nested_belief_as_shared_claim" |
-	record.observed_id
-	record.modality in {"world_state", "common_knowledge"}
-}
+# A claim about someone else's mind is its holder's view of them, never shared.
+nested_denials(record) := {"nested_belief_as_shared_claim" | sources.shared_claim_about_another(record)}
 
 evidence_denials(record) := {"known_without_evidence" |
 	record.modality == "known"

@@ -30,3 +30,14 @@ audience_groups(record) := {trim_prefix(entry, "group:") |
 	some entry in record.audience
 	startswith(entry, "group:")
 }
+
+# METADATA
+# description: |
+#   A shared claim (world state, common knowledge) that names someone's mind
+#   (observed_id, B_A(K_B p)): that is A's view of B, never world state p nor common
+#   knowledge in a group (which would say that B, like everyone in it, knows p). The
+#   write policy refuses it; one stored anyway is disclosed as a nested belief.
+shared_claim_about_another(record) if {
+	record.observed_id
+	record.modality in {"world_state", "common_knowledge"}
+}

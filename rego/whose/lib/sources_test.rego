@@ -59,3 +59,11 @@ test_audience_groups if {
 	sources.audience_groups({"audience": ["alice", "group:launch-team", "group:ops"]}) == {"launch-team", "ops"}
 	sources.audience_groups({"audience": ["alice"]}) == set()
 }
+
+test_shared_claim_about_another_mind if sources.shared_claim_about_another({"observed_id": "bob", "modality": "common_knowledge"})
+
+test_world_state_about_another_mind if sources.shared_claim_about_another({"observed_id": "bob", "modality": "world_state"})
+
+test_nested_belief_is_not_a_shared_claim if not sources.shared_claim_about_another({"observed_id": "bob", "modality": "believed"})
+
+test_shared_claim_without_observed_is_not_about_another if not sources.shared_claim_about_another({"modality": "common_knowledge"})
