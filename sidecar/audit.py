@@ -283,12 +283,10 @@ class FileSink:
         await asyncio.to_thread(self._write, _jsonl(entries))
 
     def _write(self, lines: bytes) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._rotation, contextlib.suppress(FileNotFoundError):
             if self.path.stat().st_size + len(lines) > self.max_bytes:
                 os.replace(self.path, self.previous)
-        with self.path.open("ab") as out:
-            out.write(lines)
+        _append(self.path, lines)
 
     async def newest_first(self, query: AuditQuery, scan: int) -> list[AuditEntry]:
         return await asyncio.to_thread(self._select, query, scan)
@@ -310,20 +308,15 @@ class FileSink:
                         return selection.result()
         return selection.result()
 
-    def read_all(self) -> list[AuditEntry]:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        entries: list[AuditEntry] = []
-        for line in raw.splitlines():
-            with contextlib.suppress(ValueError):
-                entries.append(AuditEntry.model_validate_json(line))
-        return entries
-
 
 def _jsonl(entries: list[AuditEntry]) -> bytes:
     return b"".join(orjson.dumps(e.model_dump(mode="json")) + b"\n" for e in entries)
+
+
+def _append(path: Path, lines: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as out:
+        out.write(lines)
 
 
 def _end_of_range(handle: BinaryIO, until: datetime | None) -> int:
@@ -386,12 +379,7 @@ class SpillFile:
         self.path = path
 
     async def append(self, entries: list[AuditEntry]) -> None:
-        await asyncio.to_thread(self._write, _jsonl(entries))
-
-    def _write(self, lines: bytes) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab") as out:
-            out.write(lines)
+        await asyncio.to_thread(_append, self.path, _jsonl(entries))
 
     def read_piece(self, offset: int) -> tuple[list[AuditEntry], int, int]:
         """The entries in the whole lines from `offset` on, up to about
