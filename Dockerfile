@@ -30,11 +30,12 @@ ENV PATH=/opt/whose/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     WHOSE_HOST=0.0.0.0 \
     WHOSE_PORT=8080 \
+    WHOSE_OPS_PORT=9180 \
     WHOSE_DATA_DIR=/var/lib/whose \
     WHOSE_STORE=server
 USER 10001:10001
 WORKDIR /var/lib/whose
-EXPOSE 8080
+EXPOSE 8080 9180
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import urllib.request as r; r.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+    CMD ["python", "-c", "import urllib.request as r; r.urlopen('http://127.0.0.1:9180/healthz', timeout=2)"]
 ENTRYPOINT ["whose", "serve"]

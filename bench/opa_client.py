@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.conftest import start_opa, stop  # noqa: E402
 
-RULE = "/v1/data/whose/disclosure/decisions"
+RULE = "/v1/data/whose/disclosure/batch"
 
 
 def batch() -> bytes:

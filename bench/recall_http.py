@@ -41,12 +41,13 @@ sys.path.insert(0, str(REPO))
 from sidecar.audit import AuditLog, FileSink  # noqa: E402
 from sidecar.benchmark import summary as latency_summary  # noqa: E402
 from sidecar.cache import LocalCache  # noqa: E402
+from sidecar.decisions import DisclosureQuestion  # noqa: E402
+from sidecar.disclosure import Gate  # noqa: E402
 from sidecar.embed import HashingEmbedder  # noqa: E402
-from sidecar.gate import Gate  # noqa: E402
+from sidecar.filters import Scope  # noqa: E402
 from sidecar.identity import Identity  # noqa: E402
-from sidecar.policy import DisclosureQuestion, PolicyClient  # noqa: E402
-from sidecar.recall import Bounds, overfetch  # noqa: E402
-from sidecar.store import Scope  # noqa: E402
+from sidecar.opa import PolicyClient  # noqa: E402
+from sidecar.reads import Bounds, Reader  # noqa: E402
 from sidecar.store.edge import EdgeStore  # noqa: E402
 from tests.conftest import start_opa, start_sidecar, stop  # noqa: E402
 from tests.integration.test_policy_client import data_calls  # noqa: E402
@@ -177,6 +178,7 @@ async def inprocess_phase(
     bounds = Bounds(4, 4, 1000)
     audit = AuditLog(FileSink(store_path.parent / "bench-audit.jsonl"), None, queue_size=100_000)
     gate = Gate(policy, LocalCache(0, ttl_s=1), audit, bucket_s=5)
+    reader = Reader(store, gate, bounds)
     now = datetime.now(UTC)
     results: dict[str, Any] = {}
     try:
@@ -190,9 +192,7 @@ async def inprocess_phase(
                 vector = embed(q)
                 before = data_calls(opa_url)
                 # A file-loaded OPA reports no bundle revision: the gate caches nothing.
-                found = await overfetch(
-                    vector, scope, gate.begin(question, "bench"), 10, store, bounds
-                )
+                found = await reader.overfetch(gate.begin(question, "bench"), vector, scope, 10)
                 calls += data_calls(opa_url) - before
                 rounds += found.rounds
                 # The floor: the first round's store query and policy call, alone.
@@ -200,7 +200,7 @@ async def inprocess_phase(
                 hits = await store.search(vector, scope, 40)
                 store_s.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                await policy.disclosure(question, [h.record for h in hits])
+                await policy.disclosure(question, [h.payload for h in hits])
                 policy_s.append(time.perf_counter() - t)
             results[asker] = {
                 # Decision calls only; each recall also makes one compile call (pushdown).

@@ -61,9 +61,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _ops_of(host: str) -> str:
+    """The operations listener beside an API address (docs/operations.md: WHOSE_OPS_PORT)."""
+    parts = urlsplit(host)
+    return f"{parts.scheme}://{parts.hostname}:9180"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="http://127.0.0.1:8080")
+    parser.add_argument(
+        "--ops",
+        help="the sidecar's operations listener, for /metrics (default: --host's host, port 9180)",
+    )
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--rate", type=float, default=2.0, help="requests/s per user; 0: closed")
     parser.add_argument("--duration", type=seconds, default=seconds("30s"))
@@ -100,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     command += ["--csv", str(out / "locust"), "--html", str(out / "report.html")]
     command += ["--loglevel", "WARNING"]
 
-    before = summary.scrape(host)
+    ops = (args.ops or _ops_of(host)).rstrip("/")
+    before = summary.scrape(ops)
     started = time.monotonic()
     finished = subprocess.run(command, cwd=REPO, env=env, timeout=args.duration + 120)
     elapsed = time.monotonic() - started
-    after = summary.scrape(host)
+    after = summary.scrape(ops)
 
     mix_file = out / "mix.json"
     report = summary.summarize(

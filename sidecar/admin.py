@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 
 from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome
+from sidecar.decisions import Decision, DisclosureQuestion, RuleReasons
 from sidecar.identity import Identity
 from sidecar.messages import Problem
-from sidecar.policy import Decision, DisclosureQuestion, RuleReasons
 from sidecar.record import Instant, Name
 from sidecar.services import Asker, Svc
 
@@ -140,7 +140,7 @@ async def explain(
         now=datetime.now(UTC),
         as_of=request.as_of,
     )
-    record = hits[0].record
+    record = hits[0].payload
     explanation, answer = await svc.policy.explain(question, record)
     response = ExplainResponse(
         decision_id=uuid.uuid4(),

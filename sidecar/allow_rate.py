@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from cachetools import LRUCache
 from redis.exceptions import RedisError
 
-from sidecar.policy import DisclosureQuestion
+from sidecar.decisions import DisclosureQuestion
 
 log = logging.getLogger(__name__)
 

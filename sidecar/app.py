@@ -1,7 +1,9 @@
 """The FastAPI application: wiring of store, policy and identity, and error shapes.
 
 Start-up opens the store and reaches OPA (starting a local one on embedded
-defaults); shutdown closes both. Routes live in api.py.
+defaults); shutdown closes both. Routes live in api.py (native), proxy.py
+(Qdrant's dialect) and admin.py (audit, explain); health and metrics are served
+on the operations listener (ops.py).
 """
 
 from __future__ import annotations
@@ -25,16 +27,17 @@ from sidecar import __version__, admin, api, metrics, proxy
 from sidecar.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.audit import AuditLog, FileSink, RedisSink
 from sidecar.cache import DecisionCache, LocalCache, RedisCache
+from sidecar.disclosure import Gate
 from sidecar.embed import HashingEmbedder
-from sidecar.gate import Gate
+from sidecar.filters import FilterRefused
 from sidecar.identity import Authenticator
-from sidecar.ingest import Writer, WriteRefused
 from sidecar.limits import BodySizeLimit
 from sidecar.local_opa import LocalOpa
 from sidecar.locks import ChainLocks, LocalLocks, LockUnavailable, RedisLocks
 from sidecar.messages import Problem
-from sidecar.policy import PolicyClient, PolicyUnavailable
-from sidecar.recall import Bounds
+from sidecar.opa import PolicyClient, PolicyUnavailable
+from sidecar.qdrant_dialect import QdrantError, error_response
+from sidecar.reads import Bounds, Reader
 from sidecar.request_metrics import RequestTimer, Traffic
 from sidecar.services import Services
 from sidecar.settings import Settings
@@ -42,6 +45,7 @@ from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import ServerStore
+from sidecar.writes import Writer, WriteRefused
 
 log = logging.getLogger("whose")
 
@@ -154,11 +158,18 @@ def create_app(settings: Settings) -> FastAPI:
                 gate=gate,
                 audit=audit,
                 redis=redis,
+                reader=Reader(
+                    store,
+                    gate,
+                    Bounds(
+                        settings.overfetch_factor,
+                        settings.max_rounds,
+                        settings.max_candidates,
+                        settings.max_count_scan,
+                    ),
+                ),
                 writer=Writer(store, policy, embedder, chain_locks(settings, redis)),
                 embedder=embedder,
-                bounds=Bounds(
-                    settings.overfetch_factor, settings.max_rounds, settings.max_candidates
-                ),
                 authenticate=authenticate,
             )
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
@@ -168,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
             gc.collect()
             gc.freeze()
             yield
+            del app.state.services
 
     app = FastAPI(
         title="whose",
@@ -220,9 +232,14 @@ def _install_error_shapes(app: FastAPI) -> None:
         log.error("chain lock unavailable: %s", exc)
         return _problem(503, "lock_unavailable")
 
-    @app.exception_handler(proxy.QdrantError)
-    async def qdrant_error(_: Request, exc: proxy.QdrantError) -> JSONResponse:
-        return proxy.qdrant_error_response(exc)
+    @app.exception_handler(QdrantError)
+    async def qdrant_error(_: Request, exc: QdrantError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(FilterRefused)
+    async def filter_refused(_: Request, exc: FilterRefused) -> JSONResponse:
+        # A filter only the engine could tell was bad (filters.py admits the rest).
+        return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -48,13 +48,14 @@ import numpy as np
 from sidecar.allow_rate import first_batch
 from sidecar.audit import AuditLog, FileSink
 from sidecar.cache import LocalCache
+from sidecar.decisions import DisclosureQuestion, policy_view
+from sidecar.disclosure import Gate
 from sidecar.embed import HashingEmbedder
-from sidecar.gate import Gate
+from sidecar.filters import Scope
 from sidecar.identity import Identity
 from sidecar.local_opa import LocalOpa
-from sidecar.policy import DisclosureQuestion, PolicyClient, policy_view
+from sidecar.opa import PolicyClient
 from sidecar.settings import REPO_ROOT, Settings
-from sidecar.store import Scope
 from sidecar.store.edge import EdgeStore
 
 ASKERS = {"alice": 0.9, "carol": 0.5, "bob": 0.1}
@@ -357,11 +358,11 @@ async def floor(data: Path, qs: list[str], settings: Settings) -> dict[str, Any]
                 started = time.perf_counter()
                 hits = await store.search(embed(q), scope, batch)
                 store_s.append(time.perf_counter() - started)
-                eval_s.append(await policy.eval_seconds(question, [h.record for h in hits]))
+                eval_s.append(await policy.eval_seconds(question, [h.payload for h in hits]))
             wide = Scope(tenant="acme", current_at=now)
             for q in qs[:30]:
                 hits = await store.search(embed(q), wide, 40)
-                records = [h.record for h in hits]
+                records = [h.payload for h in hits]
                 started = time.perf_counter()
                 await policy.disclosure(question, records)
                 batch_s.append(time.perf_counter() - started)
@@ -482,7 +483,7 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
 _SERVER_TIMES = {
     "request": ("whose_request_seconds", {"route": "/v1/recall"}),
     "store": ("whose_store_call_seconds", {"op": "search"}),
-    "decisions": ("whose_policy_call_seconds", {"rule": "whose/disclosure/decisions"}),
+    "decisions": ("whose_policy_call_seconds", {"rule": "whose/disclosure/batch"}),
     "compile": ("whose_policy_call_seconds", {"rule": "compile"}),
     "rounds": ("whose_overfetch_rounds", {}),
 }
@@ -585,7 +586,7 @@ def passthrough_app(data_dir: Path) -> Any:
     async def recall(body: dict[str, Any]) -> dict[str, Any]:
         scope = Scope(tenant="acme", current_at=datetime.now(UTC))
         hits = await store.search(embedder.embed(body["query"]), scope, int(body["limit"]))
-        return {"items": [policy_view(h.record) | {"score": h.score} for h in hits]}
+        return {"items": [policy_view(h.payload) | {"score": h.score} for h in hits]}
 
     return app
 

@@ -29,8 +29,8 @@ import redis.asyncio as aioredis
 from cachetools import TTLCache
 from redis.exceptions import RedisError
 
-from sidecar.policy import DisclosureQuestion, policy_view
-from sidecar.store import iso
+from sidecar.decisions import DisclosureQuestion, policy_view
+from sidecar.filters import iso
 
 _KEY_PREFIX = "whose:decision:"
 

@@ -16,18 +16,26 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 def serve(
     host: Annotated[str | None, typer.Option(help="Listen address (WHOSE_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port (WHOSE_PORT).")] = None,
+    ops_port: Annotated[
+        int | None, typer.Option(help="Health and metrics port (WHOSE_OPS_PORT).")
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Store and logs (WHOSE_DATA_DIR).")] = None,
     dev: Annotated[
         bool, typer.Option("--dev", help="Accept X-Whose-* header identity; loopback only.")
     ] = False,
 ) -> None:
     """Run the sidecar (embedded defaults: Qdrant edge on disk, a local OPA)."""
-    import uvicorn
+    import asyncio
 
     from sidecar import logs
-    from sidecar.app import create_app
+    from sidecar.serving import serve as run
 
-    overrides: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
+    overrides: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "ops_port": ops_port,
+        "data_dir": data_dir,
+    }
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     if dev:
         settings = settings.model_copy(update={"dev": True})
@@ -37,11 +45,13 @@ def serve(
         raise typer.Exit(code=2)
     logs.configure(settings)
     try:
-        application = create_app(settings)
+        asyncio.run(run(settings))
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
+    except (OSError, SystemExit) as exc:
+        typer.echo(f"cannot serve: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
 
 
 @app.command()
@@ -65,7 +75,7 @@ def repair(
     import asyncio
 
     from sidecar.app import chain_locks, open_redis, open_store
-    from sidecar.ingest import repair as repair_chains
+    from sidecar.repair import repair as repair_chains
 
     settings = Settings()
     if data_dir is not None:

@@ -1,4 +1,4 @@
-"""`whose demo`: the launch-date story from DESIGN §1, end to end over HTTP.
+"""`whose demo`: the launch-date story from docs/design.md §1, end to end over HTTP.
 
 It starts a sidecar on embedded defaults (temporary data directory, a local
 OPA, dev identity on loopback), writes what Alice said in a private session,

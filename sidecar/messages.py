@@ -7,7 +7,6 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sidecar.policy import UsableAs
 from sidecar.record import (
     Instant,
     MemoryRecord,
@@ -23,7 +22,7 @@ Verdict = Literal["answer", "attributed", "conflict", "abstain"]
 
 
 class RecallRequest(BaseModel):
-    """DESIGN §3. The asker comes from identity, never from the body."""
+    """docs/design.md §5. The asker comes from identity, never from the body."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -50,12 +49,18 @@ class Item(BaseModel):
     """One disclosed record, as the agent should use it."""
 
     id: UUID
+    content: str = Field(
+        description="What to read: the claim as a sentence that says whose it is "
+        "(the same as `attribution`)."
+    )
     attribution: str = Field(description="The claim as a sentence that says whose it is.")
-    usable_as: UsableAs
+    as_written: str = Field(
+        description="The writer's own wording of the record: not what to act on."
+    )
+    usable_as: str = Field(description="What the policy lets the claim support.")
     obligations: list[str]
     notes: list[str] = Field(default_factory=list, description="Why the policy downgraded it.")
     status: Literal["current", "superseded"]
-    content: str
     proposition: Proposition | None = None
     observer_id: str | None = None
     observed_id: str | None = None
@@ -75,7 +80,7 @@ class View(BaseModel):
     holder: str | None
     value: ScalarValue | None
     record_id: UUID
-    usable_as: UsableAs
+    usable_as: str
 
 
 class Conflict(BaseModel):

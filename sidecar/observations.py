@@ -24,7 +24,7 @@ GROUP_NOT_PRESENT = "group_is_not_a_person_present"
 
 
 def _a_person(name: str) -> str:
-    # DESIGN §3: audience ⊆ who was present. A group is not someone in the room:
+    # docs/design.md §6: audience ⊆ who was present. A group is not someone in the room:
     # its members come from the directory and from tokens, today and tomorrow.
     if name.startswith("group:"):
         raise PydanticCustomError(

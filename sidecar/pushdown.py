@@ -1,6 +1,6 @@
 """Policy pushdown: the store filter, derived from the Rego policy by partial evaluation.
 
-For each audience member, OPA's Compile API evaluates `whose.disclosure.visible_to`
+For each audience member, OPA's Compile API evaluates `whose.lib.visibility.visible_to`
 with the record unknown and answers with what is left: a disjunction of
 conjunctions of comparisons on `input.record` ("tenant is acme and the audience
 holds bob and the record has no scope", or ...). This module reads that residue
@@ -23,7 +23,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # Partially evaluated once per audience member, with input.record unknown.
-COMPILE_QUERY = "data.whose.disclosure.visible_to(input.record, input.member)"
+COMPILE_QUERY = "data.whose.lib.visibility.visible_to(input.record, input.member)"
 UNKNOWNS = ["input.record"]
 _RECORD = ("input", "record")
 

@@ -1,4 +1,4 @@
-"""The memory record (DESIGN §2): one claim, whose it is, and who may have it.
+"""The memory record (docs/design.md §2): one claim, whose it is, and who may have it.
 
 A record is the payload of one Qdrant point. Field names follow the published
 design contract, so its JSON is accepted as is; unknown fields are refused
@@ -8,6 +8,8 @@ rather than dropped, because a misspelt `audience` must not pass unnoticed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -108,7 +110,7 @@ class Provenance(_Strict):
 
 
 class MemoryRecord(_Strict):
-    """One perspective on one claim (DESIGN §2)."""
+    """One perspective on one claim (docs/design.md §2)."""
 
     id: UUID | None = None
     tenant: Name | None = None
@@ -153,16 +155,80 @@ class MemoryWrite(MemoryRecord):
     vector: Vector | None = None
 
 
-def status_of(record: dict[str, Any], at: datetime) -> Literal["current", "superseded"]:
-    """Whether a stored record still applied at `at` (its invalid_at has not passed)."""
-    return "superseded" if _ended_by(record, at) else "current"
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A record as the store holds it: its payload, and what the read path keeps
+    asking of it (id, valid time, links), parsed once.
+
+    The payload stays the stored JSON: it is what the policy reads and what the
+    Qdrant dialect returns. A payload without a usable id or valid time is not a
+    record (`from_payload` gives None) and is never shown to anyone.
+    """
+
+    payload: dict[str, Any]
+    id: str
+    valid_at: datetime
+    invalid_at: datetime | None = None
+    # The similarity to the query, for records a search found.
+    score: float | None = None
+    vector: list[float] | None = None
+
+    @classmethod
+    def from_payload(
+        cls,
+        payload: dict[str, Any] | None,
+        score: float | None = None,
+        vector: list[float] | None = None,
+    ) -> Stored | None:
+        if not payload:
+            return None
+        try:
+            record_id = str(UUID(str(payload["id"])))
+            valid_at = _instant(payload["valid_at"])
+            ended = payload.get("invalid_at")
+            invalid_at = None if ended is None else _instant(ended)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(payload, record_id, valid_at, invalid_at, score, vector)
+
+    @property
+    def supersedes(self) -> str | None:
+        return _text(self.payload.get("supersedes"))
+
+    @property
+    def superseded_by(self) -> str | None:
+        return _text(self.payload.get("superseded_by"))
+
+    @property
+    def key(self) -> str | None:
+        return _text((self.payload.get("proposition") or {}).get("key"))
+
+    def applied_at(self, at: datetime) -> bool:
+        """Whether the record's valid time covers `at` (valid_at <= at < invalid_at)."""
+        return self.valid_at <= at and not self.ended_by(at)
+
+    def ended_by(self, at: datetime) -> bool:
+        return self.invalid_at is not None and self.invalid_at <= at
+
+    def status_at(self, at: datetime) -> Literal["current", "superseded"]:
+        """Whether it still applied at `at` (its invalid_at has not passed)."""
+        return "superseded" if self.ended_by(at) else "current"
+
+    def without(self, fields: Iterable[str]) -> Stored:
+        """The same record with some payload fields left out (links it may not show)."""
+        dropped = set(fields)
+        if not dropped & self.payload.keys():
+            return self
+        kept = {k: v for k, v in self.payload.items() if k not in dropped}
+        return replace(self, payload=kept)
 
 
-def applied_at(record: dict[str, Any], at: datetime) -> bool:
-    """Whether a stored record's valid time covers `at` (valid_at <= at < invalid_at)."""
-    return datetime.fromisoformat(record["valid_at"]) <= at and not _ended_by(record, at)
+def _instant(value: Any) -> datetime:
+    instant = datetime.fromisoformat(value)
+    if instant.tzinfo is None:
+        raise ValueError("stored instants carry a zone")
+    return instant
 
 
-def _ended_by(record: dict[str, Any], at: datetime) -> bool:
-    ended = record.get("invalid_at")
-    return ended is not None and datetime.fromisoformat(ended) <= at
+def _text(value: Any) -> str | None:
+    return str(value) if value else None

@@ -14,9 +14,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sidecar import metrics
 
-# Probes and scrapes arrive every few seconds from outside: not traffic.
-_NOT_TRAFFIC = frozenset({"/healthz", "/readyz", "/metrics"})
-
 
 class Traffic:
     """Requests in flight, and when the last one ended. The embedded store waits for
@@ -48,14 +45,13 @@ class RequestTimer:
                 status = message["status"]
             await send(message)
 
-        counted = scope["path"] not in _NOT_TRAFFIC
-        self.traffic.in_flight += counted
+        # Probes and scrapes go to the operations listener (ops.py): all of this is traffic.
+        self.traffic.in_flight += 1
         try:
             await self.app(scope, receive, sent)
         finally:
-            if counted:
-                self.traffic.in_flight -= 1
-                self.traffic.last_ended = time.monotonic()
+            self.traffic.in_flight -= 1
+            self.traffic.last_ended = time.monotonic()
             route = getattr(scope.get("route"), "path", "unmatched")
             metrics.REQUEST_SECONDS.labels(scope["method"], route, str(status)).observe(
                 time.perf_counter() - started

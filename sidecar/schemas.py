@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from sidecar.decisions import Decision, WriteDecision
 from sidecar.messages import RecallRequest, RecallResponse
-from sidecar.policy import Decision, WriteDecision
 from sidecar.record import MemoryRecord, MemoryWrite
 
 MODELS: dict[str, type[BaseModel]] = {

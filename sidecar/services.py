@@ -9,14 +9,14 @@ import redis.asyncio as aioredis
 from fastapi import Depends, Request
 
 from sidecar.audit import AuditLog
+from sidecar.disclosure import Gate
 from sidecar.embed import HashingEmbedder
-from sidecar.gate import Gate
 from sidecar.identity import Authenticator, Identity
-from sidecar.ingest import Writer
-from sidecar.policy import PolicyClient
-from sidecar.recall import Bounds
+from sidecar.opa import PolicyClient
+from sidecar.reads import Reader
 from sidecar.settings import Settings
 from sidecar.store import Store
+from sidecar.writes import Writer
 
 
 @dataclass
@@ -27,9 +27,9 @@ class Services:
     gate: Gate
     audit: AuditLog
     redis: aioredis.Redis | None
+    reader: Reader
     writer: Writer
     embedder: HashingEmbedder
-    bounds: Bounds
     authenticate: Authenticator
 
 

@@ -26,6 +26,10 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8080
+    # The operations listener (health, readiness, metrics): never the API's port, so
+    # per-record metrics stay off the listener callers reach. Default host: `host`.
+    ops_host: str | None = None
+    ops_port: int = 9180
     data_dir: Path = Path("data")
     # Header identity (X-Whose-Asker ...) for local development, loopback only.
     dev: bool = False

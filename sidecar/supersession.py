@@ -1,24 +1,36 @@
-"""Supersession: a holder's new view of a proposition replaces their current one.
+"""Supersession: a holder's new view of a proposition replaces their earlier one.
 
-A chain is one holder's successive views of one proposition: (tenant, observer,
-observed, proposition key). Its current version is the one without invalid_at.
-A new record in a chain supersedes the current version: the new one names it
-in `supersedes`, the old one gets `invalid_at` and `superseded_by`, nothing is
-deleted. Other holders' chains are never touched.
+A chain is one holder's successive views of one proposition, told to one
+audience: (tenant, holder, observed, proposition key, audience, access scope).
+The holder is the record's observer. A claim without one (world state) is held
+by its voice: the speaker whose words it records (`source.speaker`), else the
+writer that asserted it; so nobody else's write replaces an authority's fact,
+and two speakers relayed by one extractor keep two chains.
 
-A keyless record has no chain to look up: it replaces only the version it
-names in `supersedes`, and writers naming the same version share a lock on its
-id.
+The audience and scope are part of the chain so that every version of a chain
+is seen by exactly the same people: whoever may see one version may see its
+links, its end and its status, and a version nobody in an answer may see never
+changes anything in that answer (docs/security.md). A holder who tells someone
+else what they think starts a chain for that audience; their private notes keep
+their own.
 
-Everything here is pure: the writer fetches the current versions under a chain
-lock, this module decides what to change, the writer applies it. Records are
-stored new-first, so a process that dies half-way leaves a stored record naming
-its predecessor while the predecessor still looks current. That link is the
-evidence: `plan` closes such a predecessor with the successor that names it
-whenever it is given both (the writer fetches successors only where
-`possibly_left_open` says a write may have been cut short; `whose repair` does
-it for a whole tenant), and only then closes by time whatever a chain still has
-open twice (a fork from writers that did not share locks).
+Versions are ordered by valid time. A new version normally starts after the
+current one and supersedes it: the new one names it in `supersedes`, the old one
+gets `invalid_at` and `superseded_by`, nothing is deleted. A version that starts
+before the current one (a conversation processed late) is inserted where its
+valid time puts it, between the version that applied then and the one after it:
+whether a write is stored never depends on versions the writer may not see.
+
+Everything here is pure: the writer reads the chain under its lock (writes.py),
+this module decides what to change, the writer applies it. New records are
+stored first, carrying their links, and the records they sit beside are updated
+after; a process that dies in between leaves a stored record whose neighbours do
+not point back at it. That record is the evidence: `plan` relinks its
+neighbours whenever it is given it (`successors`: stored records whose
+`supersedes` names a record it was given; the writer fetches them where
+`possibly_left_open` says a write may have been cut short, `whose repair` for a
+whole tenant), and only then closes by time whatever a chain still has open
+twice (a fork from writers that did not share locks).
 """
 
 from __future__ import annotations
@@ -30,38 +42,49 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from sidecar.store import Scope
+from sidecar.filters import Absent, Condition, Exactly, Match, Scope
 
 Payload = dict[str, Any]
 
-
 # How far a version without a valid_at of its own may move forward to follow its
-# predecessor (clocks of replicas disagree a little); beyond it, refuse.
+# predecessor (clocks of replicas disagree a little); beyond it, it is inserted
+# before that predecessor, at the instant it was stored.
 CLOCK_SKEW = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
 class Chain:
-    """One holder's successive views of one proposition.
-
-    A world-state claim has no observer: its holder is the writer that asserted
-    it (a change-record system), so nobody else's write can replace it.
-    """
+    """One holder's successive views of one proposition, told to one audience."""
 
     tenant: str
     observer: str | None
     observed: str | None
     key: str
+    # The voice of a claim without an observer: whoever the source says spoke,
+    # else the writer that asserted it.
     writer: str | None = None
+    speaker: str | None = None
+    audience: tuple[str, ...] = ()
+    scope: str | None = None
 
     def lock_key(self) -> str:
-        parts = (self.tenant, self.observer, self.observed, self.key, self.writer)
-        return "\x00".join(part or "" for part in parts)
+        parts = (self.tenant, self.observer, self.observed, self.key, self.writer, self.speaker)
+        return "\x00".join([*(part or "" for part in parts), "\x01".join(self.audience)]) + (
+            f"\x00{self.scope}" if self.scope else ""
+        )
 
-    def open_versions(self) -> Scope:
-        absent = ["invalid_at"]
+    def versions(self, **narrower: Any) -> Scope:
+        """Every stored version of this chain (optionally narrowed, e.g. current_at)."""
+        extra: list[Condition] = [Exactly("audience", self.audience)]
+        extra.append(Match("access_scope", self.scope) if self.scope else Absent("access_scope"))
+        absent = list(narrower.pop("absent", ()))
         if self.observer is None:
             absent.append("observer_id")
+            if self.speaker is not None:
+                extra.append(Match("source.speaker", self.speaker))
+            else:
+                absent.append("source.speaker")
+                extra.append(Match("provenance.writer", self.writer or ""))
         if self.observed is None:
             absent.append("observed_id")
         return Scope(
@@ -69,9 +92,20 @@ class Chain:
             about=self.key,
             observer=self.observer,
             observed=self.observed,
-            writer=self.writer,
             absent=tuple(absent),
+            extra=tuple(extra),
+            **narrower,
         )
+
+    def open_versions(self) -> Scope:
+        return self.versions(absent=("invalid_at",))
+
+    def applying_at(self, instant: datetime) -> Scope:
+        return self.versions(current_at=instant)
+
+    def firsts(self) -> Scope:
+        """Versions that supersede nothing: in a whole chain, its first."""
+        return self.versions(absent=("supersedes",))
 
 
 def predecessor_lock_key(record_id: str) -> str:
@@ -88,23 +122,37 @@ def chain_of(record: Payload) -> Chain | None:
     if not key:
         return None
     observer = record.get("observer_id")
-    writer = None if observer else (record.get("provenance") or {}).get("writer")
-    return Chain(record["tenant"], observer, record.get("observed_id"), key, writer)
+    speaker = None if observer else (record.get("source") or {}).get("speaker")
+    writer = None if observer or speaker else (record.get("provenance") or {}).get("writer")
+    return Chain(
+        record["tenant"],
+        observer,
+        record.get("observed_id"),
+        key,
+        writer,
+        speaker,
+        tuple(sorted(set(record.get("audience") or ()))),
+        record.get("access_scope"),
+    )
 
 
 def _same_holder(previous: Payload, record: Payload) -> bool:
-    if previous.get("observer_id") != record.get("observer_id"):
-        return False
-    if previous.get("observed_id") != record.get("observed_id"):
+    """Keyless records: one holder's line, told to one audience."""
+    for name in ("observer_id", "observed_id", "access_scope"):
+        if previous.get(name) != record.get(name):
+            return False
+    if set(previous.get("audience") or ()) != set(record.get("audience") or ()):
         return False
     if record.get("observer_id") is None:
-        return bool(_writer(previous)) and _writer(previous) == _writer(record)
+        return bool(_voice(previous)) and _voice(previous) == _voice(record)
     return True
 
 
-def _writer(record: Payload) -> str | None:
-    writer = (record.get("provenance") or {}).get("writer")
-    return str(writer) if writer else None
+def _voice(record: Payload) -> str | None:
+    voice = (record.get("source") or {}).get("speaker") or (record.get("provenance") or {}).get(
+        "writer"
+    )
+    return str(voice) if voice else None
 
 
 @dataclass
@@ -114,6 +162,11 @@ class Plan:
     # (batch index, reason) for records that cannot be written as asked.
     problems: list[tuple[int, str]] = field(default_factory=list)
 
+    def set(self, record: Payload, fields: Payload, stored: bool) -> None:
+        record.update(fields)
+        if stored:
+            self.updates.append((record["id"], fields))
+
 
 def plan(
     new: list[Payload],
@@ -121,127 +174,217 @@ def plan(
     named: dict[str, Payload],
     undated: frozenset[str] | set[str] = frozenset(),
     successors: Sequence[Payload] = (),
+    around: Sequence[Payload] = (),
+    blind: frozenset[str] | set[str] = frozenset(),
 ) -> Plan:
     """Link each new record into its chain; mutates the new payloads in place.
 
     `open_versions` holds the stored versions without invalid_at of every chain
-    the batch touches; `named` holds stored records that keyless new records
-    name in `supersedes`; `undated` holds ids of new records whose valid_at was
-    not given, which may move forward to their predecessor's (clock skew
-    between replicas) rather than be refused; `successors` holds stored records
-    whose `supersedes` names one of the stored records above (at least those
-    `possibly_left_open` lists). With no new records, the plan is a repair.
+    the batch touches; `around` holds, for new versions that start before their
+    chain's head, the stored versions that applied then, those after them, and
+    the chain's first; `named` holds stored records that keyless new records name
+    in `supersedes`; `undated` holds ids of new records whose valid_at was not
+    given, which may move forward to a readable predecessor's (clock skew between
+    replicas); `blind` holds ids of new records the writer may not read (nothing
+    it may not read decides their fate, and they may not name what to supersede);
+    `successors` holds stored records whose `supersedes` names one of the stored
+    records above (at least those `possibly_left_open` lists). With no new
+    records, the plan is a repair.
     """
     result = Plan()
-    stored = [r for versions in open_versions.values() for r in versions] + list(named.values())
-    _close_cut_short(stored, successors, result)
+    stored = _distinct([r for vs in open_versions.values() for r in vs], around, named.values())
+    _relink_cut_short(stored, successors, result)
+    stored = _distinct(stored, successors)
+    stored_ids = {r["id"] for r in stored}
     heads = {chain: _repair(versions, result) for chain, versions in open_versions.items()}
-    in_batch = {record["id"] for record in new}
+    known: dict[Chain, list[Payload]] = defaultdict(list)
+    for record in stored:
+        if (chain := chain_of(record)) is not None:
+            known[chain].append(record)
     claimed: set[str] = set()
-    for index, record in enumerate(new):
+    # A chain's new versions in valid-time order; a keyless record where it stands.
+    order = sorted(range(len(new)), key=lambda i: (chain_of(new[i]) is not None, _at(new[i])))
+    for index in order:
+        record = new[index]
         chain = chain_of(record)
         if chain is None:
-            previous = named.get(str(record.get("supersedes")))
-            reason = _explicit_refusal(record, previous, claimed)
+            reason = _keyless(record, named, claimed, undated, blind, result)
         else:
-            previous = heads.get(chain)
-            reason = _chain_refusal(record, previous)
-            if reason is None:
-                heads[chain] = record
-        if (
-            reason == "valid_at_before_current_version"
-            and record["id"] in undated
-            and previous is not None
-            and _at(previous, "valid_at") - _at(record, "valid_at") <= CLOCK_SKEW
-        ):
-            record["valid_at"] = previous["valid_at"]
-            reason = None
-            if chain is not None:
-                heads[chain] = record
-        if (
-            reason is None
-            and "invalid_at" in record
-            and _at(record, "invalid_at") < _at(record, "valid_at")
-        ):
+            reason = _keyed(record, chain, heads, known[chain], undated, blind, stored_ids, result)
+        if reason is None and "invalid_at" in record and _at(record, "invalid_at") < _at(record):
             # A start chosen at commit time (or moved to follow the predecessor)
             # can pass the end the caller gave.
             reason = "invalid_at_before_valid_at"
         if reason is not None:
             result.problems.append((index, reason))
-        elif previous is not None:
-            claimed.add(previous["id"])
-            record["supersedes"] = previous["id"]
-            _close(previous, record, result, stored=previous["id"] not in in_batch)
+    result.problems.sort()
     return result
 
 
-def _chain_refusal(record: Payload, head: Payload | None) -> str | None:
-    """A keyed record replaces its chain's head; an explicit `supersedes` must name it."""
+def _keyed(
+    record: Payload,
+    chain: Chain,
+    heads: dict[Chain, Payload | None],
+    versions: list[Payload],
+    undated: frozenset[str] | set[str],
+    blind: frozenset[str] | set[str],
+    stored_ids: set[str],
+    result: Plan,
+) -> str | None:
+    """Append the record to its chain, or insert it where its valid time falls."""
+    head = heads.get(chain)
+    if (
+        head is not None
+        and _at(head) > _at(record)
+        and record["id"] in undated
+        and record["id"] not in blind
+        and _at(head) - _at(record) <= CLOCK_SKEW
+    ):
+        # Stored after its predecessor, in lock order, by a replica whose clock is a
+        # little behind: it follows that predecessor rather than slip before it.
+        record["valid_at"] = head["valid_at"]
     wanted = record.get("supersedes")
-    if wanted is not None and (head is None or str(wanted) != head["id"]):
-        # One reason for missing, someone else's and already replaced: the writer
-        # learns nothing about records it could not see.
-        return "cannot_supersede"
-    if head is not None and _at(head, "valid_at") > _at(record, "valid_at"):
-        return "valid_at_before_current_version"
+    if wanted is not None:
+        # Naming what to replace asserts something about a version: only one the
+        # writer may read, and only the current one. One reason for missing, someone
+        # else's and already replaced: the writer learns nothing it could not see.
+        if record["id"] in blind or head is None or str(wanted) != head["id"]:
+            return "cannot_supersede"
+        if _at(head) > _at(record):
+            return "valid_at_before_current_version"
+    if head is None or _at(head) <= _at(record):
+        if head is not None:
+            record["supersedes"] = head["id"]
+            result.set(head, _closed_by(record), stored=head["id"] in stored_ids)
+        heads[chain] = record
+    else:
+        _insert(record, versions, stored_ids, result)
+    versions.append(record)
     return None
 
 
-def _explicit_refusal(record: Payload, previous: Payload | None, claimed: set[str]) -> str | None:
-    """A keyless record replaces only what it names: the same holder's open, keyless version."""
-    if record.get("supersedes") is None:
+def _insert(record: Payload, versions: list[Payload], stored_ids: set[str], result: Plan) -> None:
+    """Place a version between the one that applied at its start and the next."""
+    by_id = {v["id"]: v for v in versions}
+    applying = [v for v in versions if _applied_at(v, _at(record))]
+    previous = max(applying, key=_stored_order, default=None)
+    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    if following is None:
+        later = [v for v in versions if _at(v) > _at(record) and v is not previous]
+        following = min(later, key=_stored_order, default=None)
+    if previous is not None:
+        record["supersedes"] = previous["id"]
+        result.set(previous, _closed_by(record), stored=previous["id"] in stored_ids)
+    if following is not None:
+        record.update(_closed_by(following))
+        result.set(following, {"supersedes": record["id"]}, stored=following["id"] in stored_ids)
+
+
+def _keyless(
+    record: Payload,
+    named: dict[str, Payload],
+    claimed: set[str],
+    undated: frozenset[str] | set[str],
+    blind: frozenset[str] | set[str],
+    result: Plan,
+) -> str | None:
+    """A keyless record replaces only what it names: the same holder's open, keyless
+    version, told to the same audience, which the writer may read."""
+    wanted = record.get("supersedes")
+    if wanted is None:
         return None
+    previous = named.get(str(wanted))
     if (
         previous is None
-        or previous["id"] in claimed  # a second successor would fork the chain
+        or record["id"] in blind
+        or previous["id"] in claimed  # a second successor would fork the line
         or "invalid_at" in previous
-        or (previous.get("proposition") or {}).get("key")  # keyed versions live in their chain
+        or (previous.get("proposition") or {}).get("key")  # keyed versions live in chains
         or not _same_holder(previous, record)
     ):
         return "cannot_supersede"
-    if _at(previous, "valid_at") > _at(record, "valid_at"):
-        return "valid_at_before_current_version"
+    if _at(previous) > _at(record):
+        if not (record["id"] in undated and _at(previous) - _at(record) <= CLOCK_SKEW):
+            return "valid_at_before_current_version"
+        record["valid_at"] = previous["valid_at"]
+    if "invalid_at" in record and _at(record, "invalid_at") < _at(record):
+        return "invalid_at_before_valid_at"
+    claimed.add(previous["id"])
+    result.set(previous, _closed_by(record), stored=True)
     return None
 
 
 def possibly_left_open(
-    open_versions: dict[Chain, list[Payload]], named: dict[str, Payload]
+    open_versions: dict[Chain, list[Payload]],
+    named: dict[str, Payload],
+    around: Iterable[Payload] = (),
 ) -> list[str]:
-    """Ids of stored records a write cut short may have left open behind a successor.
+    """Ids of stored records a write cut short may have left unlinked from a successor.
 
-    A cut-short keyed write always leaves its chain with two open versions (the
-    old head and the batch's last), so a chain with one needs no look; a keyless
-    version shows nothing, so every open one a new record names is looked at.
-    The common write (one open version, nothing named) needs no lookup.
+    A cut-short append always leaves its chain with two open versions (the old
+    head and the batch's last), so a chain with one needs no look; a keyless
+    version shows nothing, so every open one a new record names is looked at, and
+    so is every version a backdated write will sit beside. The common write (one
+    open version, nothing named, nothing backdated) needs no lookup.
     """
     suspects = [
         r["id"] for versions in open_versions.values() if len(versions) > 1 for r in versions
     ]
     suspects += [r["id"] for r in named.values() if "invalid_at" not in r and chain_of(r) is None]
-    return suspects
+    suspects += [r["id"] for r in around]
+    return list(dict.fromkeys(suspects))
 
 
-def _close_cut_short(stored: list[Payload], successors: Sequence[Payload], result: Plan) -> None:
-    """Close each open stored record that a stored successor names: its write was cut short."""
+def _relink_cut_short(stored: list[Payload], successors: Sequence[Payload], result: Plan) -> None:
+    """Repair what a write cut short left: a stored version its neighbours skip.
+
+    A new version is stored naming both neighbours before they are updated. If its
+    predecessor still ends after it starts, without naming it, the write stopped
+    before closing that predecessor: it now ends where the new version starts.
+    If the version after it still names the new version's predecessor (or nothing),
+    the write stopped before relinking it: it now names the new version.
+    """
+    known = _distinct(stored, successors)
+    by_id = {r["id"]: r for r in known}
     named_by: dict[str, list[Payload]] = defaultdict(list)
     for successor in successors:
         named_by[str(successor.get("supersedes"))].append(successor)
     for record in stored:
-        if "invalid_at" in record:
-            continue
-        follows = _earliest(s for s in named_by[record["id"]] if _continues(record, s))
+        follows = _earliest(s for s in named_by[record["id"]] if _skipped(record, s))
         if follows is not None:
-            _close(record, follows, result, stored=True)
+            result.set(record, _closed_by(follows), stored=True)
+    for record in known:
+        later = by_id.get(str(record.get("superseded_by")))
+        if later is not None and _names_an_earlier_predecessor(later, record, by_id):
+            result.set(later, {"supersedes": record["id"]}, stored=True)
 
 
-def _continues(previous: Payload, successor: Payload) -> bool:
-    """Only a link the writer could have made is trusted: same line, not earlier."""
+def _names_an_earlier_predecessor(
+    later: Payload, record: Payload, by_id: dict[str, Payload]
+) -> bool:
+    """`record` names `later` as its successor, but `later` names nothing, or a
+    version that starts before `record`: `record` was inserted and `later` never
+    heard. (A predecessor `later` names that is not at hand proves nothing.)"""
+    named = later.get("supersedes")
+    if named == record["id"] or chain_of(later) != chain_of(record) or _at(later) < _at(record):
+        return False
+    if named is None:
+        return True
+    predecessor = by_id.get(str(named))
+    return predecessor is not None and _at(predecessor) <= _at(record)
+
+
+def _skipped(previous: Payload, successor: Payload) -> bool:
+    """Only a link the writer could have made is trusted: same line, not earlier,
+    and the predecessor still covers the successor's start."""
     chain = chain_of(previous)
     if chain_of(successor) != chain or (chain is None and not _same_holder(previous, successor)):
         return False
-    return successor["id"] != previous["id"] and _at(successor, "valid_at") >= _at(
-        previous, "valid_at"
-    )
+    if successor["id"] == previous["id"] or previous.get("superseded_by") == successor["id"]:
+        return False
+    if _at(successor) < _at(previous):
+        return False
+    return "invalid_at" not in previous or _at(previous, "invalid_at") > _at(successor)
 
 
 def _earliest(candidates: Iterable[Payload]) -> Payload | None:
@@ -251,7 +394,7 @@ def _earliest(candidates: Iterable[Payload]) -> Payload | None:
 
 
 def _stored_order(record: Payload) -> tuple[datetime, str, str]:
-    return _at(record, "valid_at"), record.get("recorded_at", ""), record["id"]
+    return _at(record), record.get("recorded_at", ""), record["id"]
 
 
 def _repair(versions: list[Payload], result: Plan) -> Payload | None:
@@ -261,31 +404,41 @@ def _repair(versions: list[Payload], result: Plan) -> Payload | None:
 
     def age(r: Payload) -> tuple[datetime, str, bool]:
         # On a tie in time, a version that names another open one is the newer.
-        return _at(r, "valid_at"), r.get("recorded_at", ""), r.get("supersedes") in open_ids
+        return _at(r), r.get("recorded_at", ""), r.get("supersedes") in open_ids
 
     ordered = sorted(still_open, key=age)
     for older, newer in pairwise(ordered):
         # Link first: a repair cut short then leaves the evidence the next one reads.
         if newer.get("supersedes") != older["id"]:
-            newer["supersedes"] = older["id"]
-            result.updates.append((newer["id"], {"supersedes": older["id"]}))
-        _close(older, newer, result, stored=True)
+            result.set(newer, {"supersedes": older["id"]}, stored=True)
+        result.set(older, _closed_by(newer), stored=True)
     return ordered[-1] if ordered else None
 
 
-def _close(previous: Payload, successor: Payload, result: Plan, stored: bool) -> None:
-    fields = {"invalid_at": successor["valid_at"], "superseded_by": successor["id"]}
-    if stored:
-        result.updates.append((previous["id"], fields))
-    previous.update(fields)
+def _closed_by(successor: Payload) -> Payload:
+    return {"invalid_at": successor["valid_at"], "superseded_by": successor["id"]}
 
 
-def _at(record: Payload, name: str) -> datetime:
+def _applied_at(record: Payload, instant: datetime) -> bool:
+    return _at(record) <= instant and (
+        "invalid_at" not in record or _at(record, "invalid_at") > instant
+    )
+
+
+def _at(record: Payload, name: str = "valid_at") -> datetime:
     return datetime.fromisoformat(record[name])
 
 
-def open_chains(records: list[Payload]) -> dict[Chain, list[Payload]]:
-    """Group open versions by chain (for `whose repair`)."""
+def _distinct(*groups: Iterable[Payload]) -> list[Payload]:
+    seen: dict[str, Payload] = {}
+    for group in groups:
+        for record in group:
+            seen.setdefault(record["id"], record)
+    return list(seen.values())
+
+
+def chains(records: list[Payload]) -> dict[Chain, list[Payload]]:
+    """Group keyed records by chain (for `whose repair`)."""
     chains: dict[Chain, list[Payload]] = defaultdict(list)
     for record in records:
         chain = chain_of(record)

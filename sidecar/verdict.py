@@ -1,26 +1,38 @@
-"""The verdict of a recall, from the items the policy let through. Pure.
+"""The verdict of an answer, from the items the policy let through. Pure.
 
-answer      an authoritative, current world-state claim is among them
+answer      an authoritative, current claim the policy's vocabulary says answers
+            (a fact) is among them, and no other such claim disagrees
 conflict    holders disagree about the value of one proposition
 attributed  only beliefs: present them with attribution
 abstain     nothing disclosable: verify or abstain
+
+Conflicts are found among every disclosable current view of the propositions in
+the answer, not only among the items a `limit` kept: a disagreement the caller
+may see is never hidden by the size of the page (reads.py gathers those views).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from sidecar.messages import Conflict, Item, Verdict, View
-
-# Views of p itself; a nested belief is about someone's mind, not a value for p.
-_VIEWS_OF_P = {"fact", "knowledge", "common_knowledge", "belief", "unverified_claim"}
+from sidecar.wording import Vocabulary
 
 
-def decide(items: list[Item]) -> tuple[Verdict, list[Conflict]]:
+def decide(
+    items: list[Item], vocabulary: Vocabulary, others: Sequence[Item] = ()
+) -> tuple[Verdict, list[Conflict]]:
+    """`others`: further disclosable views of the items' propositions, current at
+    the instant asked about, that the answer itself does not list."""
     current = [item for item in items if item.status == "current"]
-    conflicts = find_conflicts(current)
-    facts = [item for item in current if item.usable_as == "fact"]
-    if facts and not find_conflicts(facts):
+    shown = {item.id for item in current}
+    views = current + [o for o in others if o.status == "current" and o.id not in shown]
+    conflicts = find_conflicts(views, vocabulary)
+    facts = [item for item in views if vocabulary.answers(item.usable_as)]
+    if any(vocabulary.answers(item.usable_as) for item in current) and not find_conflicts(
+        facts, vocabulary
+    ):
         # The beliefs stay attached as context, disagreeing ones as conflicts.
         return "answer", conflicts
     if conflicts:
@@ -30,11 +42,16 @@ def decide(items: list[Item]) -> tuple[Verdict, list[Conflict]]:
     return "abstain", []
 
 
-def find_conflicts(items: list[Item]) -> list[Conflict]:
+def find_conflicts(items: Sequence[Item], vocabulary: Vocabulary) -> list[Conflict]:
     by_key: dict[str, list[Item]] = defaultdict(list)
     for item in items:
         p = item.proposition
-        if p is not None and p.key and p.value is not None and item.usable_as in _VIEWS_OF_P:
+        if (
+            p is not None
+            and p.key
+            and p.value is not None
+            and vocabulary.view_of_claim(item.usable_as)
+        ):
             by_key[p.key].append(item)
     conflicts = []
     for key, group in by_key.items():
@@ -42,7 +59,7 @@ def find_conflicts(items: list[Item]) -> list[Conflict]:
         if len(values) > 1:
             views = [
                 View(
-                    holder=item.observer_id,
+                    holder=item.observer_id or (item.source.speaker if item.source else None),
                     value=item.proposition.value if item.proposition else None,
                     record_id=item.id,
                     usable_as=item.usable_as,
@@ -53,12 +70,14 @@ def find_conflicts(items: list[Item]) -> list[Conflict]:
     return conflicts
 
 
-def newest_fact(items: list[Item]) -> Item | None:
-    """The world-state claim to answer with: the newest current fact.
+def newest_fact(items: list[Item], vocabulary: Vocabulary) -> Item | None:
+    """The claim to answer with: the newest current one that answers.
 
     Meant for an `answer` verdict, where every current fact agrees on the value.
     """
-    facts = [item for item in items if item.status == "current" and item.usable_as == "fact"]
+    facts = [
+        item for item in items if item.status == "current" and vocabulary.answers(item.usable_as)
+    ]
     return max(facts, key=_started, default=None)
 
 

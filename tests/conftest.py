@@ -95,21 +95,33 @@ def opa_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop(process)
 
 
+# The operations listener (health, readiness, metrics) of each sidecar a test started,
+# by the sidecar's API address.
+OPS: dict[str, str] = {}
+
+
+def ops(base: str) -> str:
+    """The operations listener of the sidecar at `base` (see start_sidecar)."""
+    return OPS[base]
+
+
 def start_sidecar(
     data_dir: Path, env: dict[str, str] | None = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    port = free_port()
+    port, ops_port = free_port(), free_port()
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sidecar", "serve", "--dev"]
-    command += ["--port", str(port), "--data-dir", str(data_dir)]
+    command += ["--port", str(port), "--ops-port", str(ops_port), "--data-dir", str(data_dir)]
     environment = {**os.environ, **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=environment, cwd=REPO
         )
     base = f"http://127.0.0.1:{port}"
-    wait_until_ready(f"{base}/healthz", process, log)
+    OPS[base] = f"http://127.0.0.1:{ops_port}"
+    wait_until_ready(f"{OPS[base]}/healthz", process, log)
+    wait_until_ready(f"{base}/openapi.json", process, log)
     return base, process
 
 
@@ -192,7 +204,7 @@ def metric(base: str, name: str, **labels: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
     total = 0.0
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text):
+    for family in text_string_to_metric_families(httpx.get(f"{ops(base)}/metrics").text):
         for sample in family.samples:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value

@@ -1,23 +1,43 @@
 # Disclosure: may this record be shown to the asker and everyone in the
 # response audience, and as what?
 #
-# Input: {asker, audience, purpose, now, as_of, records}. The sidecar asks once
-# per candidate batch; `decisions` applies the single-record rule `decision`
-# to every record, so the batch and the single answer can never diverge.
+# Input: {asker, audience, purpose, now, as_of, records} (or one `record`, for
+# explain). The sidecar asks once per candidate batch (`batch`); `decision` is
+# the one rule for one record, applied to each.
+#
+# A record is denied for every reason any rule of package
+# whose.disclosure.denials gives it (denials.rego): adding a rule there adds a
+# denial, to decisions and to explain alike, with no list to keep in step.
 package whose.disclosure
 
-import data.whose.lib.directory
+import data.whose.disclosure.denials
 import data.whose.lib.evidence
 import data.whose.lib.sources
 import data.whose.lib.validity
 
 # METADATA
-# description: one decision per candidate record, keyed by record id.
-decisions[record.id] := decision(record) if some record in input.records
+# description: |
+#   What the sidecar asks for a batch: one decision per record (keyed by id), and
+#   the vocabulary that words them (data.whose.vocabulary: a sentence per usable_as;
+#   a use without one is disclosed to nobody).
+# entrypoint: true
+batch := {"decisions": decisions, "vocabulary": data.whose.vocabulary}
 
 # METADATA
-# description: the single-record rule (input.record), for explain and tests.
+# description: one decision per candidate record, keyed by record id.
+decisions := {record.id: decision(record) | some record in records}
+
+# METADATA
+# description: the single-record rule (input.record), for tests.
 single := decision(input.record)
+
+# METADATA
+# description: the records asked about, a batch or one.
+records := input.records if {
+	is_array(input.records)
+} else := [input.record] if {
+	input.record
+} else := []
 
 # METADATA
 # description: the decision for one record.
@@ -27,7 +47,7 @@ decision(record) := {
 	"obligations": obligations(use),
 	"reasons": (denied | notes(record, use)),
 } if {
-	denied := denials(record)
+	denied := reasons_denied(record)
 	use := usable_as(record)
 }
 
@@ -37,7 +57,17 @@ default allowed(_) := false
 # description: allowed only when no rule denies; every check is written so that a missing field denies.
 allowed(denied) if count(denied) == 0
 
-# The asker is always in the audience; other members carry no token claims.
+# METADATA
+# description: every reason any denial rule gives this record (empty means allow).
+reasons_denied(record) := {reason |
+	some by_record in denials
+	some reason in object.get(by_record, record.id, set())
+}
+
+# METADATA
+# description: |
+#   Everyone who will hear the answer: the asker, and each audience member (who
+#   carry no token claims: only the directory speaks for them).
 members contains input.asker
 
 members contains {"id": id, "tenant": input.asker.tenant} if {
@@ -45,83 +75,26 @@ members contains {"id": id, "tenant": input.asker.tenant} if {
 	id != input.asker.id
 }
 
+# METADATA
+# description: the instant asked about.
 as_of := object.get(input, "as_of", input.now)
 
 # METADATA
 # description: |
-#   The hard constraints one audience member puts on a record: same tenant, named in
-#   the audience, cleared for its scope. The sidecar partially evaluates this rule
-#   with the record unknown (OPA's Compile API) and hands the residue to the store as
-#   a filter, so records nobody in the audience may see are not even ranked. Every
-#   record is still decided by `decision`; visible_to_test.rego checks that this rule
-#   holds for every record `decision` allows.
-visible_to(record, member) if {
-	record.tenant == member.tenant
-	directory.admits(record, member)
-	directory.clears_scope(record, member)
-}
-
-# METADATA
-# description: every reason this record may not be disclosed (empty means allow).
-denials(record) := union({reasons | some reasons in denials_by_rule(record)})
-
-# METADATA
-# description: the denials grouped by the rule that made them (what explain shows).
-denials_by_rule(record) := {
-	"data.whose.disclosure.asker_denials": asker_denials,
-	"data.whose.disclosure.tenant_denials": tenant_denials(record),
-	"data.whose.disclosure.audience_denials": audience_denials(record),
-	"data.whose.disclosure.scope_denials": scope_denials(record),
-	"data.whose.disclosure.time_denials": time_denials(record),
-	"data.whose.disclosure.purpose_denials": purpose_denials,
-}
-
-# METADATA
-# description: the single-record decision and, rule by rule, what each contributed (input.record).
+#   The single-record decision and, rule by rule, what each contributed
+#   (input.record): every rule of whose.disclosure.denials, then the notes and the use.
+# entrypoint: true
 explanation := {
 	"decision": single,
-	"rules": [{"rule": rule, "reasons": sort(reasons)} |
-		some rule, reasons in rule_reasons(input.record)
-	],
-}
-
-rule_reasons(record) := object.union(
-	denials_by_rule(record),
-	{
-		"data.whose.disclosure.notes": notes(record, usable_as(record)),
-		"data.whose.disclosure.usable_as": {usable_as(record)},
-	},
-)
-
-# An identity without a subject or a tenant is a wiring bug upstream: refuse.
-asker_denials := {"no_asker" | not known_asker}
-
-known_asker if {
-	is_string(input.asker.id)
-	is_string(input.asker.tenant)
-}
-
-tenant_denials(record) := {"tenant_mismatch" | not same_tenant(record)}
-
-same_tenant(record) if record.tenant == input.asker.tenant
-
-audience_denials(record) := {sprintf("audience_excludes:%s", [member.id]) |
-	some member in members
-	not directory.admits(record, member)
-}
-
-scope_denials(record) := {sprintf("scope_not_cleared:%s", [member.id]) |
-	some member in members
-	not directory.clears_scope(record, member)
-}
-
-# An unknown purpose is a caller bug; refuse rather than guess which rules apply.
-purpose_denials := {"unknown_purpose" | not input.purpose in {"recall", "get", "history", "explain"}}
-
-# Recall asks for what applied at as_of; get and history show any version.
-time_denials(record) := {"not_valid_at_as_of" |
-	input.purpose == "recall"
-	not applies(record)
+	"rules": array.concat(
+		[{"rule": sprintf("data.whose.disclosure.denials.%s", [name]), "reasons": sort(object.get(by_record, input.record.id, set()))} |
+			some name, by_record in denials
+		],
+		[
+			{"rule": "data.whose.disclosure.notes", "reasons": sort(notes(input.record, usable_as(input.record)))},
+			{"rule": "data.whose.disclosure.usable_as", "reasons": [usable_as(input.record)]},
+		],
+	),
 }
 
 # METADATA
@@ -151,6 +124,7 @@ usable_as(record) := "nested_belief" if {
 } else := "common_knowledge" if {
 	record.modality == "common_knowledge"
 	sources.qualifying_announcement(record)
+	sources.reaches_every_member(record)
 } else := "nested_belief" if {
 	record.observed_id
 } else := "belief"
@@ -170,5 +144,6 @@ notes(record, use) := union({
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
 	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.qualifying_announcement(record)},
+	{"common_knowledge_group_not_cleared" | record.modality == "common_knowledge"; not sources.reaches_every_member(record)},
 	{"nested_belief_not_shared" | sources.shared_claim_about_another(record)},
 })

@@ -53,6 +53,17 @@ test_batch_applies_single_rule_to_every_record if {
 	result.r2.allow == true
 }
 
+test_batch_answer_carries_the_vocabulary_that_words_it if {
+	answer := disclosure.batch with input as {
+		"asker": bob,
+		"purpose": "recall",
+		"now": now,
+		"records": [team_belief],
+	}
+	answer.decisions.r2.allow
+	answer.vocabulary.uses[answer.decisions.r2.usable_as].sentence
+}
+
 # --- default deny ---
 
 test_default_deny_without_asker if {
@@ -198,7 +209,7 @@ test_known_without_evidence_is_reporters_nested_belief if {
 	d.allow
 }
 
-# DESIGN §1: the extractor relays Alice's words ("Bob knows") with evidence that
+# docs/design.md §1: the extractor relays Alice's words ("Bob knows") with evidence that
 # never names Bob. It stays Alice's belief about Bob.
 relayed_claim_about_bob(item) := object.union(team_belief, {
 	"modality": "known", "observed_id": "bob", "observed_attitude": "knows",
@@ -351,6 +362,23 @@ test_common_knowledge_of_an_unknown_group_is_only_a_belief if {
 	d.reasons == {"announcement_not_qualifying"}
 }
 
+# C_G(p) holds only for a G the claim reaches in full: bob is in launch-team but not
+# cleared for launch-core, so carol is not told "it is common knowledge".
+test_common_knowledge_a_member_may_not_see_is_only_a_belief if {
+	record := object.union(announcement, {"access_scope": "launch-core"})
+	d := ask(carol, record)
+	d.allow
+	d.usable_as == "belief"
+	d.reasons == {"common_knowledge_group_not_cleared"}
+	not ask(bob, record).allow
+}
+
+test_common_knowledge_stops_when_an_uncleared_member_joins if {
+	record := object.union(announcement, {"access_scope": "launch-core", "audience": ["group:core"]})
+	ask(carol, record).usable_as == "common_knowledge" with data.whose.directory.tenants.acme.groups as {"core": ["alice", "carol"]}
+	ask(carol, record).usable_as == "belief" with data.whose.directory.tenants.acme.groups as {"core": ["alice", "bob", "carol"]}
+}
+
 test_private_observations_are_not_common_knowledge if {
 	record := object.union(announcement, {"source": {"kind": "conversation", "speaker": "carol"}})
 	d := ask(bob, record)
@@ -375,12 +403,19 @@ rule_of(explanation, name) := [r.reasons | some r in explanation.rules; r.rule =
 test_explanation_names_the_rule_behind_each_denial if {
 	scoped := explain(bob, scoped_belief)
 	scoped.decision == ask(bob, scoped_belief)
-	rule_of(scoped, "data.whose.disclosure.scope_denials") == ["scope_not_cleared:bob"]
-	rule_of(scoped, "data.whose.disclosure.audience_denials") == []
+	rule_of(scoped, "data.whose.disclosure.denials.hearers") == ["scope_not_cleared:bob"]
+	rule_of(scoped, "data.whose.disclosure.denials.instant") == []
 	rule_of(scoped, "data.whose.disclosure.usable_as") == ["belief"]
 	private := explain(bob, private_belief)
-	rule_of(private, "data.whose.disclosure.audience_denials") == ["audience_excludes:bob"]
-	rule_of(private, "data.whose.disclosure.tenant_denials") == []
+	rule_of(private, "data.whose.disclosure.denials.hearers") == ["audience_excludes:bob"]
+	rule_of(private, "data.whose.disclosure.denials.asker") == []
+}
+
+test_explanation_lists_every_denial_rule if {
+	names := {r.rule | some r in explain(bob, team_belief).rules}
+	every name, _ in data.whose.disclosure.denials {
+		sprintf("data.whose.disclosure.denials.%s", [name]) in names
+	}
 }
 
 test_explanation_reasons_are_exactly_the_decision_reasons if {
@@ -389,7 +424,7 @@ test_explanation_reasons_are_exactly_the_decision_reasons if {
 	explained == {reason | some reason in e.decision.reasons}
 }
 
-# --- a claim about someone's mind is at most its holder's view (DESIGN §2) ---
+# --- a claim about someone's mind is at most its holder's view (docs/design.md §2) ---
 
 # Stored before the write policy refused it (nested_belief_as_shared_claim):
 # Alice's belief about Bob, relayed from an all-hands as common knowledge.

@@ -10,18 +10,32 @@ import data.whose.config
 import data.whose.lib.directory
 import data.whose.lib.evidence
 import data.whose.lib.sources
+import data.whose.lib.visibility
 
 # METADATA
 # description: one decision per record of a batch, keyed by record id.
-decisions[record.id] := decide(record) if some record in input.records
+# entrypoint: true
+decisions := {record.id: decide(record) | some record in input.records}
 
 # METADATA
 # description: the single-record rule (input.record).
 decision := decide(input.record)
 
 # METADATA
-# description: the decision for one record.
-decide(record) := {"allow": allow(record), "reasons": denials(record)}
+# description: |
+#   The decision for one record.
+#   `readable`: whether the writer may see the record it writes. A writer that may
+#   not (a relay storing a private conversation) is told nothing about the records
+#   stored beside it: the sidecar keeps their links out of its answer.
+decide(record) := {
+	"allow": allow(record),
+	"reasons": denials(record),
+	"readable": readable_by_writer(record),
+}
+
+default readable_by_writer(_) := false
+
+readable_by_writer(record) if visibility.visible_to(record, input.writer)
 
 default allow(_) := false
 
@@ -81,10 +95,18 @@ evidence_denials(record) := {"known_without_evidence" |
 # without a valid_at has no instant to know anything at.
 known_from_the_start(record) if evidence.satisfies(record, record.valid_at)
 
-announcement_denials(record) := {"common_knowledge_without_announcement" |
-	record.modality == "common_knowledge"
-	not sources.qualifying_announcement(record)
-}
+announcement_denials(record) := union({
+	{"common_knowledge_without_announcement" |
+		record.modality == "common_knowledge"
+		not sources.qualifying_announcement(record)
+	},
+	# Common knowledge in G is had by every member of G: not by one the record's
+	# scope keeps out.
+	{"common_knowledge_group_not_cleared" |
+		record.modality == "common_knowledge"
+		not sources.reaches_every_member(record)
+	},
+})
 
 # Sources and evidence that vouch for others (a change record, an announcement)
 # may be cited only by writers holding a role the config names for that kind.
@@ -148,10 +170,13 @@ derivation_denials(record) := union({
 		some id in record.provenance.derived_from
 		not readable_premise(id)
 	},
+	# Entry by entry, literally: whoever may see the derived record may then see
+	# every premise whatever the directory says later (a person named where a
+	# premise names their group would keep the summary after leaving the group).
 	{sprintf("derived_audience_wider:%s", [entry]) |
 		some entry in record.audience
 		some premise in premises_of(record)
-		not directory.admits_entry(premise, entry)
+		not entry in premise.audience
 	},
 	{"derived_scope_wider" |
 		some premise in premises_of(record)
@@ -180,8 +205,4 @@ readable_premise(id) if {
 	readable(premise)
 }
 
-readable(premise) if {
-	premise.tenant == input.writer.tenant
-	directory.admits(premise, input.writer)
-	directory.clears_scope(premise, input.writer)
-}
+readable(premise) if visibility.visible_to(premise, input.writer)

@@ -118,7 +118,7 @@ test_citing_a_change_record_needs_authority if {
 	write({"id": "alice", "tenant": "acme", "roles": ["authority"]}, record).allow
 }
 
-# DESIGN §1 at write time: the extractor relays Alice's words ("Bob knows") with
+# docs/design.md §1 at write time: the extractor relays Alice's words ("Bob knows") with
 # evidence that never names Bob. Alice's words cannot become Bob's knowledge.
 relayed_claim_about_bob(item) := object.union(belief, {
 	"modality": "known", "observed_id": "bob", "observed_attitude": "knows",
@@ -178,6 +178,22 @@ announced := object.union(belief, {
 test_common_knowledge_from_announcement_relayed_by_extractor_allowed if write(extractor, announced).allow
 
 test_announcement_needs_a_role_to_write if write(alice, announced).reasons == {"source_needs_role"}
+
+# bob is in launch-team but not cleared for launch-core: C_G(p) cannot hold for G.
+test_common_knowledge_to_a_group_with_an_uncleared_member_refused if {
+	d := write(extractor, object.union(announced, {"access_scope": "launch-core"}))
+	d.reasons == {"common_knowledge_group_not_cleared"}
+}
+
+# --- whether the writer may read what it writes ---
+
+test_a_writer_in_the_audience_reads_what_it_writes if write(alice, belief).readable
+
+test_a_relay_storing_a_private_conversation_cannot_read_it if {
+	d := write(extractor, object.union(belief, {"audience": ["alice"]}))
+	d.allow
+	not d.readable
+}
 
 change_record := {
 	"id": "w1",
@@ -249,7 +265,15 @@ test_summary_within_its_premises_audience_allowed if {
 }
 
 test_summary_narrower_than_premises_allowed if {
-	derive(summary(["alice"], ["p1", "p2"]), [team_premise, private_premise]).allow
+	shared := object.union(belief, {"id": "p4", "audience": ["alice", "bob"]})
+	derive(summary(["alice"], ["p4", "p2"]), [shared, private_premise]).allow
+}
+
+# Alice is in launch-team today; if she left it, a summary naming her would still
+# reach her though its premise no longer does. Entries must appear in the premise.
+test_summary_naming_a_member_where_the_premise_names_the_group_refused if {
+	d := derive(summary(["alice"], ["p1"]), [team_premise])
+	d.reasons == {"derived_audience_wider:alice"}
 }
 
 test_summary_wider_than_a_premise_refused if {
@@ -295,7 +319,7 @@ test_premise_of_another_tenant_refused if {
 	"premise_unavailable" in d.reasons
 }
 
-# --- a claim about someone's mind is never a shared claim (DESIGN §2) ---
+# --- a claim about someone's mind is never a shared claim (docs/design.md §2) ---
 
 # The extractor relays Alice's "Bob believes p" from an all-hands as common
 # knowledge in a group containing Bob: that would say Bob knows p.
@@ -315,7 +339,7 @@ test_nested_belief_as_known_is_not_refused_for_being_nested if {
 	write(extractor, acknowledged).allow
 }
 
-# --- world state in someone else's words is a relay (DESIGN §2: whose words) ---
+# --- world state in someone else's words is a relay (docs/design.md §2: whose words) ---
 
 # Alice (no roles) writes "the launch moved" as world state, citing a
 # conversation where Bob spoke: she is putting words in Bob's mouth.

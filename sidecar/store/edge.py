@@ -25,27 +25,18 @@ from typing import Any
 from uuid import UUID
 
 import qdrant_edge as qe
+from qdrant_client.http import models as qm
 
-from sidecar.qdrant_filter import to_edge
+from sidecar.filters import TENANT_FIELD, FilterRefused, Scope, iso, point_id, to_qdrant
+from sidecar.record import Stored
 from sidecar.store import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
-    TENANT_FIELD,
-    Absent,
-    AbsentOrAnyOf,
-    AnyOf,
-    AtLeast,
-    Condition,
-    EmptyOrAfter,
-    Hit,
-    Match,
-    NotAfter,
     Page,
-    Scope,
     StoreUnavailable,
-    iso,
-    point_id,
+    dense,
+    records,
 )
 
 log = logging.getLogger(__name__)
@@ -132,29 +123,31 @@ class EdgeStore:
         *,
         score_threshold: float | None = None,
         with_vector: bool = False,
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector),
-            filter=_filter(scope, exclude),
+            filter=_edge_filter(scope, exclude),
             score_threshold=score_threshold,
             with_payload=True,
             with_vector=with_vector,
         )
         points = await self._run(self.shard.query, request)
-        return [Hit(p.payload or {}, p.score, p.version, _dense(p.vector)) for p in points]
+        return records([(p.payload, p.score, dense(p.vector)) for p in points])
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        records = await self._run(self.shard.retrieve, ids, True, with_vector)
+        found = await self._run(self.shard.retrieve, ids, True, with_vector)
         # The tenant is part of the point id; checking the payload too costs nothing.
-        return [
-            Hit(r.payload, 0.0, 0, _dense(r.vector))
-            for r in records
-            if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
-        ]
+        return records(
+            [
+                (r.payload, None, dense(r.vector))
+                for r in found
+                if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
+            ]
+        )
 
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
@@ -162,13 +155,13 @@ class EdgeStore:
         request = qe.ScrollRequest(
             offset=offset,
             limit=limit,
-            filter=_filter(scope, ()),
+            filter=_edge_filter(scope, ()),
             with_payload=True,
             with_vector=with_vector,
         )
-        records, next_offset = await self._run(self.shard.scroll, request)
-        hits = [Hit(r.payload or {}, 0.0, 0, _dense(r.vector)) for r in records]
-        return Page(hits, None if next_offset is None else str(next_offset))
+        found, next_offset = await self._run(self.shard.scroll, request)
+        page = records([(r.payload, None, dense(r.vector)) for r in found])
+        return Page(page, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
@@ -246,41 +239,101 @@ def _indexes() -> list[tuple[str, qe.PayloadSchemaType | qe.KeywordIndexParams]]
     return indexes
 
 
-def _filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
-    must = [_condition(c) for c in scope.conditions()]
-    if scope.caller is not None:
-        must.append(to_edge(scope.caller))
-    seen: list[qe.ConditionType] = []
-    if exclude:
-        seen.append(qe.HasIdCondition({point_id(scope.tenant, rid) for rid in exclude}))
-    return qe.Filter(must=must, must_not=seen or None)
+def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
+    try:
+        return to_edge(to_qdrant(scope, exclude))
+    except Exception as exc:
+        # filters.py admits only what the engine takes; this is the engine's own word.
+        raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
 
 
-def _dense(vector: Any) -> list[float] | None:
-    return list(vector) if isinstance(vector, list) else None
+def to_edge(flt: qm.Filter) -> qe.Filter:
+    """A Qdrant filter (qdrant-client's models, see filters.py) in the engine's types."""
+    min_should = None
+    if flt.min_should is not None:
+        conditions = [_edge(c) for c in flt.min_should.conditions]
+        min_should = qe.MinShould(conditions, flt.min_should.min_count)
+    return qe.Filter(
+        must=[_edge(c) for c in _listed(flt.must)] or None,
+        should=[_edge(c) for c in _listed(flt.should)] or None,
+        must_not=[_edge(c) for c in _listed(flt.must_not)] or None,
+        min_should=min_should,
+    )
 
 
-def _condition(condition: Condition) -> qe.ConditionType:
+def _listed(conditions: Any) -> list[Any]:
+    if conditions is None:
+        return []
+    return conditions if isinstance(conditions, list) else [conditions]
+
+
+def _edge(condition: Any) -> qe.ConditionType:
     match condition:
-        case Match(key, value):
-            return qe.FieldCondition(key, match=qe.MatchValue(value))
-        case AtLeast(key, value):
-            return qe.FieldCondition(key, range=qe.RangeFloat(gte=value))
-        case NotAfter(key, instant):
-            return qe.FieldCondition(key, range=qe.RangeDateTime(lte=iso(instant)))
-        case Absent(key):
-            return qe.IsEmptyCondition(key)
-        case AnyOf(key, values):
-            return qe.FieldCondition(key, match=qe.MatchAny(list(values)))
-        case AbsentOrAnyOf(key, values):
-            either: list[qe.ConditionType] = [qe.IsEmptyCondition(key)]
-            if values:
-                either.append(qe.FieldCondition(key, match=qe.MatchAny(list(values))))
-            return qe.Filter(should=either)
-        case EmptyOrAfter(key, instant):
-            return qe.Filter(
-                should=[
-                    qe.IsEmptyCondition(key),
-                    qe.FieldCondition(key, range=qe.RangeDateTime(gt=iso(instant))),
-                ]
+        case qm.Filter():
+            return to_edge(condition)
+        case qm.FieldCondition():
+            return _edge_field(condition)
+        case qm.IsEmptyCondition():
+            return qe.IsEmptyCondition(condition.is_empty.key)
+        case qm.IsNullCondition():
+            return qe.IsNullCondition(condition.is_null.key)
+        case qm.HasIdCondition():
+            return qe.HasIdCondition({str(i) for i in condition.has_id})
+        case qm.NestedCondition():
+            return qe.NestedCondition(condition.nested.key, to_edge(condition.nested.filter))
+    raise TypeError(f"no engine equivalent for {type(condition).__name__}")
+
+
+def _edge_field(condition: qm.FieldCondition) -> qe.FieldCondition:
+    values_count = None
+    if condition.values_count is not None:
+        vc = condition.values_count
+        values_count = qe.ValuesCount(lt=vc.lt, gt=vc.gt, lte=vc.lte, gte=vc.gte)
+    return qe.FieldCondition(
+        condition.key,
+        match=_edge_match(condition.match),
+        range=_edge_range(condition.range),
+        values_count=values_count,
+        is_empty=condition.is_empty,
+        is_null=condition.is_null,
+    )
+
+
+def _edge_match(match: Any) -> Any:
+    match match:
+        case None:
+            return None
+        case qm.MatchValue():
+            return qe.MatchValue(match.value)
+        case qm.MatchAny():
+            return qe.MatchAny(match.any)
+        case qm.MatchExcept():
+            return qe.MatchExcept(match.except_)
+        case qm.MatchText():
+            return qe.MatchText(match.text)
+        case qm.MatchPhrase():
+            return qe.MatchPhrase(match.phrase)
+        case qm.MatchTextAny():
+            return qe.MatchTextAny(match.text_any)
+    raise TypeError(f"no engine equivalent for {type(match).__name__}")
+
+
+def _edge_range(bounds: Any) -> Any:
+    match bounds:
+        case None:
+            return None
+        case qm.DatetimeRange():
+            return qe.RangeDateTime(
+                gte=_instant(bounds.gte),
+                gt=_instant(bounds.gt),
+                lte=_instant(bounds.lte),
+                lt=_instant(bounds.lt),
             )
+        case qm.Range():
+            return qe.RangeFloat(gte=bounds.gte, gt=bounds.gt, lte=bounds.lte, lt=bounds.lt)
+    raise TypeError(f"no engine equivalent for {type(bounds).__name__}")
+
+
+def _instant(value: Any) -> str | None:
+    # filters.py gives every bound as a UTC datetime.
+    return None if value is None else iso(value)

@@ -9,7 +9,9 @@ from typing import Any
 from uuid import UUID
 
 from sidecar import metrics
-from sidecar.store import Hit, Page, Scope, Store
+from sidecar.filters import Scope
+from sidecar.record import Stored
+from sidecar.store import Page, Store
 
 
 @asynccontextmanager
@@ -44,7 +46,7 @@ class MeasuredStore:
         *,
         score_threshold: float | None = None,
         with_vector: bool = False,
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         async with _timed("search"):
             return await self.inner.search(
                 vector,
@@ -57,7 +59,7 @@ class MeasuredStore:
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         async with _timed("get"):
             return await self.inner.get(tenant, record_ids, with_vector=with_vector)
 

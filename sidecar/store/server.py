@@ -16,24 +16,16 @@ from uuid import UUID
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
+from sidecar.filters import TENANT_FIELD, Scope, point_id, to_qdrant
+from sidecar.record import Stored
 from sidecar.store import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
-    TENANT_FIELD,
-    Absent,
-    AbsentOrAnyOf,
-    AnyOf,
-    AtLeast,
-    Condition,
-    EmptyOrAfter,
-    Hit,
-    Match,
-    NotAfter,
     Page,
-    Scope,
     StoreUnavailable,
-    point_id,
+    dense,
+    records,
 )
 
 log = logging.getLogger(__name__)
@@ -92,52 +84,54 @@ class ServerStore:
         *,
         score_threshold: float | None = None,
         with_vector: bool = False,
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         await self._ensure_collection()
         with _unavailable_on_error():
             response = await self.client.query_points(
                 self.collection,
                 query=vector,
-                query_filter=_filter(scope, exclude),
+                query_filter=to_qdrant(scope, exclude),
                 limit=limit,
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        return [Hit(p.payload or {}, p.score, p.version, _dense(p.vector)) for p in response.points]
+        return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
-    ) -> list[Hit]:
+    ) -> list[Stored]:
         await self._ensure_collection()
         with _unavailable_on_error():
-            records = await self.client.retrieve(
+            found = await self.client.retrieve(
                 self.collection,
                 ids=[point_id(tenant, rid) for rid in record_ids],
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        return [
-            Hit(r.payload, 0.0, 0, _dense(r.vector))
-            for r in records
-            if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
-        ]
+        return records(
+            [
+                (r.payload, None, dense(r.vector))
+                for r in found
+                if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant
+            ]
+        )
 
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
     ) -> Page:
         await self._ensure_collection()
         with _unavailable_on_error():
-            records, next_offset = await self.client.scroll(
+            found, next_offset = await self.client.scroll(
                 self.collection,
-                scroll_filter=_filter(scope, ()),
+                scroll_filter=to_qdrant(scope),
                 limit=limit,
                 offset=offset,
                 with_payload=True,
                 with_vectors=with_vector,
             )
-        hits = [Hit(r.payload or {}, 0.0, 0, _dense(r.vector)) for r in records]
-        return Page(hits, None if next_offset is None else str(next_offset))
+        page = records([(r.payload, None, dense(r.vector)) for r in found])
+        return Page(page, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
@@ -175,43 +169,3 @@ def _indexes() -> list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]]
     indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
     return indexes
-
-
-def _filter(scope: Scope, exclude: Collection[str]) -> qm.Filter:
-    must = [_condition(c) for c in scope.conditions()]
-    if scope.caller is not None:
-        must.append(scope.caller)
-    seen: list[qm.Condition] = []
-    if exclude:
-        seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))
-    return qm.Filter(must=must, must_not=seen or None)
-
-
-def _dense(vector: Any) -> list[float] | None:
-    return list(vector) if isinstance(vector, list) else None
-
-
-def _condition(condition: Condition) -> qm.Condition:
-    match condition:
-        case Match(key, value):
-            return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
-        case AtLeast(key, value):
-            return qm.FieldCondition(key=key, range=qm.Range(gte=value))
-        case NotAfter(key, instant):
-            return qm.FieldCondition(key=key, range=qm.DatetimeRange(lte=instant))
-        case Absent(key):
-            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
-        case AnyOf(key, values):
-            return qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values)))
-        case AbsentOrAnyOf(key, values):
-            either: list[qm.Condition] = [qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))]
-            if values:
-                either.append(qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values))))
-            return qm.Filter(should=either)
-        case EmptyOrAfter(key, instant):
-            return qm.Filter(
-                should=[
-                    qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key)),
-                    qm.FieldCondition(key=key, range=qm.DatetimeRange(gt=instant)),
-                ]
-            )

@@ -59,4 +59,7 @@ def seed(base: str) -> dict[str, dict[str, Any]]:
                 "/v1/memories", json=body, headers={"Authorization": f"Bearer {token(holder)}"}
             )
             assert response.status_code == 201, (name, response.text)
+            # The id a writer chooses names the record in its own namespace: keep the
+            # stored one (writes.record_id).
+            body["id"] = response.json()["records"][0]["id"]
     return world

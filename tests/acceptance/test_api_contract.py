@@ -7,7 +7,7 @@ import uuid
 import httpx
 
 from tests.acceptance.story import recall, said_by, stored, write
-from tests.conftest import as_
+from tests.conftest import as_, ops
 
 # The published design contract's record object, exactly as it is written there.
 PUBLISHED = {
@@ -91,12 +91,25 @@ def test_duplicate_and_existing_ids_are_refused(http: httpx.Client) -> None:
     twice = write(http, "alice", [PUBLISHED | {"id": record_id}, PUBLISHED | {"id": record_id}])
     assert twice.status_code == 422
     assert "duplicate_id_in_batch" in twice.json()["reasons"][0]["reasons"]
-    stored(http, "alice", PUBLISHED | {"id": record_id})
+    [first] = stored(http, "alice", PUBLISHED | {"id": record_id})
     again = write(http, "alice", PUBLISHED | {"id": record_id, "content": "overwritten"})
     assert again.status_code == 422
     assert again.json()["reasons"][0]["reasons"] == ["id_exists"]
-    kept = http.get(f"/v1/memories/{record_id}", headers=as_("alice")).json()
+    kept = http.get(f"/v1/memories/{first['id']}", headers=as_("alice")).json()
     assert kept["record"]["content"] == PUBLISHED["content"]
+
+
+def test_a_chosen_id_names_the_record_in_the_writers_own_namespace(http: httpx.Client) -> None:
+    """Nobody's write can meet a record someone else stored under an id they chose,
+    or learn from the answer that one exists (docs/security.md)."""
+    record_id = str(uuid.uuid4())
+    [alices] = stored(http, "alice", PUBLISHED | {"id": record_id})
+    bobs = write(http, "bob", said_by("bob", "chosen-ids") | {"id": record_id})
+    assert bobs.status_code == 201, bobs.text
+    [bobs_record] = bobs.json()["records"]
+    assert len({record_id, alices["id"], bobs_record["id"]}) == 3
+    # The same writer choosing it again meets its own record.
+    assert write(http, "alice", PUBLISHED | {"id": record_id}).status_code == 422
 
 
 def test_recall_request_needs_exactly_one_of_query_and_vector(http: httpx.Client) -> None:
@@ -115,9 +128,9 @@ def test_caller_supplied_vectors_are_searched(http: httpx.Client) -> None:
     assert found["items"][0]["score"] > 0.99
 
 
-def test_health_and_openapi(http: httpx.Client) -> None:
-    assert http.get("/healthz").json() == {"status": "ok"}
-    ready = http.get("/readyz")
+def test_health_and_openapi(http: httpx.Client, sidecar: str) -> None:
+    assert httpx.get(f"{ops(sidecar)}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{ops(sidecar)}/readyz")
     assert ready.status_code == 200
     assert ready.json()["checks"] == {"opa": True, "store": True}
     paths = http.get("/openapi.json").json()["paths"]

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import as_, metric
+from tests.conftest import as_, metric, ops
 
 PRIVATE: dict[str, Any] = {
     "content": "The launch is October 17",
@@ -120,8 +120,8 @@ def test_explain_names_the_rule_behind_each_reason(http: httpx.Client, secret: s
     body = for_bob.json()
     assert body["decision"]["allow"] is False
     assert body["decision"]["reasons"] == ["audience_excludes:bob"]
-    assert rules(for_bob)["data.whose.disclosure.audience_denials"] == ["audience_excludes:bob"]
-    assert rules(for_bob)["data.whose.disclosure.scope_denials"] == []
+    assert rules(for_bob)["data.whose.disclosure.denials.hearers"] == ["audience_excludes:bob"]
+    assert rules(for_bob)["data.whose.disclosure.denials.instant"] == []
     assert body["input"]["record"]["audience"] == ["alice"]
     assert body["policy_revision"]
     assert PRIVATE["content"] not in for_bob.text
@@ -162,7 +162,7 @@ def test_metrics_count_decisions_by_reason(http: httpx.Client, sidecar: str, sec
     http.get(f"/v1/memories/{secret}", headers=as_("bob"))
     after = metric(sidecar, "whose_decisions_total", outcome="deny", reason="audience_excludes")
     assert after == before + 1
-    text = http.get("/metrics").text
+    text = httpx.get(f"{ops(sidecar)}/metrics").text
     for family in (
         "whose_policy_call_seconds",
         "whose_store_call_seconds",

@@ -171,8 +171,20 @@ def test_get_as_of_needs_the_id_asked_for_to_be_disclosable(http: httpx.Client) 
     # time when an older, shared version applied answered 200, and a missing id 404.
     shared = said_by("alice", "session-30", audience=["alice", "bob"])
     [old] = stored(http, "alice", shared)
-    private = _update(http, old, "session-31")
+    [private] = stored(
+        http,
+        "alice",
+        said_by(
+            "alice",
+            "session-31",
+            proposition=launch_24(old["proposition"]["key"]),
+            valid_at="2026-10-10T09:00:00Z",
+        ),
+    )
     assert private["audience"] == ["alice"]
+    # Told to another audience, it is a view of its own: the shared one is not replaced
+    # for bob by a version he may not see.
+    assert "supersedes" not in private
     at = {"as_of": "2026-10-05T00:00:00Z"}
     forbidden = http.get(f"/v1/memories/{private['id']}", params=at, headers=as_("bob"))
     missing = http.get(f"/v1/memories/{uuid.uuid4()}", params=at, headers=as_("bob"))

@@ -68,7 +68,7 @@ def test_nobody_can_announce_on_their_own_say_so(http: httpx.Client) -> None:
 
 def test_a_belief_about_bob_is_never_common_knowledge(http: httpx.Client) -> None:
     # Alice at the all-hands: "Bob believes the launch is October 17". Stored as
-    # common knowledge in a group holding Bob, it would say Bob knows it (DESIGN §2).
+    # common knowledge in a group holding Bob, it would say Bob knows it (docs/design.md §2).
     nested = _announcement() | {
         "observer_id": "alice",
         "observed_id": "bob",

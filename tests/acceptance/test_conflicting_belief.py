@@ -87,3 +87,21 @@ def test_asker_who_may_see_one_view_gets_no_conflict(http: httpx.Client) -> None
     assert carol["verdict"] == "attributed"
     assert carol["conflicts"] == []
     assert "monday" not in str(carol).lower()
+
+
+def test_a_page_of_one_still_reports_the_conflict(http: httpx.Client) -> None:
+    # Review found: with `limit: 1` carol got alice's view alone, verdict `attributed`,
+    # no conflict: the page size hid a disagreement she may see.
+    key = fresh_key()
+    [alice] = stored(
+        http, "alice", said_by("alice", "standup-3", audience=TEAM, proposition=launch_17(key))
+    )
+    [bob] = stored(
+        http, "bob", said_by("bob", "standup-3", audience=TEAM, proposition=launch_24(key))
+    )
+    for limit in (1, 10):
+        carol = recall(http, "carol", query="when is the launch?", about=key, limit=limit).json()
+        assert carol["verdict"] == "conflict", (limit, carol)
+        [conflict] = carol["conflicts"]
+        assert {v["record_id"] for v in conflict["views"]} == {alice["id"], bob["id"]}
+        assert len(carol["items"]) == min(limit, 2)

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import as_, metric, start_sidecar, stop
+from tests.conftest import as_, metric, ops, start_sidecar, stop
 
 NOTE: dict[str, Any] = {
     "content": "Alice keeps the launch date to herself: October 17",
@@ -151,7 +151,7 @@ def wait_for_recovery(sidecar: Sidecar, timeout_s: float = RECOVERY_S) -> float:
 
 
 def ready(sidecar: Sidecar) -> int:
-    return httpx.get(f"{sidecar.base}/readyz").status_code
+    return httpx.get(f"{ops(sidecar.base)}/readyz").status_code
 
 
 def log_lines(sidecar: Sidecar) -> list[dict[str, Any]]:
@@ -196,7 +196,7 @@ def test_a_killed_opa_is_restarted_and_decisions_resume(sidecar: Sidecar) -> Non
     kill(first)
     # Meanwhile: fail closed, and the sidecar itself is alive (nothing restarts it).
     assert_refused(sidecar)
-    assert httpx.get(f"{sidecar.base}/healthz").status_code == 200
+    assert httpx.get(f"{ops(sidecar.base)}/healthz").status_code == 200
 
     wait_for_recovery(sidecar)
     assert ready(sidecar) == 200

@@ -34,9 +34,6 @@ VECTOR = HashingEmbedder(384).embed(SECRET)
 
 CONTENT_FREE = {
     ("GET", "/"),
-    ("GET", "/healthz"),
-    ("GET", "/readyz"),
-    ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
@@ -191,7 +188,8 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
     (deny_dir / "deny.rego").write_text(
         "package whose.disclosure\n\n"
         'decisions[r.id] := {"allow": false, "usable_as": "belief", "reasons": ["deny_all"]} '
-        "if some r in input.records\n"
+        "if some r in input.records\n\n"
+        'batch := {"decisions": decisions, "vocabulary": {"uses": {}}}\n'
     )
     opa_url, opa = start_opa(deny_dir, deny_dir / "opa.log")
     try:

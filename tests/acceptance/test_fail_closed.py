@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import as_, free_port, start_sidecar, stop
+from tests.conftest import as_, free_port, ops, start_sidecar, stop
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,6 @@ def test_get_and_write_fail_closed(no_opa: str) -> None:
 
 
 def test_readyz_reports_opa_down(no_opa: str) -> None:
-    ready = httpx.get(f"{no_opa}/readyz")
+    ready = httpx.get(f"{ops(no_opa)}/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"] == {"opa": False, "store": True}

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.bundles import bundle_server, policy_copy, publish, start_bundle_opa, wait_for_revision
-from tests.conftest import as_, free_port, metric, start_redis, start_sidecar, stop
+from tests.conftest import as_, free_port, metric, ops, start_redis, start_sidecar, stop
 
 TEAM_NOTE: dict[str, Any] = {
     "content": "Alice says the launch is October 17",
@@ -128,7 +128,7 @@ def assert_refused(world: World) -> None:
 
 
 def readiness(world: World) -> dict[str, Any]:
-    return dict(httpx.get(f"{world.base}/readyz").json()["checks"])
+    return dict(httpx.get(f"{ops(world.base)}/readyz").json()["checks"])
 
 
 def test_everything_up(world: World) -> None:
@@ -185,15 +185,15 @@ def test_opa_stalled_past_the_timeout(world: World) -> None:
 def test_opa_answering_malformed_decisions(world: World) -> None:
     broken = policy_copy(world.tmp / f"broken-{uuid.uuid4().hex[:6]}")
     rules = broken / "whose" / "disclosure.rego"
-    original = "decisions[record.id] := decision(record) if some record in input.records"
+    original = "decisions := {record.id: decision(record) | some record in records}"
     text = rules.read_text()
     assert original in text
     # "allow" as a string: truthy in many languages, not a decision here.
     rules.write_text(
         text.replace(
             original,
-            'decisions[record.id] := {"allow": "true", "usable_as": "fact"} '
-            "if some record in input.records",
+            'decisions := {record.id: {"allow": "true", "usable_as": "fact"} '
+            "| some record in records}",
         )
     )
     world.ship(broken)
@@ -234,7 +234,7 @@ def test_redis_killed_then_restarted(world: World) -> None:
     assert (wrote.status_code, wrote.json()["error"]) == (503, "lock_unavailable")
     assert readiness(world)["redis"] is False
     # Still in the Service: reads are correct without Redis, only writes wait.
-    ready = httpx.get(f"{world.base}/readyz")
+    ready = httpx.get(f"{ops(world.base)}/readyz")
     assert (ready.status_code, ready.json()["status"]) == (200, "degraded")
     assert httpx.get(f"{world.base}/v1/audit", headers=AUDITOR).status_code == 503
 
@@ -265,7 +265,7 @@ def test_store_unreachable(tmp_path: Path) -> None:
         tmp_path / "data", env={"WHOSE_STORE": "server", "WHOSE_QDRANT_URL": dead}
     )
     try:
-        assert httpx.get(f"{base}/readyz").json()["checks"]["store"] is False
+        assert httpx.get(f"{ops(base)}/readyz").json()["checks"]["store"] is False
         recalled = httpx.post(f"{base}/v1/recall", json={"query": "x"}, headers=as_("alice"))
         assert (recalled.status_code, recalled.json()["error"]) == (503, "store_unavailable")
         got = httpx.get(f"{base}/v1/memories/{uuid.uuid4()}", headers=as_("alice"))

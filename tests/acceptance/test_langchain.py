@@ -61,11 +61,14 @@ def test_langchain_retrieves_only_what_the_asker_may_see(
     bob_docs = store_for(base, "bob").similarity_search("the launch", k=5)
     alice_docs = store_for(base, "alice").similarity_search("the launch", k=5)
 
-    assert [d.page_content for d in bob_docs] == [world["team"]["content"]]
-    assert {d.page_content for d in alice_docs} == {
-        world[k]["content"] for k in ("private", "team", "scoped")
+    assert [d.metadata["_id"] for d in bob_docs] == [world["team"]["id"]]
+    assert {d.metadata["_id"] for d in alice_docs} == {
+        world[k]["id"] for k in ("private", "team", "scoped")
     }
     [doc] = bob_docs
+    # What the LLM reads is whose claim it is, not the writer's bare sentence.
+    assert doc.page_content.startswith("bob believes that the launch party")
+    assert doc.page_content == doc.metadata["attribution"]
     assert doc.metadata["attribution"].startswith("bob believes that the launch party")
     assert doc.metadata["obligations"] == ["attribute", "cite_source"]
     assert doc.metadata["_id"] == world["team"]["id"]

@@ -102,7 +102,7 @@ def test_a_later_statement_supersedes_the_speakers_earlier_one(http: httpx.Clien
 
 
 def test_a_group_is_not_a_participant(http: httpx.Client) -> None:
-    # DESIGN §3: audience ⊆ who was present; a group is not someone in the room.
+    # docs/design.md §6: audience ⊆ who was present; a group is not someone in the room.
     body = private_session(fresh_key()) | {"participants": ["alice", "group:launch-team"]}
     response = observe(http, "extractor-bot", body)
     assert response.status_code == 422, response.text

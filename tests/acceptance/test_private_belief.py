@@ -1,4 +1,4 @@
-"""Design test 1 and the DESIGN §6 fixture: a statement from Alice does not
+"""Design test 1 and the docs/design.md §8 fixture: a statement from Alice does not
 become a fact available to Bob.
 
 GIVEN Alice states p in a private session AND the stored modality is

@@ -6,6 +6,7 @@ tenant) nothing, by any path.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
@@ -17,6 +18,8 @@ from qdrant_client import models as qm
 from qdrant_client.common.version_check import get_server_version, is_compatible
 from qdrant_client.http.exceptions import UnexpectedResponse
 
+from sidecar.identity import Identity
+from sidecar.writes import record_id
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
 from tests.conftest import start_sidecar, stop
 
@@ -66,7 +69,9 @@ def test_query_points(served: tuple[str, dict[str, Any]]) -> None:
     assert bobs.payload is not None
     assert bobs.payload["whose"]["attribution"].startswith("bob believes that the launch party")
     assert bobs.payload["whose"]["usable_as"] == "belief"
-    assert bobs.payload["content"] == world["team"]["content"]
+    # The text a RAG library reads is the attribution; the writer's wording has a name of its own.
+    assert bobs.payload["content"] == bobs.payload["whose"]["attribution"]
+    assert bobs.payload["as_written"] == world["team"]["content"]
 
 
 def test_query_points_honours_limit_under_overfetch(served: tuple[str, dict[str, Any]]) -> None:
@@ -187,7 +192,9 @@ def test_upsert_goes_through_the_write_policy(served: tuple[str, dict[str, Any]]
     note = record("alice", "the launch venue is Hall B", ["alice"])
     point = qm.PointStruct(id=note.pop("id"), vector=note.pop("vector"), payload=note)
     client(base, "alice").upsert(COLLECTION, points=[point])
-    assert ids(client(base, "alice").retrieve(COLLECTION, ids=[point.id])) == {str(point.id)}
+    # A chosen point id names the record in the writer's own namespace.
+    stored = str(record_id(Identity("alice", "acme"), uuid.UUID(str(point.id))))
+    assert ids(client(base, "alice").retrieve(COLLECTION, ids=[stored])) == {stored}
 
     forged = record("alice", "the launch is cancelled", ["alice", "bob"])
     forged_point = qm.PointStruct(id=forged.pop("id"), vector=forged.pop("vector"), payload=forged)
@@ -303,12 +310,15 @@ def test_hidden_records_cannot_be_probed_through_the_candidate_budget(
     q = embed("probe direction")
     decoys = [record("bob", f"decoy {i}", ["nobody"], vector=q) for i in range(70)]
     mine = record("bob", "my own note", ["bob"], vector=[-x for x in q])
-    probe_ids = [d["id"] for d in decoys] + [mine["id"]]
     points = [
         qm.PointStruct(id=body["id"], vector=body["vector"], payload=without(body, "id", "vector"))
         for body in [*decoys, mine]
     ]
     bob.upsert(COLLECTION, points=points)
+    # The ids the records were stored under (the writer's chosen ids, namespaced).
+    for body in [*decoys, mine]:
+        body["id"] = str(record_id(Identity("bob", "acme"), uuid.UUID(body["id"])))
+    probe_ids = [d["id"] for d in decoys] + [mine["id"]]
     for hidden_condition in (
         qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="alice")),  # exists
         qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="nobody-at-all")),

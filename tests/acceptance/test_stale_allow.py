@@ -10,6 +10,7 @@ must be decided by it, whichever cache (in-process or Redis) holds the old allow
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,10 +37,13 @@ RECORD = {
     # Long valid: no time boundary near now, so its decisions are cacheable at once.
     "valid_at": "2026-10-01T00:00:00Z",
 }
-EMBARGO = (
-    '"data.whose.disclosure.purpose_denials": purpose_denials,\n'
-    '\t"data.whose.disclosure.embargo": {"embargoed" | input.asker.id == "carol"},'
-)
+# A new denial is a rule of its own in whose.disclosure.denials, nothing else to edit.
+EMBARGO = """
+embargo[record.id] contains "embargoed" if {
+	some record in disclosure.records
+	input.asker.id == "carol"
+}
+"""
 
 
 class World:
@@ -104,11 +108,9 @@ def test_policy_and_directory_changes_take_effect_at_once(world: World) -> None:
     assert metric(world.base, "whose_decision_cache_total", result="hit") > hits
 
     # A Rego edit: an embargo on Carol.
-    rules = world.policy / "whose" / "disclosure.rego"
+    rules = world.policy / "whose" / "disclosure" / "denials.rego"
     original = rules.read_text()
-    edited = original.replace('"data.whose.disclosure.purpose_denials": purpose_denials,', EMBARGO)
-    assert edited != original
-    rules.write_text(edited)
+    rules.write_text(original + EMBARGO)
     world.ship()
     assert not world.carol_sees(), "a cached allow outlived the Rego change"
 
@@ -126,3 +128,42 @@ def test_policy_and_directory_changes_take_effect_at_once(world: World) -> None:
     directory.write_text(json.dumps(data))
     world.ship()
     assert world.carol_sees()
+
+
+def test_directory_data_pushed_to_opa_outside_the_bundle_is_never_cached_around(
+    tmp_path: Path,
+) -> None:
+    """A bundle that owns the rules but not the directory (synced into OPA over its
+    REST API, as an HR system might): a push changes decisions without changing the
+    revision, so nothing may be cached under it, and a revoked clearance holds at once."""
+    policy = policy_copy(tmp_path / "policy")
+    directory = json.loads((policy / "whose" / "directory" / "data.json").read_text())
+    shutil.rmtree(policy / "whose" / "directory")
+    owned = ["whose/disclosure", "whose/ingest", "whose/lib", "whose/config", "whose/vocabulary"]
+    (policy / ".manifest").write_text(json.dumps({"roots": owned}))
+    served = tmp_path / "served"
+    served.mkdir()
+    publish(policy, "r1", served)
+    with bundle_server(served) as service:
+        opa_url, opa = start_bundle_opa(service, tmp_path / "opa.log")
+        try:
+            wait_for_revision(opa_url, "r1")
+            push = f"{opa_url}/v1/data/whose/directory"
+            assert httpx.put(push, json=directory, timeout=5).status_code == 204
+            env = {"WHOSE_OPA_URL": opa_url, "WHOSE_CACHE_BUCKET_S": "3600"}
+            base, sidecar = start_sidecar(tmp_path / "data", env=env)
+            try:
+                world = World(base, opa_url, policy, served)
+                wrote = httpx.post(f"{base}/v1/memories", json=RECORD, headers=as_("alice"))
+                assert wrote.status_code == 201, wrote.text
+                world.record_id = wrote.json()["records"][0]["id"]
+                assert world.carol_sees()
+                assert world.carol_sees()
+                assert metric(base, "whose_decision_cache_total", result="hit") == 0
+                directory["tenants"]["acme"]["principals"]["carol"]["scopes"] = []
+                assert httpx.put(push, json=directory, timeout=5).status_code == 204
+                assert not world.carol_sees(), "a decision outlived the directory push"
+            finally:
+                stop(sidecar)
+        finally:
+            stop(opa)

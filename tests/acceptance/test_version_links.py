@@ -1,6 +1,8 @@
-"""Version links name other records: a link to a version the asker may not see is
-left out, on every read path, so a withheld version's id is never handed out.
-Searches keep links only among their own results; reads by id decide the rest."""
+"""Version links name other records: a version the asker may not see is never named,
+on any read path. A chain is one holder's views told to one audience, so a version
+told to fewer people is a chain of its own and never sits between versions others
+may see; searches keep links only among their own results, reads by id decide the
+rest."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ POINTS = "/collections/whose_memories/points"
 
 @pytest.fixture
 def chain(http: httpx.Client) -> dict[str, dict[str, Any]]:
-    """alice's three versions of one belief; bob may read the first and the last."""
+    """alice's three views of one proposition; bob may read the first and the last."""
     key = fresh_key()
 
     def version(day: str, audience: list[str]) -> dict[str, Any]:
@@ -73,31 +75,33 @@ def test_a_withheld_versions_id_appears_on_no_read_path(
         assert chain["v1"]["id"] in response.text or chain["v3"]["id"] in response.text, path
         # ...and nothing names the withheld one.
         assert chain["v2"]["id"] not in response.text, path
-    # What bob may see still says that his version was replaced, and when.
+    # What bob may see says that his version was replaced, when, and by what he may see.
     v1 = http.get(f"/v1/memories/{chain['v1']['id']}", headers=as_("bob")).json()
     assert v1["item"]["status"] == "superseded"
-    assert v1["record"]["invalid_at"] == "2026-10-02T09:00:00Z"
+    assert v1["record"]["invalid_at"] == "2026-10-03T09:00:00Z"
+    assert v1["record"]["superseded_by"] == chain["v3"]["id"]
 
 
-def test_the_owner_still_sees_every_link(
+def test_the_owner_sees_each_audience_as_its_own_chain(
     http: httpx.Client, chain: dict[str, dict[str, Any]]
 ) -> None:
     v1, v2, v3 = chain["v1"], chain["v2"], chain["v3"]
     history = http.get(f"/v1/memories/{v3['id']}/history", headers=as_("alice")).json()
     links = [(i["id"], i.get("supersedes"), i.get("superseded_by")) for i in history["items"]]
-    assert links == [
-        (v1["id"], None, v2["id"]),
-        (v2["id"], v1["id"], v3["id"]),
-        (v3["id"], v2["id"], None),
-    ]
+    assert links == [(v1["id"], None, v3["id"]), (v3["id"], v1["id"], None)]
+    private = http.get(f"/v1/memories/{v2['id']}/history", headers=as_("alice")).json()
+    assert [(i["id"], i.get("supersedes")) for i in private["items"]] == [(v2["id"], None)]
     # A search shows links only among its own results (no extra decisions on the hot
     # path); with the history asked for, the chain is in the answer and so are its links.
     key = v1["proposition"]["key"]
     now = recall(http, "alice", query="the launch", about=key).json()
-    assert [(i["id"], i.get("supersedes")) for i in now["items"]] == [(v3["id"], None)]
+    assert {(i["id"], i.get("supersedes")) for i in now["items"]} == {
+        (v3["id"], None),
+        (v2["id"], None),
+    }
     everything = recall(http, "alice", query="the launch", about=key, include_history=True)
     linked = {i["id"]: i.get("supersedes") for i in everything.json()["items"]}
-    assert linked == {v1["id"]: None, v2["id"]: v1["id"], v3["id"]: v2["id"]}
+    assert linked == {v1["id"]: None, v2["id"]: None, v3["id"]: v1["id"]}
     # A read by id decides the versions its links name.
     got = http.get(f"/v1/memories/{v3['id']}", headers=as_("alice")).json()
-    assert got["record"]["supersedes"] == v2["id"]
+    assert got["record"]["supersedes"] == v1["id"]

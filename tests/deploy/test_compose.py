@@ -19,7 +19,7 @@ import yaml
 
 from sidecar.identity import Authenticator
 from sidecar.settings import Settings, is_loopback
-from tests.conftest import free_port
+from tests.conftest import free_port, ops
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "deploy" / "compose.yaml"
@@ -203,12 +203,16 @@ def healthcheck_command() -> list[str]:
 def test_image_healthcheck_probes_healthz(sidecar: str) -> None:
     command = healthcheck_command()
     assert command[0] == "python"
-    assert "http://127.0.0.1:8080/healthz" in command[-1]
+    # The operations listener's port (the image sets WHOSE_OPS_PORT=9180).
+    assert "http://127.0.0.1:9180/healthz" in command[-1]
     # The same command, pointed at a real sidecar, passes; at a closed port, fails.
-    live = [sys.executable, *(a.replace("http://127.0.0.1:8080", sidecar) for a in command[1:])]
+    live = [
+        sys.executable,
+        *(a.replace("http://127.0.0.1:9180", ops(sidecar)) for a in command[1:]),
+    ]
     assert subprocess.run(live, capture_output=True, timeout=30).returncode == 0
     closed = f"http://127.0.0.1:{free_port()}"
-    dead = [sys.executable, *(a.replace("http://127.0.0.1:8080", closed) for a in command[1:])]
+    dead = [sys.executable, *(a.replace("http://127.0.0.1:9180", closed) for a in command[1:])]
     assert subprocess.run(dead, capture_output=True, timeout=30).returncode != 0
 
 

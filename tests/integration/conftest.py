@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from sidecar.policy import PolicyClient
+from sidecar.opa import PolicyClient
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.server import ServerStore

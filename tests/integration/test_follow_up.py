@@ -16,10 +16,12 @@ from prometheus_client import REGISTRY
 
 from sidecar.audit import AuditLog, FileSink
 from sidecar.cache import LocalCache
-from sidecar.gate import Gate
+from sidecar.decisions import DisclosureQuestion
+from sidecar.disclosure import Gate
 from sidecar.identity import Identity
 from sidecar.local_opa import LocalOpa
-from sidecar.policy import DISCLOSURE_RULE, DisclosureQuestion, PolicyClient
+from sidecar.opa import DISCLOSURE_RULE, PolicyClient
+from sidecar.record import Stored
 from sidecar.settings import Settings
 
 QUESTION = DisclosureQuestion(
@@ -62,13 +64,14 @@ def opa_calls() -> float:
 async def test_a_follow_up_question_uses_the_revision_heard_in_this_request(
     gate: Gate,
 ) -> None:
-    records = [rec(["bob"]), rec(["alice"])]
+    records = [Stored.from_payload(rec(["bob"])), Stored.from_payload(rec(["alice"]))]
+    assert None not in records
     first = gate.begin(QUESTION, "get")
-    await first.decide(records)
+    await first.decide(records)  # type: ignore[arg-type]
     before = opa_calls()
-    follow_up = await first.follow_up(QUESTION, "links").decide(records)
+    follow_up = await first.follow_up(QUESTION, "links").decide(records)  # type: ignore[arg-type]
     assert opa_calls() == before  # all cached, under a revision heard in this request
-    fresh = await gate.begin(QUESTION, "next request").decide(records)
+    fresh = await gate.begin(QUESTION, "next request").decide(records)  # type: ignore[arg-type]
     assert opa_calls() == before + 1  # a new request confirms the revision first
     assert follow_up == fresh
     assert [d.allow for d in fresh.values()] == [True, False]

@@ -23,13 +23,15 @@ from typing import Any
 import pytest
 
 from sidecar.embed import HashingEmbedder
+from sidecar.filters import Scope
 from sidecar.identity import Identity
-from sidecar.ingest import Writer, WriteRefused, repair
 from sidecar.locks import LocalLocks
-from sidecar.policy import PolicyClient
+from sidecar.opa import PolicyClient
 from sidecar.record import MemoryWrite
-from sidecar.store import KEYWORD_FIELDS, Scope, Store
+from sidecar.repair import repair
+from sidecar.store import KEYWORD_FIELDS, Store
 from sidecar.store.edge import EdgeStore
+from sidecar.writes import Writer, WriteRefused
 from tests.integration.conftest import backend
 from tests.integration.test_supersession import check_chains
 
@@ -98,7 +100,7 @@ async def dies_before_closing(writer: Writer, *bodies: MemoryWrite) -> None:
 
 
 async def everything(store: Store) -> dict[str, dict[str, Any]]:
-    return {h.record["id"]: h.record for h in (await store.find(Scope(tenant="acme"), 1000)).hits}
+    return {h.id: h.payload for h in (await store.find(Scope(tenant="acme"), 1000)).records}
 
 
 def open_ids(records: dict[str, dict[str, Any]]) -> set[str]:
@@ -198,7 +200,13 @@ async def test_repair_closes_a_keyless_version_left_open(writer: Writer) -> None
 
 
 def _stored(record_id: str, tenant: str = "acme", **extra: Any) -> dict[str, Any]:
-    return {"id": record_id, "tenant": tenant, "content": "c", "observer_id": "alice"} | extra
+    return {
+        "id": record_id,
+        "tenant": tenant,
+        "content": "c",
+        "observer_id": "alice",
+        "valid_at": "2026-10-01T00:00:00Z",
+    } | extra
 
 
 async def test_the_store_finds_records_by_what_they_supersede(store: Store) -> None:
@@ -217,12 +225,12 @@ async def test_the_store_finds_records_by_what_they_supersede(store: Store) -> N
     def found(ids: tuple[str, ...]) -> Scope:
         return Scope(tenant="acme", supersedes_any_of=ids)
 
-    assert [h.record["id"] for h in (await store.find(found((a,)), 10)).hits] == [names_a]
-    assert {h.record["id"] for h in (await store.find(found((a, b, c)), 10)).hits} == {
+    assert [h.id for h in (await store.find(found((a,)), 10)).records] == [names_a]
+    assert {h.id for h in (await store.find(found((a, b, c)), 10)).records} == {
         names_a,
         names_b,
     }
-    assert (await store.find(found(()), 10)).hits == []
+    assert (await store.find(found(()), 10)).records == []
 
 
 async def test_an_edge_store_made_without_the_supersedes_index_gains_it(
@@ -247,6 +255,6 @@ async def test_an_edge_store_made_without_the_supersedes_index_gains_it(
     try:
         assert "supersedes" in reopened.shard.info().payload_schema
         page = await reopened.find(Scope(tenant="acme", supersedes_any_of=(a,)), 10)
-        assert [h.record["id"] for h in page.hits] == [names_a]
+        assert [h.id for h in page.records] == [names_a]
     finally:
         await reopened.close()

@@ -17,14 +17,15 @@ import pytest
 
 from sidecar.audit import AuditLog, FileSink
 from sidecar.cache import LocalCache
+from sidecar.decisions import DisclosureQuestion
+from sidecar.disclosure import Disclosure, Gate
 from sidecar.embed import HashingEmbedder
-from sidecar.gate import Disclosure, Gate
+from sidecar.filters import Scope
 from sidecar.identity import Identity
-from sidecar.messages import RecallRequest
-from sidecar.policy import DisclosureQuestion, PolicyClient
-from sidecar.recall import Bounds, overfetch, recall
-from sidecar.store import Scope
+from sidecar.opa import PolicyClient
+from sidecar.reads import Bounds, Reader
 from sidecar.store.edge import EdgeStore
+from sidecar.verdict import decide
 from tests.integration.test_policy_client import data_calls
 
 DIM = 64
@@ -77,10 +78,12 @@ async def test_loop_widens_until_limit_allowed_are_found(
 ) -> None:
     vector = embedder.embed("when is the launch date")
     before = data_calls(opa_url)
-    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(4, 5, 1000))
+    found = await Reader(crowded, gate.gate, Bounds(4, 5, 1000)).overfetch(
+        gate, vector, Scope(tenant="acme"), 5
+    )
     assert len(found.allowed) == 5
     assert all(d.allow for _, d in found.allowed)
-    assert {h.record["audience"][0] for h, _ in found.allowed} == {"group:launch-team"}
+    assert {h.payload["audience"][0] for h, _ in found.allowed} == {"group:launch-team"}
     # 20, then 40, then 80 candidates: the 5 allowed ones rank after 100 forbidden ones.
     assert found.rounds == 3
     assert found.truncated is False
@@ -89,7 +92,9 @@ async def test_loop_widens_until_limit_allowed_are_found(
 
 async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, gate: Disclosure) -> None:
     vector = embedder.embed("when is the launch date")
-    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(2, 2, 1000))
+    found = await Reader(crowded, gate.gate, Bounds(2, 2, 1000)).overfetch(
+        gate, vector, Scope(tenant="acme"), 5
+    )
     assert found.rounds == 2
     assert found.truncated is True
     assert found.allowed == []
@@ -97,25 +102,20 @@ async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, gate: Disclo
 
 async def test_candidate_cap_bounds_the_work(crowded: EdgeStore, gate: Disclosure) -> None:
     vector = embedder.embed("when is the launch date")
-    found = await overfetch(vector, Scope(tenant="acme"), gate, 5, crowded, Bounds(4, 10, 50))
+    found = await Reader(crowded, gate.gate, Bounds(4, 10, 50)).overfetch(
+        gate, vector, Scope(tenant="acme"), 5
+    )
     assert found.truncated is True
     assert found.rounds == 2  # 20 + 30 = the cap of 50
 
 
 async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclosure) -> None:
-    request = RecallRequest(query="launch", limit=50)
-    response = await recall(
-        request,
-        BOB,
-        gate,
-        store=crowded,
-        embedder=embedder,
-        bounds=Bounds(4, 10, 1000),
-        now=NOW,
-    )
+    reader = Reader(crowded, gate.gate, Bounds(4, 10, 1000))
+    scope = Scope(tenant="acme", current_at=NOW)
+    response = await reader.nearest(ask(), "recall", embedder.embed("launch"), scope, 50)
     assert len(response.items) == 5  # every allowed record, and no more exist
     assert response.truncated is False
-    assert response.verdict == "attributed"
+    assert decide(response.items, response.vocabulary)[0] == "attributed"
     assert not any("October 17" in item.attribution for item in response.items)
 
 
@@ -127,14 +127,15 @@ async def test_a_learned_allow_rate_finishes_in_one_round(
     gate = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5, pushdown=False)
     vector = embedder.embed("when is the launch date")
     bounds = Bounds(4, 10, 1000)
+    reader = Reader(crowded, gate, bounds)
     async with gate.begin(ask(), "test") as first:
-        cold = await overfetch(vector, Scope(tenant="acme"), first, 5, crowded, bounds)
+        cold = await reader.overfetch(first, vector, Scope(tenant="acme"), 5)
     assert cold.rounds == 3  # 20, 40, 80: the default factor knows nothing
     await gate.idle()  # the rate is recorded off the request path
     rate = await gate.begin(ask(), "test").allow_rate()
     assert rate is not None
     assert rate == pytest.approx(5 / 105, abs=0.01)
     async with gate.begin(ask(), "test") as second:
-        warm = await overfetch(vector, Scope(tenant="acme"), second, 5, crowded, bounds)
+        warm = await reader.overfetch(second, vector, Scope(tenant="acme"), 5)
     assert warm.rounds == 1  # 1.5 * 5 / (5/105) = 158 candidates at once
     assert len(warm.allowed) == 5

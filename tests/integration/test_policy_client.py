@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from sidecar.decisions import DisclosureQuestion
 from sidecar.identity import Identity
-from sidecar.policy import DisclosureQuestion, PolicyClient, PolicyUnavailable
+from sidecar.opa import PolicyClient, PolicyUnavailable
 from tests.conftest import free_port, start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -96,17 +97,18 @@ async def test_unreachable_opa_raises_policy_unavailable() -> None:
 # and a policy that takes far longer than the client will wait.
 BROKEN = {
     "malformed": (
-        'package whose.disclosure\n\ndecisions[r.id] := "yes" if some r in input.records\n',
+        "package whose.disclosure\n\n"
+        'batch := {"decisions": {r.id: "yes" | some r in input.records}, "vocabulary": {}}\n',
         "malformed",
         2.0,
     ),
     "missing": (None, "no result", 2.0),
     "slow": (
         "package whose.disclosure\n\n"
-        'decisions[r.id] := {"allow": true, "usable_as": "belief"} if {\n'
+        'batch := {"decisions": {r.id: {"allow": true, "usable_as": "belief"} |\n'
         "\tsome r in input.records\n"
         "\tcount([x | some x in numbers.range(1, 20000000)]) > 0\n"
-        "}\n",
+        '}, "vocabulary": {}}\n',
         "unreachable",
         0.2,
     ),

@@ -1,4 +1,4 @@
-"""Pushdown from the policy itself: OPA's Compile API on whose.disclosure.visible_to,
+"""Pushdown from the policy itself: OPA's Compile API on whose.lib.visibility.visible_to,
 read into a store filter. A real OPA compiles; a real edge store filters.
 
 The filter must never drop a record the policy would disclose (it may keep some
@@ -18,11 +18,12 @@ import pytest
 
 from sidecar.audit import AuditLog, FileSink
 from sidecar.cache import LocalCache
-from sidecar.gate import Gate
+from sidecar.decisions import DisclosureQuestion
+from sidecar.disclosure import Gate
+from sidecar.filters import Scope
 from sidecar.identity import Identity
-from sidecar.policy import DisclosureQuestion, PolicyClient
+from sidecar.opa import PolicyClient
 from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
-from sidecar.store import Scope
 from sidecar.store.edge import EdgeStore
 from tests.conftest import start_opa, stop
 
@@ -114,16 +115,14 @@ async def test_the_filter_keeps_every_record_the_policy_allows(
     policy: PolicyClient, store: EdgeStore, tmp_path: Path
 ) -> None:
     gate = Gate(policy, LocalCache(0, 1), AuditLog(FileSink(tmp_path / "a"), None, 10), 5)
-    everything = (await store.find(Scope(tenant="acme"), 100)).hits
+    everything = (await store.find(Scope(tenant="acme"), 100)).records
     kept_fewer = 0
     for asker, audience in itertools.product(ASKERS, AUDIENCES):
         question = DisclosureQuestion(asker, audience, "recall", NOW)
         disclosure = gate.begin(question, "test")
         pushdown = await disclosure.pushdown()
-        kept = {
-            h.record["id"] for h in (await store.find(pushdown.narrow(Scope("acme")), 100)).hits
-        }
-        decisions = await disclosure.decide([h.record for h in everything])
+        kept = {h.id for h in (await store.find(pushdown.narrow(Scope("acme")), 100)).records}
+        decisions = await disclosure.decide(everything)
         allowed = {i for i, d in decisions.items() if d.allow}
         assert allowed <= kept, (asker, audience, allowed - kept)
         kept_fewer += len(kept) < len(everything)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.embed import HashingEmbedder
-from sidecar.store import Scope
+from sidecar.filters import Scope
 from sidecar.store.edge import EdgeStore
 from tests.conftest import REPO
 
@@ -66,7 +66,7 @@ async def test_repair_command_closes_an_interrupted_chain(tmp_path: Path) -> Non
 
     store = EdgeStore(folder, 384)
     await store.open()
-    records = {h.record["id"]: h.record for h in (await store.find(Scope(tenant="acme"), 10)).hits}
+    records = {h.id: h.payload for h in (await store.find(Scope(tenant="acme"), 10)).records}
     await store.close()
     assert records[old["id"]]["superseded_by"] == new["id"]
     assert records[old["id"]]["invalid_at"] == "2026-10-02T00:00:00Z"

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 from sidecar.embed import HashingEmbedder
+from sidecar.filters import Scope
 from sidecar.request_metrics import Traffic
-from sidecar.store import Scope, Store
+from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from tests.integration.conftest import backend
 
@@ -62,7 +63,7 @@ async def test_search_never_crosses_tenants(store: Store) -> None:
     theirs = rec("globex", "when is the launch")
     await put(store, ours, theirs)
     hits = await store.search(embed("when is the launch"), Scope(tenant="acme"), 10)
-    assert [h.record["id"] for h in hits] == [ours["id"]]
+    assert [h.id for h in hits] == [ours["id"]]
 
 
 async def test_get_by_id_is_scoped_by_tenant(store: Store) -> None:
@@ -70,14 +71,14 @@ async def test_get_by_id_is_scoped_by_tenant(store: Store) -> None:
     await put(store, theirs)
     assert await store.get("acme", [uuid.UUID(theirs["id"])]) == []
     [hit] = await store.get("globex", [uuid.UUID(theirs["id"])])
-    assert hit.record == theirs
+    assert hit.payload == theirs
 
 
 async def test_same_record_id_in_two_tenants_are_two_records(store: Store) -> None:
     shared_id = str(uuid.uuid4())
     await put(store, rec("acme", "ours", id=shared_id), rec("globex", "theirs", id=shared_id))
     [ours] = await store.get("acme", [uuid.UUID(shared_id)])
-    assert ours.record["content"] == "ours"
+    assert ours.payload["content"] == "ours"
 
 
 async def test_current_at_selects_what_applied_then(store: Store) -> None:
@@ -94,9 +95,9 @@ async def test_current_at_selects_what_applied_then(store: Store) -> None:
     then = await store.search(embed("venue"), at("2026-10-05T00:00:00"), 10)
     now = await store.search(embed("venue"), at("2026-11-01T00:00:00"), 10)
     boundary = await store.search(embed("venue"), at("2026-10-10T00:00:00"), 10)
-    assert [h.record["id"] for h in then] == [old["id"]]
-    assert [h.record["id"] for h in now] == [new["id"]]
-    assert [h.record["id"] for h in boundary] == [new["id"]]
+    assert [h.id for h in then] == [old["id"]]
+    assert [h.id for h in now] == [new["id"]]
+    assert [h.id for h in boundary] == [new["id"]]
 
 
 async def test_filters_narrow_by_key_observer_modality_and_confidence(store: Store) -> None:
@@ -106,7 +107,7 @@ async def test_filters_narrow_by_key_observer_modality_and_confidence(store: Sto
     v = embed("launch")
 
     async def ids(scope: Scope) -> list[str]:
-        return [h.record["id"] for h in await store.search(v, scope, 10)]
+        return [h.id for h in await store.search(v, scope, 10)]
 
     assert await ids(Scope(tenant="acme", about="launch.date")) == [a["id"]]
     assert await ids(Scope(tenant="acme", observer="bob")) == [b["id"]]
@@ -120,10 +121,12 @@ async def test_exclusion_pages_through_tied_results_without_gaps(store: Store) -
     await put(store, *notes)
     v = embed("launch note")
     first = await store.search(v, Scope(tenant="acme"), 4)
-    rest = await store.search(v, Scope(tenant="acme"), 4, exclude={h.record["id"] for h in first})
+    rest = await store.search(v, Scope(tenant="acme"), 4, exclude={h.id for h in first})
     assert len(first) == 4
     assert len(rest) == 3
-    assert {h.record["id"] for h in first + rest} == {n["id"] for n in notes}
+    assert {h.id for h in first + rest} == {n["id"] for n in notes}
+    assert first[-1].score is not None
+    assert rest[0].score is not None
     assert first[-1].score >= rest[0].score
 
 
@@ -132,7 +135,7 @@ async def test_update_sets_fields_and_keeps_the_rest(store: Store) -> None:
     await put(store, r)
     await store.update("acme", uuid.UUID(r["id"]), {"invalid_at": "2026-10-10T00:00:00Z"})
     [hit] = await store.get("acme", [uuid.UUID(r["id"])])
-    assert hit.record == r | {"invalid_at": "2026-10-10T00:00:00Z"}
+    assert hit.payload == r | {"invalid_at": "2026-10-10T00:00:00Z"}
 
 
 async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
@@ -146,7 +149,7 @@ async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
     await again.open()
     [hit] = await again.get("acme", [uuid.UUID(r["id"])])
     await again.close()
-    assert hit.record == r
+    assert hit.payload == r
 
 
 async def test_edge_store_indexes_only_once_the_server_is_quiet(tmp_path: Path) -> None:

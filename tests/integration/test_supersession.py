@@ -23,14 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.embed import HashingEmbedder
+from sidecar.filters import Scope
 from sidecar.identity import Identity
-from sidecar.ingest import Writer, WriteRefused, repair
 from sidecar.locks import LocalLocks, LockUnavailable, RedisLocks
-from sidecar.policy import PolicyClient
+from sidecar.opa import PolicyClient
 from sidecar.record import MemoryWrite
-from sidecar.store import Scope
+from sidecar.repair import repair
 from sidecar.store.edge import EdgeStore
 from sidecar.supersession import chain_of
+from sidecar.writes import Writer, WriteRefused
 
 DIM = 32
 embedder = HashingEmbedder(DIM)
@@ -52,7 +53,7 @@ def belief(holder: str, key: str, value: str, **extra: Any) -> MemoryWrite:
 
 
 async def everything(store: EdgeStore) -> list[dict[str, Any]]:
-    return [h.record for h in (await store.find(Scope(tenant="acme"), 10_000)).hits]
+    return [h.payload for h in (await store.find(Scope(tenant="acme"), 10_000)).records]
 
 
 def check_chains(records: list[dict[str, Any]]) -> None:
@@ -204,7 +205,7 @@ async def test_repair_closes_interrupted_chains_without_a_new_write(opa_url: str
         [old] = await writer.write([belief("alice", "k", "v1")], ALICE, datetime.now(UTC))
         assert old.id is not None
         orphan = {
-            **(await store.get("acme", [old.id]))[0].record,
+            **(await store.get("acme", [old.id]))[0].payload,
             "id": str(uuid.uuid4()),
             "supersedes": str(old.id),
         }
@@ -286,9 +287,11 @@ async def _interleave(opa_url: str, waves: list[list[tuple[str, str | None, str,
     check_chains(records)
 
 
-async def test_two_writers_choosing_one_id_cannot_both_store_it(
+async def test_one_writer_retrying_one_id_on_two_replicas_cannot_store_it_twice(
     opa_url: str, redis_url: str
 ) -> None:
+    """A writer's chosen id names one record in its own namespace (writes.record_id):
+    the same write sent to two replicas at once stores it once."""
     shared = str(uuid.uuid4())
     async with (
         edge_store() as store,
@@ -297,9 +300,7 @@ async def test_two_writers_choosing_one_id_cannot_both_store_it(
     ):
         outcomes = await asyncio.gather(
             writers[0].write([belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)),
-            writers[1].write(
-                [belief("bob", "b", "v2", id=shared)], Identity("bob", "acme"), datetime.now(UTC)
-            ),
+            writers[1].write([belief("alice", "b", "v2", id=shared)], ALICE, datetime.now(UTC)),
             return_exceptions=True,
         )
         records = await everything(store)
@@ -308,4 +309,23 @@ async def test_two_writers_choosing_one_id_cannot_both_store_it(
     assert refused[0].problems[0]["reasons"] == ["id_exists"]
     [kept] = records
     winner = next(o for o in outcomes if not isinstance(o, BaseException))
-    assert kept["observer_id"] == winner[0].observer_id
+    assert kept["proposition"]["key"] == winner[0].proposition.key  # type: ignore[union-attr]
+
+
+async def test_two_writers_choosing_one_id_store_two_records(opa_url: str, redis_url: str) -> None:
+    """Nobody's chosen id can meet a record someone else stored (or learn it exists)."""
+    shared = str(uuid.uuid4())
+    async with (
+        edge_store() as store,
+        policy_client(opa_url) as policy,
+        two_replicas(store, policy, redis_url) as writers,
+    ):
+        [alices] = await writers[0].write(
+            [belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)
+        )
+        [bobs] = await writers[1].write(
+            [belief("bob", "b", "v2", id=shared)], Identity("bob", "acme"), datetime.now(UTC)
+        )
+        records = await everything(store)
+    assert alices.id != bobs.id
+    assert len(records) == 2

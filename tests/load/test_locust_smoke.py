@@ -20,7 +20,7 @@ import jwt
 import pytest
 
 from loadtests.identities import token_variable
-from tests.conftest import REPO, free_port, start_sidecar, stop
+from tests.conftest import REPO, free_port, ops, start_sidecar, stop
 
 ROUTES = {
     "POST /v1/recall",
@@ -35,7 +35,8 @@ ROUTES = {
 def run_load(
     host: str, out: Path, *args: str, env: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    command = [sys.executable, "-m", "loadtests.run", "--host", host, "--out", str(out), *args]
+    command = [sys.executable, "-m", "loadtests.run", "--host", host, "--out", str(out)]
+    command += ["--ops", ops(host), *args]
     finished = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=90
     )
@@ -82,12 +83,12 @@ def test_fixed_rate_mix_runs_clean(sidecar: str, tmp_path: Path) -> None:
     assert 0.7 <= summary["achieved_over_offered"] <= 1.3, summary
     policy = summary["server_latency"]["whose_policy_call_seconds"]
     store = summary["server_latency"]["whose_store_call_seconds"]
-    assert policy["whose/disclosure/decisions"]["calls"] > 0
+    assert policy["whose/disclosure/batch"]["calls"] > 0
     assert policy["whose/ingest/decisions"]["calls"] > 0
     assert store["search"]["calls"] >= tasks["recall"]["requests"]
     recall = summary["server_latency"]["whose_request_seconds"]["/v1/recall"]
     assert recall["calls"] >= tasks["recall"]["requests"]
-    for series in (policy["whose/disclosure/decisions"], store["search"], recall):
+    for series in (policy["whose/disclosure/batch"], store["search"], recall):
         assert 0 < series["p50_ms"] <= series["p99_ms"]
 
 

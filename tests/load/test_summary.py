@@ -28,20 +28,20 @@ def test_server_quantiles_cover_only_the_run_and_land_in_the_right_bucket() -> N
     )
     store = Histogram("whose_store_call_seconds", "", ["op"], buckets=BUCKETS, registry=registry)
     for _ in range(1000):  # before the run: slow calls that must not count
-        policy.labels("whose/disclosure/decisions").observe(0.8)
+        policy.labels("whose/disclosure/batch").observe(0.8)
     before = parse(exposition(registry))
 
     rng = random.Random(1)
     samples = sorted(rng.uniform(0.002, 0.005) for _ in range(980))
     samples += [0.3] * 20  # a 2 % slow tail: p99 is in it
     for value in samples:
-        policy.labels("whose/disclosure/decisions").observe(value)
+        policy.labels("whose/disclosure/batch").observe(value)
     store.labels("search").observe(0.0007)
     after = parse(exposition(registry))
 
     figures = server_latency(before, after)
     assert figures is not None
-    decisions = figures["whose_policy_call_seconds"]["whose/disclosure/decisions"]
+    decisions = figures["whose_policy_call_seconds"]["whose/disclosure/batch"]
     assert decisions["calls"] == 1000
     assert 2.0 <= decisions["p50_ms"] <= 5.0  # the bucket that holds the true median
     assert decisions["p50_ms"] == pytest.approx(1e3 * samples[499], abs=0.5)

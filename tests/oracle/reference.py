@@ -1,4 +1,4 @@
-"""The disclosure rules, stated plainly from DESIGN.md, for tests only.
+"""The disclosure rules, stated plainly from docs/design.md, for tests only.
 
 This is an independent statement of who may see a record and as what, written
 from the design (§2 the record, §3 the contracts) and from what the directory
@@ -23,14 +23,14 @@ The rules:
   policy accepts for the knower, and when X is not the record's own holder only
   with evidence naming X (`by`: X's acknowledgement, or an announcement or
   change record that reached X): the holder's words establish the holder's view
-  of X, never X's knowledge (DESIGN §1); evidence counts only if it existed at
+  of X, never X's knowledge (docs/design.md §1); evidence counts only if it existed at
   the instant asked about (an item dated after it, or with a date that cannot be
   read, does not; an undated one does); common knowledge only from an
   announcement on a qualifying channel to groups that exist in the tenant's
   directory (a group nobody can enumerate is no group); a claim about someone
   else's mind is a nested belief, whatever its modality (B_A(K_B p) is never
   returned as a fact, an unverified claim about the world, or common knowledge
-  in a group holding B: DESIGN §2), except "B knows p" with evidence tied to B;
+  in a group holding B: docs/design.md §2), except "B knows p" with evidence tied to B;
   everything else is the holder's belief.
 """
 
@@ -40,6 +40,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +188,19 @@ class Model:
         directory = self.directories.get(record.get("tenant", ""), TenantDirectory())
         audience = record.get("audience", [])
         groups = [a.removeprefix("group:") for a in audience if a.startswith("group:")]
+        scope = record.get("access_scope")
+        # Common knowledge in G is had by every member of G: each must be cleared.
+        reaches_all = scope is None or all(
+            scope in directory.scopes.get(member, set())
+            for g in groups
+            for member in directory.groups.get(g, set())
+        )
         return (
             source.get("kind") == "announcement"
             and source.get("channel") in self.config.qualifying_channels
             and bool(groups)
             and all(g in directory.groups for g in groups)
+            and reaches_all
         )
 
     def usable_as(self, record: Record, moment: datetime) -> str:
@@ -219,3 +228,44 @@ class Model:
         if usable_as == "unverified_claim":
             duties.add("verify_before_acting")
         return duties
+
+
+def chain_of(record: Record) -> tuple[Any, ...] | None:
+    """Which line of views a keyed record belongs to: one holder's views of one
+    proposition, told to one audience. The holder is the observer; a claim without
+    one is held by the speaker it records, else (no speaker) by its writer."""
+    key = (record.get("proposition") or {}).get("key")
+    if not key:
+        return None
+    observer = record.get("observer_id")
+    speaker = None if observer else (record.get("source") or {}).get("speaker")
+    writer = None if observer or speaker else (record.get("provenance") or {}).get("writer")
+    return (
+        record["tenant"],
+        observer,
+        speaker,
+        writer,
+        record.get("observed_id"),
+        key,
+        frozenset(record.get("audience", [])),
+        record.get("access_scope"),
+    )
+
+
+def link_chains(records: list[Record]) -> None:
+    """Supersession, stated plainly: each line is ordered by valid time (at one
+    instant, the later write after the earlier); each version ends where the next
+    begins and names it, and is named by it. `records` in the order written."""
+    lines: dict[tuple[Any, ...], list[tuple[datetime, int, Record]]] = {}
+    for order, record in enumerate(records):
+        line = chain_of(record)
+        if line is None:
+            continue
+        for linked in ("supersedes", "superseded_by", "invalid_at"):
+            record.pop(linked, None)
+        lines.setdefault(line, []).append((at(record["valid_at"]), order, record))
+    for versions in lines.values():
+        versions.sort(key=lambda v: (v[0], v[1]))
+        for (_, _, older), (_, _, newer) in pairwise(versions):
+            older |= {"superseded_by": newer["id"], "invalid_at": newer["valid_at"]}
+            newer["supersedes"] = older["id"]

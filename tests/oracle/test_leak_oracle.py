@@ -42,6 +42,7 @@ from tests.oracle.reference import (
     Record,
     TenantDirectory,
     at,
+    link_chains,
     valid_at_instant,
 )
 from tests.oracle.world import (
@@ -134,13 +135,9 @@ class Checker:
         OUTCOMES[f"stored_{record['modality']}"] += 1
         self.records[record["id"]] = record
         self.markers[record["id"]] = marker
-        previous = record.get("supersedes")
-        if previous in self.records:
-            # DESIGN §2 / supersession: the old version ends where the new one starts.
-            self.records[previous] |= {
-                "invalid_at": record["valid_at"],
-                "superseded_by": record["id"],
-            }
+        # The relay may not read what it writes: its answers name no other version.
+        # Where each version sits is the model's to say (reference.link_chains).
+        link_chains(list(self.records.values()))
 
     # --- asking -----------------------------------------------------------------
 

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
 
-from sidecar.record import MemoryRecord, status_of
+from sidecar.record import MemoryRecord, Stored
 
 BASE = {
     "content": "Alice believes the launch is October 17",
@@ -62,8 +63,15 @@ def test_payload_leaves_absent_fields_absent() -> None:
 
 def test_status_depends_on_when_the_record_ended() -> None:
     now = datetime(2026, 11, 1, tzinfo=UTC)
-    assert status_of({}, now) == "current"
+    started = {"id": str(uuid.uuid4()), "valid_at": (now - timedelta(days=9)).isoformat()}
+
+    def status_of(fields: dict[str, str]) -> str:
+        stored = Stored.from_payload(started | fields)
+        assert stored is not None
+        return stored.status_at(now)
+
+    assert status_of({}) == "current"
     ended = {"invalid_at": (now - timedelta(days=1)).isoformat()}
-    assert status_of(ended, now) == "superseded"
+    assert status_of(ended) == "superseded"
     ends_later = {"invalid_at": (now + timedelta(days=1)).isoformat()}
-    assert status_of(ends_later, now) == "current"
+    assert status_of(ends_later) == "current"

@@ -2,7 +2,9 @@
 the policy coverage is reported in the test output.
 
 The reasons are read from the policies' syntax tree (`opa parse`), not grepped:
-every string (or `sprintf` prefix) that a `*_denials` rule or `notes` produces.
+every string (or `sprintf` prefix) that a denial produces: the rules of package
+`whose.disclosure.denials` (one reason per head), the write policy's `*_denials`, the
+visibility library's `causes`, and `notes`.
 """
 
 from __future__ import annotations
@@ -54,10 +56,15 @@ def _reasons() -> set[str]:
             capture_output=True,
             text=True,
         )
-        for rule in json.loads(parsed.stdout).get("rules", []):
-            name = rule["head"].get("name", "")
-            if name.endswith("denials") or name == "notes":
-                heads = _comprehension_heads(rule["head"].get("value"))
+        module = json.loads(parsed.stdout)
+        package = ".".join(str(p["value"]) for p in module["package"]["path"][1:])
+        for rule in module.get("rules", []):
+            head = rule["head"]
+            name = head.get("name", "") or str(head.get("ref", [{}])[0].get("value", ""))
+            if package == "whose.disclosure.denials" and head.get("key") is not None:
+                found |= {r for r in [_reason_of(head["key"])] if r is not None}
+            if name.endswith("denials") or name in ("notes", "causes"):
+                heads = _comprehension_heads(head.get("value"))
                 found |= {r for h in heads if (r := _reason_of(h)) is not None}
     return found
 

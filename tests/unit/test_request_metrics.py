@@ -16,7 +16,7 @@ from sidecar.request_metrics import RequestTimer, Traffic
 
 class App:
     """/slow notes the in-flight count it runs under, then waits to be released;
-    /boom fails; /healthz is a probe."""
+    /boom fails."""
 
     def __init__(self) -> None:
         self.traffic = Traffic()
@@ -27,7 +27,6 @@ class App:
             routes=[
                 Route("/slow", self.slow),
                 Route("/boom", self.boom),
-                Route("/healthz", self.ok),
             ]
         )
         transport = httpx.ASGITransport(
@@ -44,10 +43,6 @@ class App:
     async def boom(self, _: Request) -> PlainTextResponse:
         raise RuntimeError("handler failed")
 
-    async def ok(self, _: Request) -> PlainTextResponse:
-        self.seen.append(self.traffic.in_flight)
-        return PlainTextResponse("ok")
-
 
 async def test_requests_in_flight_are_traffic_until_they_end_even_when_they_fail() -> None:
     app = App()
@@ -61,12 +56,4 @@ async def test_requests_in_flight_are_traffic_until_they_end_even_when_they_fail
     assert (await app.http.get("/boom")).status_code == 500
     assert app.traffic.in_flight == 0
     await asyncio.sleep(0.05)
-    assert app.traffic.quiet_for() >= 0.05
-
-
-async def test_probes_are_not_traffic() -> None:
-    app = App()
-    await asyncio.sleep(0.05)
-    assert (await app.http.get("/healthz")).status_code == 200
-    assert app.seen == [0]
     assert app.traffic.quiet_for() >= 0.05

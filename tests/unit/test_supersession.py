@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import uuid
+from itertools import pairwise
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sidecar.supersession import Chain, chain_of, plan, possibly_left_open
 
@@ -54,10 +58,57 @@ def test_explicit_supersedes_must_name_the_head() -> None:
     assert result.updates == []
 
 
-def test_a_version_cannot_start_before_the_one_it_replaces() -> None:
+def test_a_version_that_starts_before_the_head_is_inserted_before_it() -> None:
+    # Whether a write is stored never depends on the versions already there: a
+    # backdated version goes where its valid time puts it (docs/security.md).
     head = rec("2026-10-10T00:00:00Z")
-    result = plan([rec("2026-10-01T00:00:00Z")], {CHAIN: [head]}, {})
+    new = rec("2026-10-01T00:00:00Z")
+    result = plan([new], {CHAIN: [head]}, {}, around=[head])
+    assert result.problems == []
+    assert new["superseded_by"] == head["id"]
+    assert new["invalid_at"] == head["valid_at"]
+    assert "supersedes" not in new
+    assert result.updates == [(head["id"], {"supersedes": new["id"]})]
+
+
+def test_a_version_inserted_between_two_splits_the_one_that_applied() -> None:
+    v1, v3 = rec("2026-10-01T00:00:00Z"), rec("2026-10-10T00:00:00Z")
+    v1 |= _closed_by(v3)
+    v3["supersedes"] = v1["id"]
+    v2 = rec("2026-10-05T00:00:00Z")
+    result = plan([v2], {CHAIN: [v3]}, {}, around=[v1, v3])
+    assert result.problems == []
+    assert (v2["supersedes"], v2["superseded_by"], v2["invalid_at"]) == (
+        v1["id"],
+        v3["id"],
+        v3["valid_at"],
+    )
+    assert result.updates == [(v1["id"], _closed_by(v2)), (v3["id"], {"supersedes": v2["id"]})]
+
+
+def test_an_explicit_supersedes_still_names_the_head_and_follows_it() -> None:
+    head = rec("2026-10-10T00:00:00Z")
+    early = rec("2026-10-01T00:00:00Z", supersedes=head["id"])
+    result = plan([early], {CHAIN: [head]}, {})
     assert result.problems == [(0, "valid_at_before_current_version")]
+
+
+def test_a_writer_that_may_not_read_its_record_cannot_name_a_version() -> None:
+    head = rec()
+    blind = rec("2026-10-02T00:00:00Z", supersedes=head["id"])
+    result = plan([blind], {CHAIN: [head]}, {}, blind={blind["id"]})
+    assert result.problems == [(0, "cannot_supersede")]
+    # Without naming one, it is stored after the head like anyone's.
+    plain = rec("2026-10-02T00:00:00Z")
+    assert plan([plain], {CHAIN: [head]}, {}, blind={plain["id"]}).problems == []
+    assert plain["supersedes"] == head["id"]
+
+
+def test_an_undated_blind_version_does_not_follow_the_head_it_cannot_see() -> None:
+    head, new = rec("2026-10-10T00:00:00Z"), rec("2026-10-09T23:59:59Z")
+    plan([new], {CHAIN: [head]}, {}, undated={new["id"]}, blind={new["id"]}, around=[head])
+    assert new["valid_at"] == "2026-10-09T23:59:59Z"  # its own instant: nothing learnt
+    assert new["superseded_by"] == head["id"]
 
 
 def test_an_undated_version_moves_up_to_its_predecessor_instead() -> None:
@@ -113,6 +164,26 @@ def test_a_world_state_chain_belongs_to_its_writer() -> None:
     assert chain_of(fact) == Chain("acme", None, None, "k", "release-bot")
 
 
+def test_a_relayed_world_state_chain_belongs_to_its_speaker() -> None:
+    relayed = {"writer": "extractor-bot"}
+    bobs = rec(
+        observer_id=None, provenance=relayed, source={"kind": "conversation", "speaker": "bob"}
+    )
+    carols = rec(
+        observer_id=None, provenance=relayed, source={"kind": "conversation", "speaker": "carol"}
+    )
+    assert chain_of(bobs) != chain_of(carols)
+    assert chain_of(bobs) == Chain("acme", None, None, "k", speaker="bob")
+
+
+def test_a_chain_is_told_to_one_audience() -> None:
+    private = rec(audience=["alice"])
+    told_bob = rec(audience=["bob", "alice"])
+    scoped = rec(audience=["alice"], access_scope="launch-core")
+    assert len({chain_of(private), chain_of(told_bob), chain_of(scoped)}) == 3
+    assert chain_of(told_bob) == chain_of(rec(audience=["alice", "bob", "alice"]))
+
+
 def test_nobody_else_may_name_a_world_state_record_to_replace() -> None:
     fact = rec(key=None, observer_id=None, provenance={"writer": "release-bot"})
     theirs = rec(key=None, observer_id=None, provenance={"writer": "bob"}, supersedes=fact["id"])
@@ -124,10 +195,12 @@ def test_nobody_else_may_name_a_world_state_record_to_replace() -> None:
 
 
 def test_an_undated_version_does_not_follow_a_predecessor_far_in_the_future() -> None:
+    # A far-future version blocks nothing: the new one goes before it.
     head, new = rec("2199-01-01T00:00:00Z"), rec("2026-10-01T00:00:00Z")
-    result = plan([new], {CHAIN: [head]}, {}, undated={new["id"]})
-    assert result.problems == [(0, "valid_at_before_current_version")]
+    result = plan([new], {CHAIN: [head]}, {}, undated={new["id"]}, around=[head])
+    assert result.problems == []
     assert new["valid_at"] == "2026-10-01T00:00:00Z"
+    assert new["superseded_by"] == head["id"]
 
 
 def test_a_version_moved_up_past_its_own_end_is_refused() -> None:
@@ -238,3 +311,89 @@ def test_only_a_chain_with_two_open_versions_or_a_named_keyless_version_is_suspe
     assert sorted(suspects) == sorted([v1["id"], v3["id"], keyless["id"]])
     # The common write: one open version, nothing named; no lookup at all.
     assert possibly_left_open({CHAIN: [head]}, {}) == []
+
+
+# --- property: whatever order versions arrive in, a chain stays one line ---------
+
+
+class _Chain:
+    """A chain in memory, read the way the writer reads a store under the lock."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, dict[str, Any]] = {}
+
+    def write(self, batch: list[dict[str, Any]], cut_after: int | None = None) -> None:
+        heads = [dict(r) for r in self.stored.values() if "invalid_at" not in r]
+        around: dict[str, dict[str, Any]] = {}
+        for new in batch:
+            start = new["valid_at"]
+            if any(h["valid_at"] > start for h in heads):
+                then = [r for r in self.stored.values() if _applies(r, start)]
+                firsts = [r for r in self.stored.values() if "supersedes" not in r]
+                following = [self.stored[r["superseded_by"]] for r in then if "superseded_by" in r]
+                around |= {r["id"]: dict(r) for r in then + firsts + following}
+        suspects = {r["id"] for r in heads} if len(heads) > 1 else set()
+        suspects |= set(around)
+        successors = [dict(r) for r in self.stored.values() if r.get("supersedes") in suspects]
+        linked = plan(
+            batch, {CHAIN: heads}, {}, successors=successors, around=list(around.values())
+        )
+        assert linked.problems == []
+        for new in batch:
+            self.stored[new["id"]] = dict(new)
+        for count, (record_id, fields) in enumerate(linked.updates):
+            if cut_after is not None and count >= cut_after:
+                return  # the process died here
+            self.stored[record_id] |= fields
+
+    def repair(self) -> None:
+        """What `whose repair` does for the chain: the whole chain, read at once."""
+        versions = [dict(r) for r in self.stored.values()]
+        still_open = [r for r in versions if "invalid_at" not in r]
+        linked = plan([], {CHAIN: still_open}, {}, successors=versions, around=versions)
+        for record_id, fields in linked.updates:
+            self.stored[record_id] |= fields
+
+    def check_one_line(self) -> None:
+        versions = sorted(self.stored.values(), key=lambda r: (r["valid_at"], r["recorded_at"]))
+        assert [r for r in versions if "invalid_at" not in r] == versions[-1:]
+        for older, newer in pairwise(versions):
+            assert older["superseded_by"] == newer["id"], (older, newer)
+            assert older["invalid_at"] == newer["valid_at"]
+            assert newer["supersedes"] == older["id"]
+        assert "supersedes" not in versions[0]
+
+
+def _applies(record: dict[str, Any], instant: str) -> bool:
+    start, end = str(record["valid_at"]), str(record.get("invalid_at", "9999"))
+    return start <= instant < end
+
+
+DAYS = st.integers(1, 28).map(lambda d: f"2026-10-{d:02d}T00:00:00Z")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batches=st.lists(st.lists(DAYS, min_size=1, max_size=3, unique=True), min_size=1, max_size=6),
+    cut=st.none() | st.tuples(st.integers(0, 5), st.integers(0, 3)),
+)
+def test_any_arrival_order_keeps_one_line_and_a_cut_short_write_is_mended(
+    batches: list[list[str]], cut: tuple[int, int] | None
+) -> None:
+    chain = _Chain()
+    seen: set[str] = set()
+    for number, days in enumerate(batches):
+        days = [d for d in days if d not in seen]  # one version per instant
+        seen |= set(days)
+        if not days:
+            continue
+        batch = [rec(d, recorded_at=f"{number:04d}") for d in days]
+        cut_after = cut[1] if cut is not None and cut[0] == number else None
+        chain.write(batch, cut_after)
+        if cut_after is None and (cut is None or cut[0] > number):
+            chain.check_one_line()  # nothing cut short yet: one line after every write
+    # Whatever was cut short, the next write mends an append, and `whose repair`
+    # what an insertion left in the middle of the line.
+    chain.write([rec("2026-11-01T00:00:00Z", recorded_at="9999")])
+    chain.repair()
+    chain.check_one_line()

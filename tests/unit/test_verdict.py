@@ -3,8 +3,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sidecar.messages import Item
-from sidecar.verdict import decide, settle
+from sidecar import verdict
+from sidecar.messages import Conflict, Item, Verdict
+from sidecar.verdict import settle
+from tests.unit.vocabulary import VOCABULARY
+
+
+def decide(items: list[Item], others: list[Item] | None = None) -> tuple[Verdict, list[Conflict]]:
+    return verdict.decide(items, VOCABULARY, others or [])
 
 
 def item(holder: str, value: Any, usable_as: str = "belief", **extra: Any) -> Item:
@@ -16,6 +22,7 @@ def item(holder: str, value: Any, usable_as: str = "belief", **extra: Any) -> It
             "obligations": ["attribute", "cite_source"],
             "status": "current",
             "content": "...",
+            "as_written": "...",
             "proposition": {"text": "p", "key": "launch.date", "value": value},
             "observer_id": holder,
             "modality": "reported_belief",

@@ -17,6 +17,10 @@ member_of(identity, group) if identity.id in tenant_of(identity).groups[group]
 member_of(identity, group) if group in identity.groups
 
 # METADATA
+# description: the members the tenant's directory lists in group (none for a group it does not define).
+members_of(tenant, group) := object.get(data.whose.directory.tenants, [tenant, "groups", group], [])
+
+# METADATA
 # description: the tenant's directory defines group (a bare name, without "group:"); token claims cannot.
 defines_group(tenant, group) if group in object.keys(data.whose.directory.tenants[tenant].groups)
 
@@ -47,15 +51,3 @@ admits(record, identity) if {
 clears_scope(record, _) if not record.access_scope
 
 clears_scope(record, identity) if cleared_for(identity, record.access_scope)
-
-# METADATA
-# description: everyone an audience entry (a principal or a group:) stands for is admitted by record.
-admits_entry(record, entry) if entry in record.audience
-
-admits_entry(record, entry) if {
-	not startswith(entry, "group:")
-	admits(record, {"id": entry, "tenant": record.tenant})
-}
-
-# A group entry is covered only by the same group: its members also come from
-# token claims and from tomorrow's directory, which no list of names can cover.

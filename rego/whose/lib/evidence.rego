@@ -4,7 +4,7 @@
 # kind that attests by itself (a change record, an announcement), or the
 # holder's own acknowledgement. A claim that someone else knows p (the knower
 # is observed_id, not the record's holder) establishes only the holder's belief
-# about them (DESIGN §1): it is knowledge only with evidence tied to that
+# about them (docs/design.md §1): it is knowledge only with evidence tied to that
 # knower, an item whose `by` names them (their acknowledgement, or the change
 # record or announcement that reached them). Which kinds count, and which only
 # when the knower gave them, is config data (config.evidence).

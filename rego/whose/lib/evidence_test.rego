@@ -53,7 +53,7 @@ test_policy_lives_in_data if satisfies({
 	"evidence": [{"kind": "conversation", "ref": "session-42"}],
 }) with data.whose.config.evidence as {"accepted_kinds": ["conversation"], "signed_by_knower": []}
 
-# --- someone else's knowledge needs evidence tied to them (DESIGN §1) ---
+# --- someone else's knowledge needs evidence tied to them (docs/design.md §1) ---
 
 # Alice's words relayed with an announcement that never names Bob: Alice's
 # belief about Bob, not Bob's knowledge.

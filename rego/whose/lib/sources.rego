@@ -25,6 +25,23 @@ qualifying_announcement(record) if {
 }
 
 # METADATA
+# description: |
+#   Everyone the directory lists in the record's groups may see it: common knowledge
+#   in G is had by every member of G, and a member not cleared for the record's
+#   access scope cannot have it. Checked at write and again at read, so a member
+#   added (or a clearance revoked) since makes it no longer common knowledge.
+reaches_every_member(record) if not record.access_scope
+
+reaches_every_member(record) if {
+	record.access_scope
+	every group in audience_groups(record) {
+		every member in directory.members_of(record.tenant, group) {
+			directory.cleared_for({"id": member, "tenant": record.tenant}, record.access_scope)
+		}
+	}
+}
+
+# METADATA
 # description: the groups (bare names) the record's audience names.
 audience_groups(record) := {trim_prefix(entry, "group:") |
 	some entry in record.audience

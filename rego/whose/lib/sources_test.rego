@@ -67,3 +67,18 @@ test_world_state_about_another_mind if sources.shared_claim_about_another({"obse
 test_nested_belief_is_not_a_shared_claim if not sources.shared_claim_about_another({"observed_id": "bob", "modality": "believed"})
 
 test_shared_claim_without_observed_is_not_about_another if not sources.shared_claim_about_another({"modality": "common_knowledge"})
+
+# --- common knowledge reaches every member of its groups ---
+
+scoped_announcement := object.union(announcement, {"access_scope": "launch-core"})
+
+test_an_unscoped_announcement_reaches_every_member if sources.reaches_every_member(announcement)
+
+test_a_scoped_announcement_misses_an_uncleared_member if {
+	# bob is in launch-team but not cleared for launch-core.
+	not sources.reaches_every_member(scoped_announcement)
+}
+
+test_a_scoped_announcement_reaches_a_group_all_cleared if {
+	sources.reaches_every_member(scoped_announcement) with data.whose.directory.tenants.acme.groups as {"launch-team": ["alice", "carol"]}
+}

@@ -1,83 +1,51 @@
-"""The policy client: asks OPA about a whole candidate batch in one HTTP call.
+"""The OPA client: one pooled keep-alive HTTP session to an OPA server.
 
-Rego owns every decision; this module only builds the input, posts it, and
-reads the answer. Anything other than a well-formed answer (OPA down, slow,
-erroring, or returning the wrong shape) raises PolicyUnavailable, and callers
-disclose nothing: fail closed.
+It carries the questions decisions.py builds and reads back OPA's answers: the
+result, OPA's decision id and the bundle revision the answer was computed under.
+Anything other than a well-formed answer (OPA down, slow, erroring, or returning
+the wrong shape) raises PolicyUnavailable, and callers disclose nothing: fail
+closed.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Literal, TypeVar
+import uuid
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
+from sidecar.decisions import (
+    NO_DECISION,
+    Decision,
+    DisclosureQuestion,
+    Explanation,
+    Verdicts,
+    WriteDecision,
+    write_input,
+)
 from sidecar.identity import Identity
 from sidecar.pushdown import Untranslatable
-from sidecar.store import Scope, iso
 
-DISCLOSURE_RULE = "whose/disclosure/decisions"
+log = logging.getLogger("whose.policy")
+
+# Every document the shipped policy reads lives under data.whose (rules and data).
+POLICY_ROOT = "whose"
+# The rules the sidecar queries (their METADATA marks them `entrypoint`).
+DISCLOSURE_RULE = "whose/disclosure/batch"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
-
-# The claim itself stays out of the policy input: the free text and the bare value
-# (`proposition.text`, `proposition.value`) are what a policy guards, not what it
-# decides on, and the input is logged by OPA and shown by explain. Everything else
-# about a record is there, so new rules need no Python change.
-_NOT_FOR_POLICY = ("content",)
-_PROPOSITION_FOR_POLICY = ("key",)
 
 
 class PolicyUnavailable(Exception):
     reason = "policy_unavailable"
-
-
-UsableAs = Literal[
-    "fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief", "none"
-]
-
-
-class Decision(BaseModel):
-    """What the disclosure policy says about one record."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    allow: StrictBool
-    # A value we do not know how to present is a malformed answer: fail closed.
-    usable_as: UsableAs
-    obligations: list[str] = Field(default_factory=list)
-    reasons: list[str] = Field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Pushdown:
-    """What every disclosable record meets, for the store to filter on (see pushdown.py).
-
-    Per constrained audience member, the audience entries that admit them; the scopes
-    every member holds (None: not constrained). Empty: no narrowing at all.
-    """
-
-    audience_any_of: tuple[tuple[str, ...], ...] = ()
-    scopes: tuple[str, ...] | None = None
-
-    def narrow(self, scope: Scope) -> Scope:
-        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
-
-    def describe(self) -> dict[str, Any]:
-        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
-
-
-class WriteDecision(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    allow: StrictBool
-    reasons: list[str] = Field(default_factory=list)
+    # The read it cut short (set by disclosure.py), so a refusal can name it.
+    decision_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -90,69 +58,6 @@ class Answer:
     revision: str | None
 
 
-@dataclass(frozen=True)
-class Verdicts:
-    """The decisions for one batch, and which OPA decision and revision made them."""
-
-    decisions: dict[str, Decision]
-    decision_id: str | None
-    revision: str | None
-
-
-class RuleReasons(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    rule: str
-    reasons: list[str]
-
-
-class Explanation(BaseModel):
-    """whose.disclosure.explanation: the decision and, per rule, what it contributed."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    decision: Decision
-    rules: list[RuleReasons]
-
-
-# What a record gets when the policy said nothing about it.
-NO_DECISION = Decision(allow=False, usable_as="none", reasons=["no_decision"])
-
-
-def policy_view(record: dict[str, Any]) -> dict[str, Any]:
-    view = {k: v for k, v in record.items() if k not in _NOT_FOR_POLICY}
-    proposition = view.get("proposition")
-    if isinstance(proposition, dict):
-        view["proposition"] = {k: v for k, v in proposition.items() if k in _PROPOSITION_FOR_POLICY}
-    return view
-
-
-@dataclass(frozen=True)
-class DisclosureQuestion:
-    asker: Identity
-    audience: list[str]
-    purpose: str
-    now: datetime
-    as_of: datetime | None = None
-
-    def input(self, records: list[dict[str, Any]]) -> dict[str, Any]:
-        """The batch input (`decisions`)."""
-        return self._context() | {"records": [policy_view(r) for r in records]}
-
-    def single_input(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The single-record input (`single`, `explanation`)."""
-        return self._context() | {"record": policy_view(record)}
-
-    def _context(self) -> dict[str, Any]:
-        return {
-            "asker": self.asker.policy_view(),
-            "audience": self.audience,
-            "purpose": self.purpose,
-            "now": iso(self.now),
-            "as_of": iso(self.as_of or self.now),
-        }
-
-
 class PolicyClient:
     """One pooled keep-alive HTTP session to an OPA server (TCP or Unix socket)."""
 
@@ -161,6 +66,8 @@ class PolicyClient:
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.unix_socket = unix_socket
         self._session: aiohttp.ClientSession | None = None
+        # Per bundle revision: whether its bundles own everything the policy reads.
+        self._owned: dict[str, bool] = {}
 
     async def start(self) -> None:
         connector: aiohttp.BaseConnector
@@ -184,11 +91,16 @@ class PolicyClient:
     ) -> Verdicts:
         """Decisions for a batch, keyed by record id. Missing ids are denials."""
         answer = await self._query(DISCLOSURE_RULE, question.input(records))
-        decisions = _parse(answer.result, Decision)
+        result = answer.result if isinstance(answer.result, dict) else {}
+        decisions = _parse(result.get("decisions"), Decision)
+        vocabulary = result.get("vocabulary")
+        if not isinstance(vocabulary, dict):
+            raise PolicyUnavailable("OPA answered without the policy's vocabulary")
         return Verdicts(
             {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records},
             answer.decision_id,
             answer.revision,
+            vocabulary,
         )
 
     async def compile(self, query: str, input_: dict[str, Any], unknowns: list[str]) -> Any:
@@ -219,16 +131,13 @@ class PolicyClient:
 
     async def ingest(
         self, writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
-    ) -> dict[str, WriteDecision]:
-        payload = {
-            "writer": writer.policy_view(),
-            "records": [policy_view(r) for r in records],
-            "premises": [policy_view(p) for p in premises],
-        }
-        answer = await self._query(INGEST_RULE, payload)
+    ) -> tuple[dict[str, WriteDecision], Answer]:
+        """The write decision for each record of a batch (refused when the policy is
+        silent about one), and the answer they came in (its decision id, revision)."""
+        answer = await self._query(INGEST_RULE, write_input(writer, records, premises))
         decisions = _parse(answer.result, WriteDecision)
         refused = WriteDecision(allow=False, reasons=["no_decision"])
-        return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}
+        return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}, answer
 
     async def eval_seconds(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]
@@ -257,11 +166,42 @@ class PolicyClient:
             # An undefined rule (missing policy, wrong package) answers {} : deny.
             raise PolicyUnavailable("OPA returned no result")
         decision_id = answer.get("decision_id")
+        revision = _revision(answer.get("provenance"))
+        if revision is not None and not await self._owns_policy_data(revision):
+            revision = None
         return Answer(
-            answer["result"],
-            decision_id if isinstance(decision_id, str) else None,
-            _revision(answer.get("provenance")),
+            answer["result"], decision_id if isinstance(decision_id, str) else None, revision
         )
+
+    async def _owns_policy_data(self, revision: str) -> bool:
+        """Whether the bundles OPA answered from own all of data.whose.
+
+        A revision names what a decision was made under only if nothing else can
+        change it: data pushed to OPA's REST API outside the bundles' roots (a
+        directory synced from an HR system, say) changes decisions and not the
+        revision. Then the revision cannot key a cache, and the answer is treated
+        as having none (nothing cached). Asked once per revision.
+        """
+        if revision not in self._owned:
+            status, answer = await self._get("/v1/data/system/bundles", "bundles")
+            bundles = answer.get("result") if status == 200 and isinstance(answer, dict) else None
+            roots = [
+                root
+                for bundle in (bundles or {}).values()
+                if isinstance(bundle, dict)
+                for root in _roots(bundle.get("manifest"))
+            ]
+            owned = any(root in ("", POLICY_ROOT) for root in roots)
+            if not owned:
+                log.warning(
+                    "policy revision %s: its bundles do not own data.%s (roots %s); "
+                    "decisions are not cached under it",
+                    revision,
+                    POLICY_ROOT,
+                    roots,
+                )
+            self._owned[revision] = owned
+        return self._owned[revision]
 
     async def _post(self, path: str, payload: dict[str, Any], label: str) -> tuple[int, Any]:
         """POST JSON to OPA: the status and, for a 200, the parsed answer (else None).
@@ -276,6 +216,18 @@ class PolicyClient:
                 data=orjson.dumps(payload),
                 headers={"Content-Type": "application/json"},
             ) as response:
+                if response.status != 200:
+                    return response.status, None
+                return 200, orjson.loads(await response.read())
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as exc:
+            raise PolicyUnavailable(f"OPA unreachable: {type(exc).__name__}") from exc
+        finally:
+            metrics.POLICY_SECONDS.labels(label).observe(time.perf_counter() - started)
+
+    async def _get(self, path: str, label: str) -> tuple[int, Any]:
+        started = time.perf_counter()
+        try:
+            async with self._require_session().get(f"{self.url}{path}") as response:
                 if response.status != 200:
                     return response.status, None
                 return 200, orjson.loads(await response.read())
@@ -312,6 +264,14 @@ def _revision(provenance: Any) -> str | None:
         # names (paths) still share cache entries.
         return next(iter(revisions.values()))
     return ",".join(f"{name}@{revision}" for name, revision in sorted(revisions.items()))
+
+
+def _roots(manifest: Any) -> list[str]:
+    """A bundle manifest's roots; a manifest that names none owns everything."""
+    if not isinstance(manifest, dict) or manifest.get("roots") is None:
+        return [""]
+    roots = manifest["roots"]
+    return [r.strip("/") for r in roots if isinstance(r, str)] if isinstance(roots, list) else []
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.attribution import attribution
+from tests.unit.vocabulary import VOCABULARY
 
 P = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
 
@@ -19,6 +19,10 @@ def rec(**fields: Any) -> dict[str, Any]:
         "content": "Alice believes the launch is October 17",
     }
     return base | fields
+
+
+def attribution(record: dict[str, Any], usable_as: str) -> str:
+    return VOCABULARY.sentence(record, usable_as)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
-"""The disclosure gate: the one way a read path gets a decision.
+"""The disclosure gate: the one way a read gets a decision.
 
-Per request, a route opens a `Disclosure` (`async with gate.begin(question, route)`).
+Per request, the read path (reads.py) opens a `Disclosure`
+(`async with gate.begin(question, route)`).
 It gives the store filter the policy implies (`pushdown`, see pushdown.py) and
 the decision for each batch of candidates (`decide`): from the decision cache
 what it can, from one OPA call the rest. On leaving it writes one audit entry
@@ -34,16 +35,12 @@ from sidecar import metrics
 from sidecar.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.audit import AuditedRecord, AuditEntry, AuditLog
 from sidecar.cache import CacheUnavailable, DecisionCache, Keys
-from sidecar.policy import (
-    Decision,
-    DisclosureQuestion,
-    PolicyClient,
-    PolicyUnavailable,
-    Pushdown,
-    Verdicts,
-)
+from sidecar.decisions import Decision, DisclosureQuestion, Pushdown, Verdicts
+from sidecar.opa import PolicyClient, PolicyUnavailable
 from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
+from sidecar.wording import MalformedVocabulary, Vocabulary
 
 log = logging.getLogger("whose.disclosure")
 
@@ -76,9 +73,23 @@ class Gate:
         self._background: set[asyncio.Task[None]] = set()
         # The revision OPA last answered under: the first guess of every request.
         self.last_revision: str | None = None
+        # The policy's vocabulary under that revision (see wording.py).
+        self.vocabulary: Vocabulary | None = None
+        self._worded_under: str | None = None
 
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
         return Disclosure(self, question, route)
+
+    def vocabulary_of(self, verdicts: Verdicts) -> Vocabulary:
+        """The vocabulary an answer came with, parsed once per revision."""
+        known = self.vocabulary
+        if known is None or verdicts.revision is None or verdicts.revision != self._worded_under:
+            try:
+                known = Vocabulary.parse(verdicts.vocabulary)
+            except MalformedVocabulary as exc:
+                raise PolicyUnavailable(str(exc)) from exc
+            self.vocabulary, self._worded_under = known, verdicts.revision
+        return known
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Bookkeeping that must not delay the response (kept referenced until done)."""
@@ -103,6 +114,8 @@ class Disclosure:
     settled: dict[str, Settled] = field(default_factory=dict)
     opa_decision_ids: list[str] = field(default_factory=list)
     pushed_down: Pushdown | None = None
+    # How this request's decisions are worded: from OPA's answer in this request.
+    vocabulary: Vocabulary | None = None
     _compiled_under: str | None = None
     _key_makers: dict[str, Keys] = field(default_factory=dict)
     _record_keys: dict[tuple[str, str], str | None] = field(default_factory=dict)
@@ -117,7 +130,14 @@ class Disclosure:
         It starts from the revision OPA reported to this one, so decisions cached
         under it serve without asking OPA again: still the same request.
         """
-        return Disclosure(self.gate, question, route, revision=self.revision, heard=self.heard)
+        return Disclosure(
+            self.gate,
+            question,
+            route,
+            revision=self.revision,
+            heard=self.heard,
+            vocabulary=self.vocabulary,
+        )
 
     async def __aexit__(
         self,
@@ -126,6 +146,8 @@ class Disclosure:
         traceback: TracebackType | None,
     ) -> None:
         error = _error_code(exc)
+        if isinstance(exc, PolicyUnavailable) and exc.decision_id is None:
+            exc.decision_id = self.decision_id
         self.gate.audit.record(self._entry(error))
         allowed = sum(s.decision.allow for s in self.settled.values())
         if exc is None and self.settled:
@@ -200,33 +222,45 @@ class Disclosure:
             self._compiled_under = revision
         return seen
 
-    async def decide(self, records: list[dict[str, Any]]) -> dict[str, Decision]:
+    async def decide(self, records: list[Stored]) -> dict[str, Decision]:
         """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
         guess = self.revision if self.heard else self.gate.last_revision
         cached = await self._lookup(records, guess)
-        misses = [r for r in records if str(r["id"]) not in cached]
+        misses = [r for r in records if r.id not in cached]
         if misses or not self.heard:
             # Asked even with nothing to decide: it confirms the revision of the hits.
             verdicts = await self._ask(misses)
             if cached and verdicts.revision != guess:
                 # The policy changed since those were cached: decide them afresh.
-                hits = [r for r in records if str(r["id"]) in cached]
+                hits = [r for r in records if r.id in cached]
                 cached = {}
                 await self._ask(hits)
         for key, settled in cached.items():
             self.settled[key] = settled
-        decided = {str(r["id"]): self.settled[str(r["id"])].decision for r in records}
+        decided = {r.id: self.settled[r.id].decision for r in records}
+        self._check_wording(decided)
         for decision in decided.values():
             metrics.count_decision(decision.allow, decision.reasons)
         return decided
 
-    async def _lookup(
-        self, records: list[dict[str, Any]], revision: str | None
-    ) -> dict[str, Settled]:
+    def wording(self) -> Vocabulary:
+        """The policy's vocabulary under this request's revision."""
+        if self.vocabulary is None:
+            raise PolicyUnavailable("no vocabulary heard from the policy")
+        return self.vocabulary
+
+    def _check_wording(self, decided: dict[str, Decision]) -> None:
+        try:
+            self.wording().check(decided)
+        except MalformedVocabulary as exc:
+            # A use the policy cannot word is a malformed answer: disclose nothing.
+            raise PolicyUnavailable(str(exc)) from exc
+
+    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Settled]:
         if revision is None or not records:
             metrics.CACHE.labels("bypass").inc(len(records))
             return {}
-        wanted = {str(r["id"]): key for r in records if (key := self._key(r, revision)) is not None}
+        wanted = {r.id: key for r in records if (key := self._key(r, revision)) is not None}
         metrics.CACHE.labels("bypass").inc(len(records) - len(wanted))
         if not wanted:
             return {}
@@ -244,24 +278,25 @@ class Disclosure:
         metrics.CACHE.labels("miss").inc(len(wanted) - len(found))
         return found
 
-    async def _ask(self, records: list[dict[str, Any]]) -> Verdicts:
-        self._pending = [str(r["id"]) for r in records]
-        verdicts = await self.gate.policy.disclosure(self.question, records)
+    async def _ask(self, records: list[Stored]) -> Verdicts:
+        self._pending = [r.id for r in records]
+        verdicts = await self.gate.policy.disclosure(self.question, [r.payload for r in records])
         self._pending = []
         self._heard(verdicts.decision_id, verdicts.revision)
+        self.vocabulary = self.gate.vocabulary_of(verdicts)
         for record_id, decision in verdicts.decisions.items():
             self.settled[record_id] = Settled(decision, verdicts.decision_id, cached=False)
         await self._remember(records, verdicts)
         return verdicts
 
-    async def _remember(self, records: list[dict[str, Any]], verdicts: Verdicts) -> None:
+    async def _remember(self, records: list[Stored], verdicts: Verdicts) -> None:
         if verdicts.revision is None or not records:
             return
         entries = {}
         for record in records:
             key = self._key(record, verdicts.revision)
             if key is not None:
-                decision = verdicts.decisions[str(record["id"])]
+                decision = verdicts.decisions[record.id]
                 entries[key] = orjson.dumps({"d": decision.model_dump(), "o": verdicts.decision_id})
         if entries:
             # A failed write is counted at the next lookup; OPA is asked again then.
@@ -273,12 +308,12 @@ class Disclosure:
             self._key_makers[revision] = Keys(self.question, revision, self.gate.bucket_s)
         return self._key_makers[revision]
 
-    def _key(self, record: dict[str, Any], revision: str) -> str | None:
+    def _key(self, record: Stored, revision: str) -> str | None:
         """The record's cache key under `revision` (None: not cacheable), computed once
         per request: a miss is looked up and then stored under the same key."""
-        memo = (revision, str(record["id"]))
+        memo = (revision, record.id)
         if memo not in self._record_keys:
-            self._record_keys[memo] = self._keys(revision).key(record)
+            self._record_keys[memo] = self._keys(revision).key(record.payload)
         return self._record_keys[memo]
 
     def _heard(self, opa_decision_id: str | None, revision: str | None) -> None:

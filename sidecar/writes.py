@@ -1,4 +1,4 @@
-"""Writes: prepare each record, ask the write policy about the whole batch, then
+"""The write path: prepare each record, ask the write policy about the whole batch, then
 link it into its chains and store it whole or not at all.
 
 The tenant and the writer come from the verified identity. The write policy
@@ -13,17 +13,18 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from sidecar.embed import HashingEmbedder
+from sidecar.filters import Scope, iso
 from sidecar.identity import Identity
 from sidecar.locks import ChainLocks
-from sidecar.policy import PolicyClient
+from sidecar.opa import PolicyClient
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
-from sidecar.store import Hit, Scope, Store, iso
+from sidecar.store import Store
 from sidecar.supersession import (
     Chain,
     chain_of,
-    open_chains,
     plan,
     possibly_left_open,
     predecessor_lock_key,
@@ -35,6 +36,10 @@ _MAX_OPEN_VERSIONS = 16
 _LOOKUP_CHUNK = 1000
 # Records per write request, through every write path.
 MAX_BATCH = 1000
+# Where the ids writers choose live (see record_id).
+_CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
+# What a chain sets on a keyed version (supersession.py).
+_CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
 
 
 @dataclass
@@ -67,7 +72,7 @@ class Writer:
         payloads = [p.payload for p in prepared]
         _refuse_if(_prepared_problems(prepared, self.embedder.dim), payloads)
         premises = await self._premises(payloads, writer.tenant)
-        decisions = await self.policy.ingest(writer, payloads, premises)
+        decisions, _ = await self.policy.ingest(writer, payloads, premises)
         _refuse_if(
             [
                 (i, reason)
@@ -77,6 +82,8 @@ class Writer:
             ],
             payloads,
         )
+        # What the writer may not read is never shown to it, nor lets it name a version.
+        blind = {p["id"] for p in payloads if not decisions[p["id"]].readable}
         chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
         # New ids are locked too: two writers choosing one id must not both find it free.
@@ -95,11 +102,14 @@ class Writer:
                     undated.add(payload["id"])
             await self._refuse_taken_ids(payloads, writer.tenant)
             open_versions = {c: await open_versions_of(self.store, c) for c in chains}
+            around = await self._around(payloads, open_versions)
             stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
-            named_records = {h.record["id"]: h.record for h in stored}
-            suspects = possibly_left_open(open_versions, named_records)
+            named_records = {r.id: r.payload for r in stored}
+            suspects = possibly_left_open(open_versions, named_records, around)
             successors = await successors_of(self.store, writer.tenant, suspects)
-            linked = plan(payloads, open_versions, named_records, undated, successors)
+            linked = plan(
+                payloads, open_versions, named_records, undated, successors, around, blind
+            )
             _refuse_if(linked.problems, payloads)
             await held.confirm()
             # New versions first: if we stop half-way, each names its predecessor,
@@ -107,7 +117,29 @@ class Writer:
             await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
             for record_id, fields in linked.updates:
                 await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
-        return [MemoryRecord.model_validate(p) for p in payloads]
+        return [_as_told(p, p["id"] in blind) for p in payloads]
+
+    async def _around(
+        self, payloads: list[dict[str, Any]], open_versions: dict[Chain, list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """For each new version that starts before its chain's head: the stored versions
+        that applied at its start, the version after each, and the chain's first."""
+        found: dict[str, dict[str, Any]] = {}
+        for payload in payloads:
+            chain = chain_of(payload)
+            heads = open_versions.get(chain, []) if chain is not None else []
+            start = datetime.fromisoformat(payload["valid_at"])
+            if chain is None or not any(
+                datetime.fromisoformat(h["valid_at"]) > start for h in heads
+            ):
+                continue
+            then = await self.store.find(chain.applying_at(start), _MAX_OPEN_VERSIONS)
+            firsts = await self.store.find(chain.firsts(), _MAX_OPEN_VERSIONS)
+            nearby = then.records + firsts.records
+            following = [UUID(n) for r in then.records if (n := r.superseded_by)]
+            nearby += await self.store.get(chain.tenant, following)
+            found |= {r.id: r.payload for r in nearby}
+        return list(found.values())
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
         ids = {
@@ -117,15 +149,15 @@ class Writer:
         }
         if not ids:
             return []
-        hits: list[Hit] = await self.store.get(tenant, [uuid.UUID(i) for i in sorted(ids)])
-        return [h.record for h in hits]
+        found = await self.store.get(tenant, [uuid.UUID(i) for i in sorted(ids)])
+        return [r.payload for r in found]
 
     def _prepare(self, body: MemoryWrite, writer: Identity, now: datetime) -> Prepared:
         provenance = body.provenance or Provenance()
         record = MemoryRecord.model_validate(
             {
                 **body.model_dump(exclude={"vector", "provenance"}),
-                "id": body.id or uuid.uuid4(),
+                "id": record_id(writer, body.id),
                 "tenant": writer.tenant,
                 "recorded_at": now,
                 "valid_at": body.valid_at or now,
@@ -138,15 +170,33 @@ class Writer:
 
     async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
         taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
-        taken_ids = {hit.record["id"] for hit in taken}
+        taken_ids = {r.id for r in taken}
         _refuse_if(
             [(i, "id_exists") for i, p in enumerate(payloads) if p["id"] in taken_ids], payloads
         )
 
 
+def record_id(writer: Identity, chosen: UUID | None) -> UUID:
+    """A new record's id. An id the writer chose names the record in the writer's own
+    namespace: the stored id is derived from it, the writer and the tenant, so a
+    writer retrying a write meets its own record (`id_exists`), and nobody's write
+    can meet, or learn of, a record someone else stored."""
+    if chosen is None:
+        return uuid.uuid4()
+    return uuid.uuid5(_CHOSEN_IDS, f"{writer.tenant}\x00{writer.id}\x00{chosen}")
+
+
+def _as_told(payload: dict[str, Any], blind: bool) -> MemoryRecord:
+    """A stored record as its writer is told it: a writer that may not read the record
+    (a relay) is not told which versions it sits beside, or when the next begins."""
+    if blind and chain_of(payload) is not None:
+        payload = {k: v for k, v in payload.items() if k not in _CHAIN_FIELDS}
+    return MemoryRecord.model_validate(payload)
+
+
 async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
     page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-    return [h.record for h in page.hits]
+    return [r.payload for r in page.records]
 
 
 async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -154,64 +204,18 @@ async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[
     found: list[dict[str, Any]] = []
     for start in range(0, len(ids), _LOOKUP_CHUNK):
         scope = Scope(tenant=tenant, supersedes_any_of=tuple(ids[start : start + _LOOKUP_CHUNK]))
-        found += await _find_all(store, scope)
+        found += await find_all(store, scope)
     return found
 
 
-async def _find_all(store: Store, scope: Scope) -> list[dict[str, Any]]:
+async def find_all(store: Store, scope: Scope) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     offset: str | None = None
     while True:
         page = await store.find(scope, _LOOKUP_CHUNK, offset=offset)
-        records += [h.record for h in page.hits]
+        records += [r.payload for r in page.records]
         if (offset := page.next_offset) is None:
             return records
-
-
-async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
-    """Finish every write of a tenant that was cut short before closing what it replaced.
-
-    Closes each open version that a stored record names in `supersedes` (keyed
-    or keyless), then whatever a keyed chain still has open twice. Returns the
-    number of field updates made. Each chain, and each keyless version, is fixed
-    under the lock its writers take, so this is safe to run beside live writers
-    that share the same locks.
-    """
-    open_records = await _find_all(store, Scope(tenant=tenant, absent=("invalid_at",)))
-    fixes = 0
-    for chain, versions in open_chains(open_records).items():
-        if len(versions) > 1:
-            fixes += await _repair_chain(store, locks, chain)
-    keyless = [r["id"] for r in open_records if chain_of(r) is None]
-    named = sorted({str(s["supersedes"]) for s in await successors_of(store, tenant, keyless)})
-    for record_id in named:
-        fixes += await _repair_keyless(store, locks, tenant, record_id)
-    return fixes
-
-
-async def _repair_chain(store: Store, locks: ChainLocks, chain: Chain) -> int:
-    async with locks.hold([chain.lock_key()]) as held:
-        versions = {chain: await open_versions_of(store, chain)}
-        successors = await successors_of(store, chain.tenant, possibly_left_open(versions, {}))
-        linked = plan([], versions, {}, successors=successors)
-        await held.confirm()
-        return await _apply(store, chain.tenant, linked.updates)
-
-
-async def _repair_keyless(store: Store, locks: ChainLocks, tenant: str, record_id: str) -> int:
-    async with locks.hold([predecessor_lock_key(record_id)]) as held:
-        # Read again under the lock: a writer may have moved on since the scan.
-        named = {h.record["id"]: h.record for h in await store.get(tenant, [uuid.UUID(record_id)])}
-        successors = await successors_of(store, tenant, possibly_left_open({}, named))
-        linked = plan([], {}, named, successors=successors)
-        await held.confirm()
-        return await _apply(store, tenant, linked.updates)
-
-
-async def _apply(store: Store, tenant: str, updates: list[tuple[str, dict[str, Any]]]) -> int:
-    for record_id, fields in updates:
-        await store.update(tenant, uuid.UUID(record_id), fields)
-    return len(updates)
 
 
 def _body_problems(

@@ -1,0 +1,49 @@
+# Why a record may not be disclosed. Every rule of this package is a denial: a
+# set of reasons per record id (of data.whose.disclosure.records). The decision
+# allows a record only when no rule here gives it a reason, and explain lists
+# each rule by its name: a new rule needs no registration anywhere.
+#
+# Whether a hearer may see a record at all is lib/visibility.rego's
+# `visible_to`: `hearers` denies exactly when it fails for someone, and the rest
+# depend on the question alone or on time, so the store filter derived from
+# `visible_to` keeps out exactly the records denied here (docs/design.md,
+# "Pushdown").
+package whose.disclosure.denials
+
+import data.whose.disclosure
+import data.whose.lib.visibility
+
+# METADATA
+# description: an identity without a subject or a tenant is a wiring bug upstream; refuse.
+asker[record.id] contains "no_asker" if {
+	some record in disclosure.records
+	not known_asker
+}
+
+known_asker if {
+	is_string(input.asker.id)
+	is_string(input.asker.tenant)
+}
+
+# METADATA
+# description: someone who will hear the answer (the asker or an audience member) may not see the record.
+hearers[record.id] contains reason if {
+	some record in disclosure.records
+	some member in disclosure.members
+	some reason in visibility.why_not(record, member)
+}
+
+# METADATA
+# description: an unknown purpose is a caller bug; refuse rather than guess which rules apply.
+purpose[record.id] contains "unknown_purpose" if {
+	some record in disclosure.records
+	not input.purpose in {"recall", "get", "history", "explain"}
+}
+
+# METADATA
+# description: recall asks for what applied at as_of; get and history show any version.
+instant[record.id] contains "not_valid_at_as_of" if {
+	some record in disclosure.records
+	input.purpose == "recall"
+	not disclosure.applies(record)
+}

@@ -1,0 +1,155 @@
+"""What the sidecar asks the policy, and what it hears back: pure data, no I/O.
+
+The questions (`DisclosureQuestion`, the writer and records of a write) are turned
+into OPA input here; the answers (`Decision`, `WriteDecision`, `Explanation`) are
+validated here. The OPA client (opa.py) only carries them.
+
+The claim itself stays out of the policy input: the free text and the bare value
+(`content`, `proposition.text`, `proposition.value`) are what a policy guards,
+not what it decides on, and the input is logged by OPA and shown by explain.
+Everything else about a record is there, so new rules need no Python change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from sidecar.filters import Scope, iso
+from sidecar.identity import Identity
+
+_NOT_FOR_POLICY = ("content",)
+_PROPOSITION_FOR_POLICY = ("key",)
+
+# The purposes the disclosure policy knows (an unknown one is denied there).
+Purpose = str
+
+
+class Decision(BaseModel):
+    """What the disclosure policy says about one record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    # Checked against the policy's vocabulary (see wording.py): a use the policy
+    # cannot word is a malformed answer, and nothing is disclosed.
+    usable_as: str = Field(min_length=1)
+    obligations: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
+# What a record gets when the policy said nothing about it.
+NO_DECISION = Decision(allow=False, usable_as="none", reasons=["no_decision"])
+
+
+class WriteDecision(BaseModel):
+    """What the write policy says about one record of a batch."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+    # Whether the writer may read the record it writes (the policy's visible_to):
+    # a writer that may not is told nothing about the records stored beside it.
+    readable: StrictBool = False
+
+
+class RuleReasons(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    rule: str
+    reasons: list[str]
+
+
+class Explanation(BaseModel):
+    """whose.disclosure.explanation: the decision and, per rule, what it contributed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: Decision
+    rules: list[RuleReasons]
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The decisions for one batch, and which OPA decision and revision made them."""
+
+    decisions: dict[str, Decision]
+    decision_id: str | None
+    revision: str | None
+    # The policy's vocabulary under that revision (see wording.py).
+    vocabulary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pushdown:
+    """What every disclosable record meets, for the store to filter on (see pushdown.py).
+
+    Per constrained audience member, the audience entries that admit them; the scopes
+    every member holds (None: not constrained). Empty: no narrowing at all.
+    """
+
+    audience_any_of: tuple[tuple[str, ...], ...] = ()
+    scopes: tuple[str, ...] | None = None
+
+    def narrow(self, scope: Scope) -> Scope:
+        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
+
+    def describe(self) -> dict[str, Any]:
+        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
+
+
+def policy_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as the policy sees it: everything but the claim itself."""
+    view = {k: v for k, v in record.items() if k not in _NOT_FOR_POLICY}
+    proposition = view.get("proposition")
+    if isinstance(proposition, dict):
+        view["proposition"] = {k: v for k, v in proposition.items() if k in _PROPOSITION_FOR_POLICY}
+    return view
+
+
+@dataclass(frozen=True)
+class DisclosureQuestion:
+    """Who asks, who else will hear the answer, for what, and at which instant."""
+
+    asker: Identity
+    audience: list[str]
+    purpose: Purpose
+    now: datetime
+    as_of: datetime | None = None
+
+    @property
+    def at(self) -> datetime:
+        """The instant asked about: as_of, else now."""
+        return self.as_of or self.now
+
+    def input(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """The batch input (`decisions`)."""
+        return self._context() | {"records": [policy_view(r) for r in records]}
+
+    def single_input(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The single-record input (`single`, `explanation`)."""
+        return self._context() | {"record": policy_view(record)}
+
+    def _context(self) -> dict[str, Any]:
+        return {
+            "asker": self.asker.policy_view(),
+            "audience": self.audience,
+            "purpose": self.purpose,
+            "now": iso(self.now),
+            "as_of": iso(self.at),
+        }
+
+
+def write_input(
+    writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The write policy's input: the writer, the batch, and the records it derives from."""
+    return {
+        "writer": writer.policy_view(),
+        "records": [policy_view(r) for r in records],
+        "premises": [policy_view(p) for p in premises],
+    }

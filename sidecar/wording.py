@@ -1,0 +1,208 @@
+"""How a disclosed record is worded: always whose claim it is, never a bare fact
+unless the policy said it may be used as one.
+
+The policy decides what a record may be used as (`usable_as`); its vocabulary
+(policy data, `data.whose.vocabulary`, sent with every batch of decisions) says
+how each use is worded and what it means for a verdict. A security team adds a
+use in Rego and data alone: a use without wording is a malformed answer, and
+nothing is disclosed (fail closed).
+
+The sentence is what an LLM reads: it is served as the item's `content` and as
+the Qdrant payload's `content` (the document text RAG libraries use), so the
+writer's own wording, which may flatten a point of view into a fact, is kept
+apart in `as_written`.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sidecar.decisions import Decision
+from sidecar.messages import Item
+from sidecar.record import Stored
+
+# What a sentence template may name (see `_placeholders`).
+PLACEHOLDERS = frozenset(
+    {
+        "claim",
+        "Claim",
+        "holder",
+        "observed",
+        "knower",
+        "verb",
+        "attitude",
+        "groups",
+        "whose",
+        "source",
+        "confidence",
+    }
+)
+
+
+class MalformedVocabulary(ValueError):
+    """The policy's vocabulary cannot word its own decisions."""
+
+
+@dataclass(frozen=True)
+class Use:
+    sentence: str
+    # A current one, unopposed, makes the verdict `answer` (the policy's facts).
+    answers: bool = False
+    # A value for the proposition itself, compared in conflicts (a belief about
+    # someone else's mind is not).
+    view_of_claim: bool = True
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    uses: dict[str, Use]
+    verbs: dict[str, str]
+    attitudes: dict[str, str]
+    source: str
+
+    @classmethod
+    def parse(cls, raw: Any) -> Vocabulary:
+        try:
+            uses = {
+                name: Use(
+                    sentence=_template(use["sentence"]),
+                    answers=_flag(use.get("answers", False)),
+                    view_of_claim=_flag(use.get("view_of_claim", True)),
+                )
+                for name, use in raw["uses"].items()
+            }
+            return cls(
+                uses=uses,
+                verbs=_words(raw.get("verbs", {})),
+                attitudes=_words(raw.get("attitudes", {})),
+                source=_template(raw.get("source", "")),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise MalformedVocabulary(f"vocabulary: {exc!r}") from None
+
+    def check(self, decisions: dict[str, Decision]) -> None:
+        """Every allowed decision names a use this vocabulary can word."""
+        for decision in decisions.values():
+            if decision.allow and decision.usable_as not in self.uses:
+                raise MalformedVocabulary(f"no wording for usable_as {decision.usable_as!r}")
+
+    def answers(self, usable_as: str) -> bool:
+        use = self.uses.get(usable_as)
+        return use is not None and use.answers
+
+    def view_of_claim(self, usable_as: str) -> bool:
+        use = self.uses.get(usable_as)
+        return use is not None and use.view_of_claim
+
+    def sentence(self, record: dict[str, Any], usable_as: str) -> str:
+        use = self.uses[usable_as]
+        values = self._values(record)
+        return use.sentence.format_map(values) + self.source.format_map(values)
+
+    def _values(self, record: dict[str, Any]) -> dict[str, str]:
+        claim = _claim(record)
+        source = record.get("source") or {}
+        holder = record.get("observer_id") or source.get("speaker") or "an unnamed source"
+        observed = record.get("observed_id") or ""
+        return {
+            "claim": claim,
+            "Claim": claim[:1].upper() + claim[1:],
+            "holder": holder,
+            "observed": observed,
+            "knower": observed or holder,
+            "verb": self.verbs.get(record.get("modality", ""), "believes"),
+            "attitude": self.attitudes.get(record.get("observed_attitude", ""), "believes"),
+            "groups": ", ".join(a for a in record.get("audience", []) if a.startswith("group:")),
+            "whose": _whose_claim(record),
+            "source": str(record.get("source_id")),
+            "confidence": f"{float(record.get('confidence', 1.0)):.2f}",
+        }
+
+
+def _template(text: Any) -> str:
+    if not isinstance(text, str):
+        raise MalformedVocabulary("a sentence is not a string")
+    try:
+        named = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as exc:
+        raise MalformedVocabulary(f"sentence {text!r}: {exc}") from None
+    unknown = named - PLACEHOLDERS
+    if unknown:
+        raise MalformedVocabulary(f"sentence {text!r} names unknown {sorted(unknown)}")
+    return text
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise MalformedVocabulary("a flag is not a boolean")
+    return value
+
+
+def _words(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise MalformedVocabulary("a word list is not an object of strings")
+    return dict(raw)
+
+
+def _whose_claim(record: dict[str, Any]) -> str:
+    """Who stands behind a claim with no verified source: its holder, the speaker
+    whose words a relay recorded, else the writer that recorded it.
+
+    A world-state claim may have no holder; then the wording must still say whose
+    it is rather than pass it off as anonymous."""
+    if observer := record.get("observer_id"):
+        return f" (claimed by {observer})"
+    if speaker := (record.get("source") or {}).get("speaker"):
+        return f" (claimed by {speaker})"
+    if writer := (record.get("provenance") or {}).get("writer"):
+        return f" (recorded by {writer})"
+    return ""
+
+
+def _claim(record: dict[str, Any]) -> str:
+    proposition = record.get("proposition") or {}
+    text = proposition.get("text")
+    if text:
+        return str(text)
+    # Without a bare proposition the content is the claim; quote it, do not restate it.
+    return f"“{record.get('content', '')}”"
+
+
+def disclosed_item(
+    record: Stored, decision: Decision, vocabulary: Vocabulary, at: datetime
+) -> Item:
+    """An allowed record as the agent receives it: attributed, with its obligations.
+
+    `at` is the instant asked about: the status says whether the version still
+    applied then."""
+    payload = record.payload
+    sentence = vocabulary.sentence(payload, decision.usable_as)
+    fields = {k: v for k, v in payload.items() if k in _ITEM_FIELDS}
+    return Item.model_validate(
+        fields
+        | {
+            "content": sentence,
+            "as_written": payload.get("content"),
+            "attribution": sentence,
+            "usable_as": decision.usable_as,
+            "obligations": sorted(decision.obligations),
+            "notes": sorted(decision.reasons),
+            "status": record.status_at(at),
+            "score": record.score,
+        }
+    )
+
+
+_ITEM_FIELDS = set(Item.model_fields) - {
+    "content",
+    "as_written",
+    "attribution",
+    "usable_as",
+    "obligations",
+    "notes",
+    "status",
+    "score",
+}
