@@ -77,7 +77,9 @@ def hand_signed(
     return f"{signing_input}.{b64(signature)}"
 
 
-EXP = int(time.time()) + 600
+# Fixed dates far ahead: parameters are built at collection, and the whole suite runs
+# for longer than any "now + 10 minutes" would last.
+EXP = 4_102_444_800  # 2100-01-01
 HS_HEADER = '{"alg":"HS256","typ":"JWT"}'
 
 
@@ -121,7 +123,7 @@ async def test_hand_signed_helper_makes_tokens_the_sidecar_accepts(auth: Authent
     ("claims", "expected"),
     [
         ({"exp": int(time.time()) - 10}, "token_expired"),
-        ({"nbf": int(time.time()) + 600}, "invalid_token"),
+        ({"nbf": EXP - 1}, "invalid_token"),
         ({"iss": "someone-else"}, "invalid_token"),
         ({"aud": "another-service"}, "invalid_token"),
         ({"tenant": ""}, "invalid_token"),
@@ -219,7 +221,7 @@ async def test_audience_list_naming_us_is_accepted(auth: Authenticator) -> None:
         # Two tenants: Python keeps the last, another parser the first.
         payload_json(',"tenant":"globex"'),
         payload_json(',"sub":"mallory"'),
-        payload_json(',"exp":4102444800'),
+        payload_json(',"exp":4102444801'),
         # A duplicate inside a nested object is as ambiguous.
         payload_json(',"ctx":{"a":1,"a":2}'),
     ],
