@@ -2,25 +2,54 @@
 
 The tenant, groups, roles and scopes of the asker come from here and nowhere
 else; a request body never names its own tenant.
+
+A validly signed token is still refused when it can be read two ways: duplicate
+member names, dates that are not JSON numbers, an empty audience, names with
+surrounding whitespace, list claims that are not lists of names. What the
+identity provider meant and what the policy sees must be the same thing.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from fastapi import HTTPException, Request
 
+from sidecar.jwks import (
+    FetchLimits,
+    KeyRefused,
+    KeySet,
+    KeySource,
+    KeysUnavailable,
+    RemoteKeys,
+    StaticKeys,
+    UnknownKey,
+    VerifyKey,
+    jwks_file,
+    pem_key,
+    strict_json,
+)
 from sidecar.settings import Settings
 
 log = logging.getLogger("whose.identity")
 
 # RFC 7518 §3.2: an HS256 key at least as long as the hash output.
 _MIN_HS256_SECRET_BYTES = 32
+# Names (sub, tenant, each group, role, scope) and list claims are bounded: the
+# policy input and every audit entry carry them.
+MAX_NAME_CHARS = 200
+MAX_LIST_ENTRIES = 100
+# Audiences name groups as "group:<name>": a principal of that name would be
+# admitted wherever the group is.
+GROUP_PREFIX = "group:"
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +70,14 @@ class Identity:
         }
 
 
+class Refused(Exception):
+    """A token or dev identity that is not accepted, with the reason code for the 401."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _unauthenticated(reason: str) -> HTTPException:
     # The reason code says what to fix without telling an attacker what is close.
     return HTTPException(
@@ -50,14 +87,102 @@ def _unauthenticated(reason: str) -> HTTPException:
     )
 
 
-def _names(raw: Any) -> tuple[str, ...]:
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    if not isinstance(raw, list):
+def is_name(value: Any) -> TypeGuard[str]:
+    # A blank or padded name would name nobody, or someone else to a stricter reader.
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS and value == value.strip()
+
+
+def is_principal(value: Any) -> TypeGuard[str]:
+    return is_name(value) and not value.startswith(GROUP_PREFIX)
+
+
+def _group(name: str) -> str:
+    bare = name.removeprefix(GROUP_PREFIX)
+    if not is_name(bare):
+        raise Refused("invalid_token")
+    return bare
+
+
+def _name_list(claims: dict[str, Any], claim: str) -> tuple[str, ...]:
+    """An optional list claim: absent, or a JSON array of names; anything else refused."""
+    if claim not in claims:
         return ()
-    names = (str(item).strip() for item in raw)
-    # Groups are matched by bare name; accept "group:x" too.
-    return tuple(name.removeprefix("group:") for name in names if name)
+    raw = claims[claim]
+    if not isinstance(raw, list) or len(raw) > MAX_LIST_ENTRIES:
+        raise Refused("invalid_token")
+    if not all(is_name(item) for item in raw):
+        raise Refused("invalid_token")
+    return tuple(raw)
+
+
+def _is_numeric_date(value: Any) -> bool:
+    # RFC 7519 §2 NumericDate: a JSON number. bool is an int to Python, and a
+    # numeric string is what PyJWT would quietly convert.
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_audience(value: Any) -> bool:
+    if isinstance(value, str):
+        return value != ""
+    return (
+        isinstance(value, list)
+        and 0 < len(value) <= MAX_LIST_ENTRIES
+        and all(isinstance(item, str) and item != "" for item in value)
+    )
+
+
+def check_claims(claims: dict[str, Any]) -> Identity:
+    """The identity a (not yet verified) payload claims, if it is unambiguous."""
+    if "exp" not in claims:
+        raise Refused("invalid_token")
+    for date in ("exp", "nbf", "iat"):
+        if date in claims and not _is_numeric_date(claims[date]):
+            raise Refused("invalid_token")
+    # PyJWT lets an empty audience through when none is configured.
+    if "aud" in claims and not _is_audience(claims["aud"]):
+        raise Refused("invalid_token")
+    sub, tenant = claims.get("sub"), claims.get("tenant")
+    if not is_principal(sub) or not is_name(tenant):
+        raise Refused("invalid_token")
+    return Identity(
+        id=sub,
+        tenant=tenant,
+        # Groups are matched by bare name; "group:x" is accepted for x.
+        groups=tuple(_group(g) for g in _name_list(claims, "groups")),
+        roles=_name_list(claims, "roles"),
+        scopes=_name_list(claims, "scopes"),
+    )
+
+
+def _segment(segment: str) -> Any:
+    if not _SEGMENT.fullmatch(segment):
+        raise Refused("invalid_token")
+    try:
+        bare = segment.rstrip("=")
+        raw = base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
+        return strict_json(raw)
+    except (binascii.Error, ValueError, RecursionError):
+        raise Refused("invalid_token") from None
+
+
+def parse_token(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Header and payload, read strictly before any signature check.
+
+    PyJWT parses the same bytes again when it verifies; with no duplicate member
+    names both readings are the same object.
+    """
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise Refused("invalid_token")
+    header, payload = _segment(parts[0]), _segment(parts[1])
+    if not isinstance(header, dict) or not isinstance(payload, dict):
+        raise Refused("invalid_token")
+    if not isinstance(header.get("alg"), str):
+        raise Refused("invalid_token")
+    kid = header.get("kid")
+    if kid is not None and not (isinstance(kid, str) and kid):
+        raise Refused("invalid_token")
+    return header, payload
 
 
 class Authenticator:
@@ -67,98 +192,145 @@ class Authenticator:
         self.dev = settings.dev
         self.issuer = settings.jwt_issuer
         self.audience = settings.jwt_audience
-        # Each key carries the one algorithm it may verify: an RSA or EC public key
-        # never verifies an HMAC token (no HS/RS confusion), and "none" is never listed.
-        self.keys: dict[str | None, tuple[Any, str]] = {}
-        if settings.jwt_hs256_secret is not None:
-            secret = settings.jwt_hs256_secret.get_secret_value()
-            if len(secret.encode()) < _MIN_HS256_SECRET_BYTES:
-                # RFC 7518 §3.2: a shorter HMAC key can be brute-forced from one token.
-                raise ValueError(
-                    f"WHOSE_JWT_HS256_SECRET must be at least {_MIN_HS256_SECRET_BYTES} bytes"
-                )
-            self.keys[None] = (secret, "HS256")
-        elif settings.jwt_public_key_file is not None:
-            pem = settings.jwt_public_key_file.read_bytes()
-            self.keys[None] = (pem, "ES256" if _is_ec(pem) else "RS256")
-        elif settings.jwt_jwks_file is not None:
-            self.keys = _jwks(settings.jwt_jwks_file.read_text())
-        if not self.dev and not self.keys:
+        self.max_token_bytes = settings.jwt_max_token_bytes
+        self.keys = _key_source(settings)
+        if not self.dev and self.keys is None:
             raise ValueError(
-                "no identity provider: set WHOSE_JWT_HS256_SECRET, WHOSE_JWT_PUBLIC_KEY_FILE "
-                "or WHOSE_JWT_JWKS_FILE, or run `whose serve --dev` on loopback"
+                "no identity provider: set one of WHOSE_JWT_HS256_SECRET, "
+                "WHOSE_JWT_PUBLIC_KEY_FILE, WHOSE_JWT_JWKS_FILE, WHOSE_JWT_JWKS_URL or "
+                "WHOSE_JWT_OIDC=true (with WHOSE_JWT_ISSUER), or run `whose serve --dev` "
+                "on loopback"
             )
-        if self.keys and self.issuer is None and self.audience is None:
+        if self.keys is not None and self.issuer is None and self.audience is None:
             log.warning(
                 "neither WHOSE_JWT_ISSUER nor WHOSE_JWT_AUDIENCE is set: any token the key "
                 "verifies is accepted, including one issued for another service"
             )
 
-    def __call__(self, request: Request) -> Identity:
-        if self.dev and "x-whose-asker" in request.headers:
-            return self._from_headers(request)
-        token = _bearer(request)
-        if token is None:
-            raise _unauthenticated("missing_token")
-        return self._from_token(token)
-
-    def _from_headers(self, request: Request) -> Identity:
-        asker = request.headers.get("x-whose-asker", "").strip()
-        tenant = request.headers.get("x-whose-tenant", "").strip()
-        if not asker or not tenant:
-            raise _unauthenticated("missing_dev_identity")
-        return Identity(
-            id=asker,
-            tenant=tenant,
-            groups=_names(request.headers.get("x-whose-groups", "")),
-            roles=_names(request.headers.get("x-whose-roles", "")),
-        )
-
-    def _key_for(self, token: str) -> tuple[Any, str]:
-        if None in self.keys:
-            return self.keys[None]
+    async def __call__(self, request: Request) -> Identity:
         try:
-            kid = jwt.get_unverified_header(token).get("kid")
-        except jwt.PyJWTError:
-            raise _unauthenticated("invalid_token") from None
-        if kid not in self.keys:
-            raise _unauthenticated("invalid_token")
-        return self.keys[kid]
+            if self.dev and "x-whose-asker" in request.headers:
+                return _from_headers(request)
+            token = _bearer(request)
+            if token is None:
+                raise Refused("missing_token")
+            return await self.verify(token)
+        except Refused as refused:
+            raise _unauthenticated(refused.reason) from None
 
-    def _from_token(self, token: str) -> Identity:
-        if not self.keys:
-            raise _unauthenticated("token_not_accepted")
-        key, algorithm = self._key_for(token)
+    async def verify(self, token: str) -> Identity:
+        """The identity of a token, or Refused with the reason."""
+        # Before any parsing: a header-sized token costs the same to refuse as a short one.
+        if len(token) > self.max_token_bytes:
+            raise Refused("token_too_large")
+        if self.keys is None:
+            raise Refused("token_not_accepted")
+        header, payload = parse_token(token)
+        identity = check_claims(payload)
         try:
-            claims = jwt.decode(
+            key = await self.keys.key_for(header.get("kid"))
+        except UnknownKey:
+            raise Refused("unknown_key") from None
+        except KeysUnavailable:
+            raise Refused("keys_unavailable") from None
+        self._verify_signature(token, key)
+        return identity
+
+    def _verify_signature(self, token: str, key: VerifyKey) -> None:
+        try:
+            jwt.decode(
                 token,
-                key,
-                algorithms=[algorithm],
+                key.key,
+                # The key's one algorithm: no "none", no HS/RS confusion, and a JWK's
+                # own alg is honoured whatever the token's header says.
+                algorithms=[key.algorithm],
                 issuer=self.issuer,
-                audience=self.audience,
                 # With no audience configured, a token that names one is refused:
                 # it was issued for some other service.
+                audience=self.audience,
                 options={"require": ["exp", "sub", "tenant"]},
             )
         except jwt.ExpiredSignatureError:
-            raise _unauthenticated("token_expired") from None
+            raise Refused("token_expired") from None
         except jwt.PyJWTError:
-            raise _unauthenticated("invalid_token") from None
-        sub, tenant = claims.get("sub"), claims.get("tenant")
-        if not _is_name(sub) or not _is_name(tenant):
-            raise _unauthenticated("invalid_token")
-        return Identity(
-            id=sub,
-            tenant=tenant,
-            groups=_names(claims.get("groups", [])),
-            roles=_names(claims.get("roles", [])),
-            scopes=_names(claims.get("scopes", [])),
-        )
+            raise Refused("invalid_token") from None
+        except (ValueError, TypeError) as exc:
+            # A library error on hostile input is still a refusal, never a 500.
+            log.warning("token verification failed unexpectedly: %s", type(exc).__name__)
+            raise Refused("invalid_token") from None
 
 
-def _is_name(claim: Any) -> TypeGuard[str]:
-    # A blank subject or tenant would name nobody (or everybody's empty default).
-    return isinstance(claim, str) and claim == claim.strip() and bool(claim)
+def _key_source(settings: Settings) -> KeySource | None:
+    """The one configured key source (several are refused: which one wins is a guess)."""
+    sources = {
+        "WHOSE_JWT_HS256_SECRET": settings.jwt_hs256_secret is not None,
+        "WHOSE_JWT_PUBLIC_KEY_FILE": settings.jwt_public_key_file is not None,
+        "WHOSE_JWT_JWKS_FILE": settings.jwt_jwks_file is not None,
+        "WHOSE_JWT_JWKS_URL": settings.jwt_jwks_url is not None,
+        "WHOSE_JWT_OIDC": settings.jwt_oidc,
+    }
+    chosen = [name for name, configured in sources.items() if configured]
+    if len(chosen) > 1:
+        raise ValueError(f"several identity key sources are set ({', '.join(chosen)}): keep one")
+    limits = FetchLimits(
+        max_age_s=settings.jwt_jwks_max_age_s,
+        min_refresh_s=settings.jwt_jwks_min_refresh_s,
+        timeout_s=settings.jwt_jwks_timeout_s,
+        max_bytes=settings.jwt_jwks_max_bytes,
+    )
+    try:
+        if settings.jwt_hs256_secret is not None:
+            secret = settings.jwt_hs256_secret.get_secret_value().encode()
+            if len(secret) < _MIN_HS256_SECRET_BYTES:
+                # RFC 7518 §3.2: a shorter HMAC key can be brute-forced from one token.
+                raise ValueError(
+                    f"WHOSE_JWT_HS256_SECRET must be at least {_MIN_HS256_SECRET_BYTES} bytes"
+                )
+            return StaticKeys(KeySet([VerifyKey(None, secret, "HS256")]))
+        if settings.jwt_public_key_file is not None:
+            pem = settings.jwt_public_key_file.read_bytes()
+            return StaticKeys(KeySet([pem_key(pem, "WHOSE_JWT_PUBLIC_KEY_FILE")]))
+        if settings.jwt_jwks_file is not None:
+            text = settings.jwt_jwks_file.read_text()
+            return StaticKeys(jwks_file(text, "WHOSE_JWT_JWKS_FILE"))
+        if settings.jwt_jwks_url is not None:
+            return RemoteKeys(limits, jwks_url=settings.jwt_jwks_url)
+        if settings.jwt_oidc:
+            if settings.jwt_issuer is None:
+                raise ValueError("WHOSE_JWT_OIDC=true needs WHOSE_JWT_ISSUER")
+            return RemoteKeys(limits, issuer=settings.jwt_issuer)
+    except KeyRefused as exc:
+        raise ValueError(str(exc)) from None
+    return None
+
+
+def _from_headers(request: Request) -> Identity:
+    asker = request.headers.get("x-whose-asker", "")
+    tenant = request.headers.get("x-whose-tenant", "")
+    if not asker.strip() or not tenant.strip():
+        raise Refused("missing_dev_identity")
+    # The same names a token may carry: no "group:" asker, no padding, bounded.
+    if not is_principal(asker) or not is_name(tenant):
+        raise Refused("invalid_dev_identity")
+    try:
+        groups = tuple(_group(g) for g in _header_list(request, "x-whose-groups"))
+    except Refused:
+        raise Refused("invalid_dev_identity") from None
+    return Identity(
+        id=asker,
+        tenant=tenant,
+        groups=groups,
+        roles=_header_list(request, "x-whose-roles"),
+    )
+
+
+def _header_list(request: Request, header: str) -> tuple[str, ...]:
+    # A comma list, as a person types it: "a, b" is a and b.
+    names = [item.strip() for item in request.headers.get(header, "").split(",")]
+    names = [name for name in names if name]
+    if len(names) > MAX_LIST_ENTRIES or not all(is_name(name) for name in names):
+        raise Refused("invalid_dev_identity")
+    return tuple(names)
 
 
 def _bearer(request: Request) -> str | None:
@@ -169,24 +341,3 @@ def _bearer(request: Request) -> str | None:
     # qdrant-client and Qdrant's own JWT access control send the token as api-key.
     api_key = request.headers.get("api-key", "").strip()
     return api_key or None
-
-
-def _jwks(text: str) -> dict[str | None, tuple[Any, str]]:
-    """Public keys of a JWKS document, by kid; symmetric ("oct") keys are refused."""
-    keys: dict[str | None, tuple[Any, str]] = {}
-    jwks = jwt.PyJWKSet.from_json(text).keys
-    for jwk in jwks:
-        algorithm = {"RSA": "RS256", "EC": "ES256"}.get(jwk.key_type or "")
-        if algorithm is None:
-            raise ValueError(f"JWKS key {jwk.key_id!r}: only RSA and EC public keys are accepted")
-        if jwk.key_id is None and len(jwks) > 1:
-            raise ValueError("JWKS with several keys: every key needs a kid")
-        keys[jwk.key_id] = (jwk.key, algorithm)
-    return keys
-
-
-def _is_ec(pem: bytes) -> bool:
-    try:
-        return isinstance(load_pem_public_key(pem), EllipticCurvePublicKey)
-    except ValueError:
-        return False

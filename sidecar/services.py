@@ -41,7 +41,7 @@ async def services(request: Request) -> Services:
 
 async def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
     """The verified identity of whoever sent the request (or 401)."""
-    return svc.authenticate(request)
+    return await svc.authenticate(request)
 
 
 # Route parameters: `svc: Svc` reaches the services, `who: Asker` is the caller.

@@ -88,13 +88,24 @@ class Settings(BaseSettings):
     # The proxy's count examines at most this many matching points (see proxy.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 
-    # Verified identity: an HS256 secret, a PEM public key (RS256 or ES256), or a
-    # JWKS file of RSA/EC public keys chosen by the token's kid.
+    # Verified identity, from exactly one key source: an HS256 secret, a PEM public
+    # key, a JWKS file, a JWKS URL, or OpenID Connect discovery from jwt_issuer.
     jwt_hs256_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwt_jwks_file: Path | None = None
+    jwt_jwks_url: str | None = None
+    jwt_oidc: bool = False
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
+    # A longer bearer token is refused (401 token_too_large) before it is parsed.
+    jwt_max_token_bytes: int = Field(default=8192, ge=1024, le=65536)
+    # Remote keys (JWKS URL or OIDC): how long a fetched key set is used before it is
+    # fetched again, the least time between two fetches (an unknown kid fetches at
+    # once, but no more often), and the bounds of one fetch.
+    jwt_jwks_max_age_s: float = Field(default=300.0, gt=0)
+    jwt_jwks_min_refresh_s: float = Field(default=30.0, ge=0)
+    jwt_jwks_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    jwt_jwks_max_bytes: int = Field(default=262_144, ge=1024, le=16 * 2**20)
 
 
 def is_loopback(host: str) -> bool:
