@@ -200,8 +200,8 @@ async def test_a_replay_cut_short_repeats_entries_but_never_loses_or_reorders_th
 
 
 async def test_the_spill_file_never_rotates(tmp_path: Path, redis: Redis) -> None:
-    # Redis is down (never started). A spill just under the 64 MiB at which the
-    # JSONL audit file rotates; the spill's own bound is higher.
+    # Redis is down (never started). A spill just under 64 MiB, the size at which the
+    # JSONL audit file used to rotate; the spill's own bound is higher.
     client = aioredis.from_url(redis.url, socket_timeout=0.5, socket_connect_timeout=0.5)
     spill = tmp_path / "audit-spill.jsonl"
     filler = line(entry(0, records=300))
