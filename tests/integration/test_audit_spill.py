@@ -70,10 +70,18 @@ def settings(data_dir: Path, url: str, **more: Any) -> Settings:
 
 
 async def stream_ids(client: aioredis.Redis) -> list[str]:
-    found = []
-    for _, fields in await client.xrange(STREAM) or []:
-        assert fields is not None
-        found.append(orjson.loads(fields[b"entry"])["decision_id"])
+    # In pages: the whole 16 MiB stream in one reply can outlast the client's 0.5 s
+    # socket timeout on a busy machine.
+    found: list[str] = []
+    low = "-"
+    while rows := await client.xrange(STREAM, min=low, count=1000):
+        for _, fields in rows:
+            assert fields is not None
+            found.append(orjson.loads(fields[b"entry"])["decision_id"])
+        last = rows[-1][0]
+        assert isinstance(last, bytes)
+        ms, _, seq = last.decode().partition("-")
+        low = f"{ms}-{int(seq) + 1}"
     return found
 
 
