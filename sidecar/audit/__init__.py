@@ -24,7 +24,7 @@ from sidecar.audit.model import (
     write_entry,
 )
 from sidecar.audit.redis_sink import RedisSink
-from sidecar.audit.sink import BATCH, SCAN, SINK_ERRORS, Sink
+from sidecar.audit.sink import SCAN, SINK_ERRORS, Sink
 from sidecar.audit.spill import SpillFile
 from sidecar.audit.sqlite_sink import SqliteSink
 from sidecar.audit.writer import AuditLog
@@ -34,7 +34,6 @@ from sidecar.audit.writer import AuditLog
 FileSink = SqliteSink
 
 __all__ = [
-    "BATCH",
     "SCAN",
     "SINK_ERRORS",
     "AuditEntry",
