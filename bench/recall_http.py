@@ -38,7 +38,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.audit import AuditLog, FileSink  # noqa: E402
+from sidecar.audit import AuditLog, SqliteSink  # noqa: E402
 from sidecar.benchmark import summary as latency_summary  # noqa: E402
 from sidecar.cache import LocalCache  # noqa: E402
 from sidecar.decisions import DisclosureQuestion  # noqa: E402
@@ -176,7 +176,9 @@ async def inprocess_phase(
     await policy.start()
     embed = HashingEmbedder(dim).embed
     bounds = Bounds(4, 4, 1000)
-    audit = AuditLog(FileSink(store_path.parent / "bench-audit.jsonl"), None, queue_size=100_000)
+    audit = AuditLog(
+        SqliteSink(store_path.parent / "bench-audit.sqlite3"), None, queue_size=100_000
+    )
     gate = Gate(policy, LocalCache(0, ttl_s=1), audit, bucket_s=5)
     reader = Reader(store, gate, bounds)
     now = datetime.now(UTC)

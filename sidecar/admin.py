@@ -14,9 +14,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
-from redis.exceptions import RedisError
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome
+from sidecar.audit import SINK_ERRORS, AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpose
 from sidecar.decisions import Decision, DisclosureQuestion, RuleReasons
 from sidecar.identity import Identity
 from sidecar.messages import Problem
@@ -56,20 +55,26 @@ async def audit(
     asker: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     record: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     outcome: Outcome | None = None,
+    purpose: Purpose | None = None,
     since: Instant | None = None,
     until: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
-    """Disclosure decisions in the caller's tenant, newest first.
+    """Disclosure, explain and write decisions in the caller's tenant, newest first.
 
-    Scans at most the newest 10 000 entries in the time range; narrow with
-    `since`/`until` to reach older ones.
+    `outcome`: a record `allowed` or `withheld` (reads, explain), `stored` or
+    `refused` (writes), or a request the policy could not answer
+    (`policy_unavailable`); `record` finds the entries naming that record id, read
+    or written. With Redis, one query reads at most the newest 10 000 entries (all
+    tenants') in its time range: narrow `since`/`until` to reach older ones. The
+    SQLite file (no Redis) is indexed: no such bound.
     """
     query = AuditQuery(
         tenant=who.tenant,
         asker=asker,
         record=record,
         outcome=outcome,
+        purpose=purpose,
         since=since,
         until=until,
         limit=limit,
@@ -80,8 +85,9 @@ async def audit(
         await asyncio.wait_for(svc.audit.flushed(), timeout=0.5)
     try:
         return AuditPage(entries=await svc.audit.query(query))
-    except (RedisError, OSError) as exc:
-        # Entries decided meanwhile are spilled locally and replayed later.
+    except SINK_ERRORS as exc:
+        # Meanwhile entries still get written: with Redis down they are spilled and
+        # replayed later; a SQLite file that cannot be used drops and counts them.
         raise HTTPException(503, detail={"error": "audit_unavailable"}) from exc
 
 

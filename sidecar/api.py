@@ -92,7 +92,7 @@ async def write_memories(
 )
 async def write_observation(observation: Observation, svc: Svc, who: Asker) -> StoredRecords:
     """Store what a speaker said as the speaker's own views (see observations.py)."""
-    stored = await svc.writer.write(to_records(observation), who, _now())
+    stored = await svc.writer.write(to_records(observation), who, _now(), "observations")
     return StoredRecords(records=stored)
 
 

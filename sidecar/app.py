@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sidecar import __version__, admin, api, metrics, proxy
 from sidecar.allow_rate import LocalAllowRates, RedisAllowRates
-from sidecar.audit import AuditLog, FileSink, RedisSink
+from sidecar.audit import AuditLog, RedisSink, SqliteSink
 from sidecar.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.disclosure import Gate
 from sidecar.embed import HashingEmbedder
@@ -115,7 +115,8 @@ def decision_cache(settings: Settings, redis: aioredis.Redis | None) -> Decision
 
 def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
     if redis is None:
-        return AuditLog(FileSink(settings.data_dir / "audit.jsonl"), None, settings.audit_queue)
+        local = SqliteSink(settings.data_dir / "audit.sqlite3", settings.audit_max_entries)
+        return AuditLog(local, None, settings.audit_queue)
     sink = RedisSink(redis, settings.audit_stream, settings.audit_maxlen)
     # Where entries wait while Redis is down: never rotated, bounded by its own setting.
     spill = settings.data_dir / "audit-spill.jsonl"
@@ -168,7 +169,7 @@ def create_app(settings: Settings) -> FastAPI:
                         settings.max_count_scan,
                     ),
                 ),
-                writer=Writer(store, policy, embedder, chain_locks(settings, redis)),
+                writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
                 embedder=embedder,
                 authenticate=authenticate,
             )

@@ -46,7 +46,7 @@ import httpx
 import numpy as np
 
 from sidecar.allow_rate import first_batch
-from sidecar.audit import AuditLog, FileSink
+from sidecar.audit import AuditLog, SqliteSink
 from sidecar.cache import LocalCache
 from sidecar.decisions import DisclosureQuestion, policy_view
 from sidecar.disclosure import Gate
@@ -344,7 +344,7 @@ async def floor(data: Path, qs: list[str], settings: Settings) -> dict[str, Any]
     now = datetime.now(UTC)
     # Recall's own store filter (the policy's pushdown) and first-round size: with
     # pushdown nearly every candidate is allowed, so the allow rate is about 1.
-    gate = Gate(policy, LocalCache(0, 1), AuditLog(FileSink(data / "x"), None, 1), 5)
+    gate = Gate(policy, LocalCache(0, 1), AuditLog(SqliteSink(data / "audit.sqlite3"), None, 1), 5)
     batch = first_batch(LIMIT, 1.0, settings.overfetch_factor, settings.max_candidates)
     report: dict[str, Any] = {}
     try:

@@ -278,7 +278,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
                 422, f"point {point}: payload is not a valid record", reasons
             ) from None
     try:
-        await svc.writer.write(bodies, who, datetime.now(UTC))
+        await svc.writer.write(bodies, who, datetime.now(UTC), "proxy.upsert")
     except WriteRefused as refused:
         summary = "; ".join(f"{p['id']}: {', '.join(p['reasons'])}" for p in refused.problems)
         raise QdrantError(422, f"write refused: {summary}", refused.problems) from None

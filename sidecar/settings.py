@@ -60,10 +60,12 @@ class Settings(BaseSettings):
     cache_size: int = Field(default=100_000, ge=0)
     cache_bucket_s: float = Field(default=5.0, gt=0, le=3600)
 
-    # Audit log: a Redis Stream trimmed to about audit_maxlen entries, or
-    # data_dir/audit.jsonl without Redis; audit_queue bounds what waits to be written.
+    # Audit log: a Redis Stream trimmed to about audit_maxlen entries, or without Redis
+    # data_dir/audit.sqlite3 holding at most audit_max_entries (oldest deleted first);
+    # audit_queue bounds what waits to be written.
     audit_stream: str = "whose:audit"
     audit_maxlen: int = Field(default=1_000_000, ge=1)
+    audit_max_entries: int = Field(default=100_000, ge=1)
     audit_queue: int = Field(default=10_000, ge=1)
     # While Redis is down, entries wait in data_dir/audit-spill.jsonl up to this size;
     # past it they are dropped and counted (a full volume would take the pod with it).

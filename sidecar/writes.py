@@ -15,13 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from sidecar.audit import AuditEntry, AuditLog, WriteOutcome, WriteRoute, audited_write, write_entry
 from sidecar.embed import HashingEmbedder
 from sidecar.filters import Scope, iso
 from sidecar.identity import Identity
-from sidecar.locks import ChainLocks
-from sidecar.opa import PolicyClient
+from sidecar.locks import ChainLocks, LockUnavailable
+from sidecar.opa import PolicyClient, PolicyUnavailable
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
-from sidecar.store import Store
+from sidecar.store import Store, StoreUnavailable
 from sidecar.supersession import (
     Chain,
     chain_of,
@@ -57,22 +58,57 @@ class Prepared:
 
 class Writer:
     def __init__(
-        self, store: Store, policy: PolicyClient, embedder: HashingEmbedder, locks: ChainLocks
+        self,
+        store: Store,
+        policy: PolicyClient,
+        embedder: HashingEmbedder,
+        locks: ChainLocks,
+        audit: AuditLog | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
         self.embedder = embedder
         self.locks = locks
+        self.audit = audit
 
     async def write(
-        self, bodies: list[MemoryWrite], writer: Identity, now: datetime
+        self,
+        bodies: list[MemoryWrite],
+        writer: Identity,
+        now: datetime,
+        route: WriteRoute = "memories",
+    ) -> list[MemoryRecord]:
+        """Store every record of the batch, or none (WriteRefused, with every reason).
+
+        Every write and every refusal is audited: who wrote, which records and whose
+        they are, stored or refused and why, under which policy revision; never the
+        claim itself."""
+        attempt = _Attempt([b.model_dump(mode="json", exclude={"id", "vector"}) for b in bodies])
+        try:
+            stored = await self._write(bodies, writer, now, attempt)
+        except WriteRefused as refused:
+            attempt.refused(refused.problems)
+            raise
+        except (PolicyUnavailable, LockUnavailable, StoreUnavailable) as exc:
+            attempt.failed(_error_code(exc))
+            raise
+        finally:
+            if self.audit is not None:
+                self.audit.record(attempt.entry(writer, route))
+        return stored
+
+    async def _write(
+        self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
     ) -> list[MemoryRecord]:
         _refuse_if(_body_problems(bodies, writer, now), [b.model_dump(mode="json") for b in bodies])
         prepared = [self._prepare(body, writer, now) for body in bodies]
         payloads = [p.payload for p in prepared]
+        attempt.records = payloads
         _refuse_if(_prepared_problems(prepared, self.embedder.dim), payloads)
         premises = await self._premises(payloads, writer.tenant)
-        decisions, _ = await self.policy.ingest(writer, payloads, premises)
+        decisions, answer = await self.policy.ingest(writer, payloads, premises)
+        attempt.revision = answer.revision
+        attempt.opa_decision_ids = [answer.decision_id] if answer.decision_id else []
         _refuse_if(
             [
                 (i, reason)
@@ -117,6 +153,7 @@ class Writer:
             await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
             for record_id, fields in linked.updates:
                 await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
+        attempt.outcome = "stored"
         return [_as_told(p, p["id"] in blind) for p in payloads]
 
     async def _around(
@@ -174,6 +211,48 @@ class Writer:
         _refuse_if(
             [(i, "id_exists") for i, p in enumerate(payloads) if p["id"] in taken_ids], payloads
         )
+
+
+@dataclass
+class _Attempt:
+    """What one write request did, for its audit entry (built whatever happens)."""
+
+    records: list[dict[str, Any]]
+    revision: str | None = None
+    opa_decision_ids: list[str] = field(default_factory=list)
+    outcome: WriteOutcome = "refused"
+    reasons: dict[int, list[str]] = field(default_factory=dict)
+    error: str | None = None
+
+    def refused(self, problems: list[dict[str, Any]]) -> None:
+        self.reasons = {p["index"]: list(p["reasons"]) for p in problems}
+
+    def failed(self, code: str) -> None:
+        self.error = code
+        self.reasons = {i: [code] for i in range(len(self.records))}
+
+    def entry(self, writer: Identity, route: WriteRoute) -> AuditEntry:
+        written = [
+            audited_write(i, record, self.outcome, self.reasons.get(i, ()))
+            for i, record in enumerate(self.records)
+        ]
+        return write_entry(
+            uuid.uuid4(),
+            (writer.id, writer.tenant),
+            route,
+            self.revision,
+            written,
+            error=self.error,
+            opa_decision_ids=self.opa_decision_ids,
+        )
+
+
+def _error_code(exc: Exception) -> str:
+    if isinstance(exc, PolicyUnavailable):
+        return "policy_unavailable"
+    if isinstance(exc, LockUnavailable):
+        return "lock_unavailable"
+    return "store_unavailable"
 
 
 def record_id(writer: Identity, chosen: UUID | None) -> UUID:

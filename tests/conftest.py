@@ -127,7 +127,7 @@ def start_sidecar(
 
 @pytest.fixture(scope="module")
 def sidecar_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The data directory of the module's sidecar (store, audit.jsonl, sidecar.log)."""
+    """The data directory of the module's sidecar (store, audit.sqlite3, sidecar.log)."""
     return tmp_path_factory.mktemp("sidecar")
 
 

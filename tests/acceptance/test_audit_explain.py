@@ -1,9 +1,11 @@
 """Security teams: the audit log says who was shown or refused what, and why;
-explain shows a decision rule by rule. Both on embedded defaults (JSONL audit)."""
+explain shows a decision rule by rule. Both on embedded defaults (SQLite audit)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -97,13 +99,15 @@ def test_audit_needs_the_auditor_role_and_stays_in_the_tenant(
     assert audit(http, headers=other_tenant, record=secret) == []
 
 
-def test_without_redis_the_audit_is_jsonl_under_the_data_dir(
+def test_without_redis_the_audit_is_a_sqlite_file_under_the_data_dir(
     http: httpx.Client, sidecar_dir: Path, secret: str
 ) -> None:
     served = {e["decision_id"] for e in audit(http, record=secret)}
     assert served
-    lines = (sidecar_dir / "audit.jsonl").read_text().splitlines()
-    assert served <= {json.loads(line)["decision_id"] for line in lines}
+    # Read as an operator would, beside the running sidecar (WAL: readers never block it).
+    with contextlib.closing(sqlite3.connect(sidecar_dir / "audit.sqlite3")) as db:
+        bodies = [body for (body,) in db.execute("SELECT body FROM entries")]
+    assert served <= {json.loads(body)["decision_id"] for body in bodies}
 
 
 def explain(http: httpx.Client, headers: dict[str, str] = ADMIN, **body: Any) -> httpx.Response:

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditLog, AuditQuery, FileSink, RedisSink
+from sidecar.audit import AuditedRecord, AuditEntry, AuditLog, AuditQuery, RedisSink, SqliteSink
 from tests.conftest import free_port, start_redis, stop
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -41,7 +41,7 @@ def entry(
 
 
 async def test_a_full_queue_drops_and_counts_without_blocking(tmp_path: Path) -> None:
-    log = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=2)
+    log = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=2)
     dropped = counted("whose_audit_dropped_total")
     for _ in range(5):
         log.record(entry())  # the writer is not running: the queue fills up
@@ -49,7 +49,7 @@ async def test_a_full_queue_drops_and_counts_without_blocking(tmp_path: Path) ->
 
 
 async def test_file_sink_reads_newest_first_and_filters(tmp_path: Path) -> None:
-    log = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    log = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
     await log.start()
     written = [
         entry("bob", 0, withheld="r1"),
@@ -81,12 +81,17 @@ async def test_file_sink_reads_newest_first_and_filters(tmp_path: Path) -> None:
     assert [e.decision_id for e in found["limit"]] == [d[3]]
 
 
-async def test_file_sink_rotates_at_its_bound(tmp_path: Path) -> None:
-    sink = FileSink(tmp_path / "audit.jsonl", max_bytes=2000)
-    for _ in range(20):
-        await sink.append([entry()])
-    assert (tmp_path / "audit.jsonl").stat().st_size <= 2000
-    assert (tmp_path / "audit.1.jsonl").exists()
+async def test_file_sink_keeps_at_most_its_bound_of_entries(tmp_path: Path) -> None:
+    sink = SqliteSink(tmp_path / "audit.sqlite3", max_entries=100)
+    written = [entry(minutes=i) for i in range(250)]
+    try:
+        for i in range(0, 250, 10):
+            await sink.append(written[i : i + 10])
+        kept = await sink.newest_first(AuditQuery(tenant="acme", limit=1000), scan=10)
+    finally:
+        await sink.close()
+    assert 0 < len(kept) <= 100
+    assert [e.decision_id for e in kept] == [e.decision_id for e in written[::-1][: len(kept)]]
 
 
 async def test_redis_outage_spills_locally_then_replays_in_order(tmp_path: Path) -> None:
@@ -150,7 +155,7 @@ def test_outcome_filter_without_a_record_needs_some_record_with_that_outcome(out
 
 
 async def test_the_writer_batches_but_never_keeps_a_reader_waiting(tmp_path: Path) -> None:
-    sink = FileSink(tmp_path / "audit.jsonl")
+    sink = SqliteSink(tmp_path / "audit.sqlite3")
     log = AuditLog(sink, None, queue_size=100, linger_s=30)
     await log.start()
     try:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from sidecar.audit import AuditLog, FileSink
+from sidecar.audit import AuditLog, SqliteSink
 from sidecar.cache import LocalCache
 from sidecar.decisions import DisclosureQuestion
 from sidecar.disclosure import Gate
@@ -48,7 +48,7 @@ async def gate(tmp_path: Path) -> AsyncIterator[Gate]:
     await opa.start()
     policy = PolicyClient(opa.url, 5.0, unix_socket=str(opa.socket_path))
     await policy.start()
-    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
     try:
         yield Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=60)
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.audit import AuditLog, FileSink
+from sidecar.audit import AuditLog, SqliteSink
 from sidecar.cache import LocalCache
 from sidecar.decisions import DisclosureQuestion
 from sidecar.disclosure import Disclosure, Gate
@@ -69,7 +69,7 @@ def ask() -> DisclosureQuestion:
 @pytest.fixture
 def gate(policy: PolicyClient, tmp_path: Path) -> Disclosure:
     """The gate every read path uses, with an in-process cache and a file audit log."""
-    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
     return Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5).begin(ask(), "test")
 
 
@@ -123,7 +123,7 @@ async def test_a_learned_allow_rate_finishes_in_one_round(
     crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
 ) -> None:
     """Bob may read 5 of the 105 notes, all ranked after the 100 he may not."""
-    audit = AuditLog(FileSink(tmp_path / "audit.jsonl"), None, queue_size=100)
+    audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
     gate = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5, pushdown=False)
     vector = embedder.embed("when is the launch date")
     bounds = Bounds(4, 10, 1000)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.audit import AuditLog, FileSink
+from sidecar.audit import AuditLog, SqliteSink
 from sidecar.cache import LocalCache
 from sidecar.decisions import DisclosureQuestion
 from sidecar.disclosure import Gate
@@ -114,7 +114,9 @@ async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
 async def test_the_filter_keeps_every_record_the_policy_allows(
     policy: PolicyClient, store: EdgeStore, tmp_path: Path
 ) -> None:
-    gate = Gate(policy, LocalCache(0, 1), AuditLog(FileSink(tmp_path / "a"), None, 10), 5)
+    gate = Gate(
+        policy, LocalCache(0, 1), AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, 10), 5
+    )
     everything = (await store.find(Scope(tenant="acme"), 100)).records
     kept_fewer = 0
     for asker, audience in itertools.product(ASKERS, AUDIENCES):

@@ -1,0 +1,200 @@
+"""What an audit entry holds, and which entries a query selects.
+
+One entry per request that asked the policy: a read (recall, get, history, the
+proxy's reads), an explain call, or a write. An entry names records by id and
+people by name, with every decision and reason; never a record's content, its
+proposition's text or value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+# What happened to a record in one entry: a read allowed or withheld it, a write
+# stored or refused it.
+RecordOutcome = Literal["allowed", "withheld", "stored", "refused"]
+# What `GET /v1/audit?outcome=` selects: a record outcome, or a request the policy
+# could not answer.
+Outcome = Literal["allowed", "withheld", "policy_unavailable", "stored", "refused"]
+Purpose = Literal["recall", "get", "history", "explain", "write"]
+WriteRoute = Literal["memories", "observations", "proxy.upsert"]
+WriteOutcome = Literal["stored", "refused"]
+
+POLICY_UNAVAILABLE: Final = "policy_unavailable"
+
+# The record outcomes that each `outcome` filter looks for (None: any). A request the
+# policy could not answer withholds (reads) or refuses (writes) what it had not settled.
+WANTED: dict[Outcome | None, frozenset[RecordOutcome]] = {
+    None: frozenset({"allowed", "withheld", "stored", "refused"}),
+    "allowed": frozenset({"allowed"}),
+    "withheld": frozenset({"withheld"}),
+    "stored": frozenset({"stored"}),
+    "refused": frozenset({"refused"}),
+    POLICY_UNAVAILABLE: frozenset({"withheld", "refused"}),
+}
+
+
+class AuditedRecord(BaseModel):
+    """One record a read decided on."""
+
+    id: str
+    usable_as: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    # The OPA decision that produced this answer (an earlier one when cached).
+    opa_decision_id: str | None = None
+    cached: bool = False
+
+
+class AuditedWrite(BaseModel):
+    """One record of a write request, stored or refused: whose claim it is, never
+    the claim itself."""
+
+    # None: refused before it had an id (the body named none and failed validation).
+    id: str | None
+    # Its place in the request's batch, from 0 (a 422 lists problems by this index).
+    index: int = Field(ge=0)
+    # Whose claim it is: the observer, or for a claim without one the source's
+    # speaker (the write policy's `voice`, rego/whose/ingest.rego).
+    holder: str | None = None
+    observed_id: str | None = None
+    outcome: WriteOutcome
+    reasons: list[str] = Field(default_factory=list)
+
+
+class AuditEntry(BaseModel):
+    decision_id: UUID
+    time: datetime
+    tenant: str
+    # Who asked: the reader, the explaining admin, or the writer.
+    asker: str
+    audience: list[str]
+    purpose: str
+    route: str | None = None
+    policy_revision: str | None = None
+    opa_decision_ids: list[str] = Field(default_factory=list)
+    # What the store was told to filter on (whose.pushdown), where the path used it.
+    pushdown: dict[str, Any] | None = None
+    allowed: list[AuditedRecord] = Field(default_factory=list)
+    withheld: list[AuditedRecord] = Field(default_factory=list)
+    # Writes only: every record of the batch, in batch order.
+    written: list[AuditedWrite] = Field(default_factory=list)
+    error: str | None = None
+    # Explain only: whose decision the policy admin (`asker`) looked at.
+    explained_for: str | None = None
+
+    def record_outcomes(self) -> Iterator[tuple[str | None, RecordOutcome]]:
+        """Each record the entry names, with what happened to it (the same record may
+        come more than once, e.g. twice in one write batch)."""
+        for record in self.allowed:
+            yield record.id, "allowed"
+        for record in self.withheld:
+            yield record.id, "withheld"
+        for write in self.written:
+            yield write.id, write.outcome
+
+    def outcomes(self) -> set[Outcome]:
+        """Every `outcome` filter value this entry answers to, record or no record."""
+        found: set[Outcome] = {outcome for _, outcome in self.record_outcomes()}
+        if self.error == POLICY_UNAVAILABLE:
+            found.add(POLICY_UNAVAILABLE)
+        return found
+
+
+def audited_write(
+    index: int,
+    record: Mapping[str, Any],
+    outcome: WriteOutcome,
+    reasons: Iterable[str] = (),
+) -> AuditedWrite:
+    """One record of a write batch, from its body or prepared payload (a dict in the
+    record's JSON shape). Reads only `id`, `observer_id`, `source.speaker` and
+    `observed_id`: nothing of the claim itself reaches the audit log."""
+    record_id = record.get("id")
+    source = record.get("source")
+    speaker = source.get("speaker") if isinstance(source, Mapping) else None
+    holder = record.get("observer_id") or speaker
+    observed = record.get("observed_id")
+    return AuditedWrite(
+        id=str(record_id) if record_id is not None else None,
+        index=index,
+        holder=str(holder) if holder is not None else None,
+        observed_id=str(observed) if observed is not None else None,
+        outcome=outcome,
+        reasons=list(reasons),
+    )
+
+
+def write_entry(
+    decision_id: UUID,
+    writer: tuple[str, str],
+    route: WriteRoute,
+    revision: str | None,
+    records: list[AuditedWrite],
+    error: str | None = None,
+    opa_decision_ids: Sequence[str] = (),
+) -> AuditEntry:
+    """The audit entry for one write request, to hand to `AuditLog.record`.
+
+    - `writer`: (id, tenant) of the verified identity that wrote; the id is the
+      entry's `asker`.
+    - `route`: `memories`, `observations` or `proxy.upsert`.
+    - `revision`: the policy revision that decided (None if the policy never answered).
+    - `records`: every record of the batch, in batch order (`audited_write` builds
+      one): `stored`, or `refused` with every reason. A refused batch stores
+      nothing, so each of its records is `refused`, with its own reasons (none
+      for a record refused only because another in its batch was).
+    - `error`: set when the request failed rather than being refused, e.g.
+      `policy_unavailable`, `lock_unavailable` or `store_unavailable` (a 503); its
+      records are then `refused` with that code as their reason.
+    - `opa_decision_ids`: OPA's ids for the write-policy decisions, where known.
+
+    `purpose` is `write`; `time` is now.
+    """
+    writer_id, tenant = writer
+    return AuditEntry(
+        decision_id=decision_id,
+        time=datetime.now(UTC),
+        tenant=tenant,
+        asker=writer_id,
+        audience=[],
+        purpose="write",
+        route=route,
+        policy_revision=revision,
+        opa_decision_ids=list(opa_decision_ids),
+        written=records,
+        error=error,
+    )
+
+
+class AuditQuery(BaseModel):
+    tenant: str
+    asker: str | None = None
+    record: str | None = None
+    outcome: Outcome | None = None
+    purpose: Purpose | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 100
+
+    def matches(self, entry: AuditEntry) -> bool:
+        """The filter in Python: the stream sink applies it to what it reads; the
+        SQLite sink asks the same in SQL (tests hold the two to one answer)."""
+        if entry.tenant != self.tenant or (self.asker and entry.asker != self.asker):
+            return False
+        if self.purpose and entry.purpose != self.purpose:
+            return False
+        if (self.since and entry.time < self.since) or (self.until and entry.time > self.until):
+            return False
+        if self.outcome == POLICY_UNAVAILABLE and entry.error != POLICY_UNAVAILABLE:
+            return False
+        wanted = WANTED[self.outcome]
+        named = [i for i, outcome in entry.record_outcomes() if outcome in wanted]
+        if self.record is not None:
+            return self.record in named
+        # No record asked for: any entry, or any that has a record with that outcome.
+        return bool(named) or self.outcome in (None, POLICY_UNAVAILABLE)
