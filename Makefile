@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install redis serve demo test rego-check lint typecheck pytest schemas lock load clean \
+.PHONY: install redis qdrant serve demo test rego-check lint typecheck pytest schemas lock load clean \
 	test-tools deploy-check bundle compose-prep
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
@@ -35,10 +35,22 @@ serve: install  ## run the sidecar on embedded defaults, dev identity, 127.0.0.1
 demo: install  ## the launch-date story: what Alice and Bob receive
 	$(BIN)/whose demo
 
-test: install test-tools redis rego-check lint typecheck pytest  ## everything CI runs
+test: install test-tools redis qdrant rego-check lint typecheck pytest  ## everything CI runs
 
 redis:  ## the tests start their own redis-server; install Debian's if missing
 	scripts/install-redis.sh
+
+# The Qdrant server the server-backend and cluster tests start (no registry ships it):
+# unpacked from ../shared when it is there, else those tests are skipped, saying why.
+# WHOSE_TEST_QDRANT=/path/to/qdrant names another binary.
+QDRANT_XZ := ../shared/bin/qdrant.xz
+qdrant: $(if $(wildcard $(QDRANT_XZ)),bin/qdrant)
+	@test -x bin/qdrant || test -n "$$WHOSE_TEST_QDRANT" || echo "no $(QDRANT_XZ) and no \
+	WHOSE_TEST_QDRANT: the server-backend and cluster tests will be skipped"
+
+bin/qdrant: $(QDRANT_XZ)
+	mkdir -p bin
+	xz -dc $< > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
 rego-check:
 	$(OPA) fmt --list --fail rego

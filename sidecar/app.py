@@ -17,7 +17,6 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from qdrant_client import AsyncQdrantClient
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -44,7 +43,7 @@ from sidecar.settings import Settings
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
-from sidecar.store.server import ServerStore
+from sidecar.store.server import Layout, ServerStore
 from sidecar.writes import Writer, WriteRefused
 
 log = logging.getLogger("whose")
@@ -54,9 +53,22 @@ def open_store(settings: Settings, traffic: Traffic | None = None) -> Store:
     if settings.store == "server":
         if not settings.qdrant_url:
             raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+        if settings.qdrant_write_consistency > settings.qdrant_replication:
+            raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        client = AsyncQdrantClient(url=settings.qdrant_url, api_key=api_key)
-        return ServerStore(client, settings.collection, settings.vector_size)
+        return ServerStore.connect(
+            [url.strip() for url in settings.qdrant_url.split(",") if url.strip()],
+            settings.collection,
+            settings.vector_size,
+            api_key=api_key,
+            timeout_s=settings.qdrant_timeout_s,
+            layout=Layout(
+                settings.qdrant_shards,
+                settings.qdrant_replication,
+                settings.qdrant_write_consistency,
+            ),
+            retries=settings.qdrant_retries,
+        )
     path = settings.data_dir / "store" / settings.collection
     quiet_for = traffic.quiet_for if traffic is not None else None
     return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for)

@@ -43,8 +43,19 @@ class Settings(BaseSettings):
     # Store: "edge" keeps Qdrant's engine in-process under data_dir; "server" talks to
     # a Qdrant server or cluster at qdrant_url.
     store: Literal["edge", "server"] = "edge"
+    # One URL, or several nodes' URLs separated by commas: a call that fails on one
+    # node is tried again on the next (store/server.py).
     qdrant_url: str | None = None
     qdrant_api_key: SecretStr | None = None
+    # A collection the sidecar creates: shards (None: Qdrant's default, one per node
+    # in a cluster), copies of each shard, and how many must take a write.
+    qdrant_shards: int | None = Field(default=None, ge=1, le=1000)
+    qdrant_replication: int = Field(default=1, ge=1, le=100)
+    qdrant_write_consistency: int = Field(default=1, ge=1, le=100)
+    # One call to Qdrant (whole seconds: qdrant-client rounds up), and how many more
+    # times a transient failure is tried (writes only when nothing was sent).
+    qdrant_timeout_s: int = Field(default=5, ge=1, le=60)
+    qdrant_retries: int = Field(default=2, ge=0, le=5)
     collection: str = "whose_memories"
     vector_size: int = Field(default=384, ge=8, le=4096)
     optimize_interval_s: float = Field(default=10.0, gt=0)

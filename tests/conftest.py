@@ -8,12 +8,16 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from hypothesis import settings
+
+from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
 # Hypothesis profiles: "ci" (the default, what `make test` runs) and "long"
 # (`pytest --hypothesis-profile=long tests/oracle`: thousands of worlds).
@@ -209,3 +213,49 @@ def metric(base: str, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
     return total
+
+
+# --- the store backend a sidecar runs on ----------------------------------------------
+#
+# Tests that matter on both backends take the `store_backend` fixture and start their
+# sidecar with `store_backend.env()`: "edge" (the embedded default) and "server" (a
+# real Qdrant server this session starts, `qdrant_server`; skipped with SKIP_REASON
+# where there is no binary). WHOSE_TEST_BACKENDS=edge (or =server) runs one of them.
+STORE_BACKENDS = tuple(
+    b for b in os.environ.get("WHOSE_TEST_BACKENDS", "edge,server").split(",") if b.strip()
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "edge" or "server"
+    qdrant: QdrantNode | None = None
+
+    def env(self, collection: str | None = None) -> dict[str, str]:
+        """Settings for a sidecar on this backend: on the server, its own collection
+        (a fresh one unless named), so sidecars of one session share nothing."""
+        if self.qdrant is None:
+            return {}
+        return {
+            "WHOSE_STORE": "server",
+            "WHOSE_QDRANT_URL": self.qdrant.url,
+            "WHOSE_COLLECTION": collection or f"test_{uuid.uuid4().hex[:12]}",
+        }
+
+
+@pytest.fixture(scope="session")
+def qdrant_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QdrantNode]:
+    """One real Qdrant server (single node) for the session; tests use their own
+    collections on it."""
+    if qdrant_binary() is None:
+        pytest.skip(SKIP_REASON)
+    node = start_node(tmp_path_factory.mktemp("qdrant"))
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module", params=STORE_BACKENDS)
+def store_backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "edge":
+        return Backend("edge")
+    return Backend("server", request.getfixturevalue("qdrant_server"))

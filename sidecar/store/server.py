@@ -1,20 +1,43 @@
 """Production backend: a Qdrant server or cluster through qdrant-client (async).
 
-The tenant field gets an `is_tenant` keyword index, so Qdrant can co-locate
-each tenant's points. Tests run this backend against qdrant-client's local
-mode (a pure-Python stand-in for a server), which is never a default.
+At start the collection is created if missing (shards, replication and write
+consistency from settings) with the payload indexes the sidecar filters on; the
+tenant field gets an `is_tenant` keyword index, so Qdrant co-locates each
+tenant's points. An existing collection only gains the indexes it lacks.
+
+Failures (docs/operations.md, "Qdrant: timeouts, retries, failover"): every
+call has a timeout; a transient failure (connection refused or reset, timeout,
+a 5xx or 429 answer) is tried again a bounded number of times, on the next
+node when several URLs are configured. Reads are always idempotent. Writes
+(an upsert of points with fixed ids, a payload update of fixed fields) are
+idempotent too, but they run under a chain lock with a lifetime: they are tried
+again only when the request provably never reached Qdrant (the connection
+could not be made), so a repeated write can never land after its lock
+expired. A write that may or may not have been applied answers 503; the chain
+is then mended like any write cut short (docs/design.md §4). Whatever still
+fails is StoreUnavailable: 503 `store_unavailable`, and the next request tries
+again, so a Qdrant that comes back needs no sidecar restart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from uuid import UUID
 
+import httpx
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
+from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from sidecar.filters import TENANT_FIELD, Scope, point_id, to_qdrant
 from sidecar.record import Stored
@@ -30,13 +53,64 @@ from sidecar.store import (
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# The first wait before trying again, doubling (with jitter) up to the last.
+_FIRST_WAIT_S = 0.05
+_LAST_WAIT_S = 0.5
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a collection the sidecar creates is spread over a cluster. `shards` None
+    leaves it to Qdrant (one shard per node in a cluster, one on a single node)."""
+
+    shards: int | None = None
+    replication: int = 1
+    write_consistency: int = 1
+
 
 class ServerStore:
-    def __init__(self, client: AsyncQdrantClient, collection: str, vector_size: int) -> None:
-        self.client = client
+    def __init__(
+        self,
+        clients: list[AsyncQdrantClient],
+        collection: str,
+        vector_size: int,
+        layout: Layout | None = None,
+        retries: int = 2,
+    ) -> None:
+        """`clients`: one per node URL, tried in turn when one fails."""
+        if not clients:
+            raise ValueError("a server store needs at least one Qdrant URL")
+        self.clients = clients
         self.collection = collection
         self.vector_size = vector_size
+        self.layout = layout or Layout()
+        self.attempts = 1 + retries
+        self._current = 0
         self._ensured = False
+
+    @classmethod
+    def connect(
+        cls,
+        urls: list[str],
+        collection: str,
+        vector_size: int,
+        *,
+        api_key: str | None = None,
+        timeout_s: int = 5,
+        layout: Layout | None = None,
+        retries: int = 2,
+    ) -> ServerStore:
+        # No compatibility check: it is a blocking request at construction, and it
+        # warns across two minor versions; the tests run against the server we ship.
+        clients = [
+            AsyncQdrantClient(
+                url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False
+            )
+            for url in urls
+        ]
+        return cls(clients, collection, vector_size, layout, retries)
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
@@ -49,31 +123,43 @@ class ServerStore:
     async def _ensure_collection(self) -> None:
         if self._ensured:
             return
-        with _unavailable_on_error():
-            indexed: Collection[str] = ()
-            if await self.client.collection_exists(self.collection):
-                indexed = (await self.client.get_collection(self.collection)).payload_schema
-            else:
-                await self.client.create_collection(
-                    self.collection,
-                    vectors_config=qm.VectorParams(
-                        size=self.vector_size, distance=qm.Distance.COSINE
-                    ),
+        exists = await self._call(lambda c: c.collection_exists(self.collection))
+        if not exists:
+            await self._call(self._create, idempotent=False)
+        info = await self._call(lambda c: c.get_collection(self.collection))
+        # A collection made by an earlier version gains the indexes added since
+        # (a server in strict mode refuses filters on fields without one).
+        for name, schema in _indexes():
+            if name not in info.payload_schema:
+                await self._call(
+                    lambda c, name=name, schema=schema: c.create_payload_index(  # type: ignore[misc]
+                        self.collection, name, schema, wait=True
+                    )
                 )
-            # A collection made by an earlier version gains the indexes added since
-            # (a server in strict mode refuses filters on fields without one).
-            for name, schema in _indexes():
-                if name not in indexed:
-                    await self.client.create_payload_index(self.collection, name, schema, wait=True)
-            self._ensured = True
+        self._ensured = True
+
+    async def _create(self, client: AsyncQdrantClient) -> None:
+        try:
+            await client.create_collection(
+                self.collection,
+                vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
+                shard_number=self.layout.shards,
+                replication_factor=self.layout.replication,
+                write_consistency_factor=self.layout.write_consistency,
+            )
+        except UnexpectedResponse as exc:
+            # Another worker or replica created it first: theirs has the same layout.
+            if exc.status_code != 409:
+                raise
 
     async def close(self) -> None:
-        await self.client.close()
+        for client in self.clients:
+            await client.close()
 
     async def ping(self) -> None:
         await self._ensure_collection()
-        with _unavailable_on_error():
-            await self.client.get_collection(self.collection)
+        # One attempt: a readiness probe must answer within its own timeout.
+        await self._call(lambda c: c.get_collection(self.collection), attempts=1)
 
     async def search(
         self,
@@ -86,29 +172,30 @@ class ServerStore:
         with_vector: bool = False,
     ) -> list[Stored]:
         await self._ensure_collection()
-        with _unavailable_on_error():
-            response = await self.client.query_points(
+        query_filter = to_qdrant(scope, exclude)
+        response = await self._call(
+            lambda c: c.query_points(
                 self.collection,
                 query=vector,
-                query_filter=to_qdrant(scope, exclude),
+                query_filter=query_filter,
                 limit=limit,
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vectors=with_vector,
             )
+        )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
     ) -> list[Stored]:
         await self._ensure_collection()
-        with _unavailable_on_error():
-            found = await self.client.retrieve(
-                self.collection,
-                ids=[point_id(tenant, rid) for rid in record_ids],
-                with_payload=True,
-                with_vectors=with_vector,
+        ids: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
+        found = await self._call(
+            lambda c: c.retrieve(
+                self.collection, ids=ids, with_payload=True, with_vectors=with_vector
             )
+        )
         return records(
             [
                 (r.payload, None, dense(r.vector))
@@ -121,15 +208,17 @@ class ServerStore:
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
     ) -> Page:
         await self._ensure_collection()
-        with _unavailable_on_error():
-            found, next_offset = await self.client.scroll(
+        scroll_filter = to_qdrant(scope)
+        found, next_offset = await self._call(
+            lambda c: c.scroll(
                 self.collection,
-                scroll_filter=to_qdrant(scope),
+                scroll_filter=scroll_filter,
                 limit=limit,
                 offset=offset,
                 with_payload=True,
                 with_vectors=with_vector,
             )
+        )
         page = records([(r.payload, None, dense(r.vector)) for r in found])
         return Page(page, None if next_offset is None else str(next_offset))
 
@@ -139,25 +228,87 @@ class ServerStore:
             for payload, vector in items
         ]
         await self._ensure_collection()
-        with _unavailable_on_error():
-            await self.client.upsert(self.collection, points=points, wait=True)
+        await self._call(
+            lambda c: c.upsert(self.collection, points=points, wait=True), idempotent=False
+        )
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
         await self._ensure_collection()
-        with _unavailable_on_error():
-            await self.client.set_payload(
-                self.collection, payload=fields, points=[point_id(tenant, record_id)], wait=True
-            )
+        points: list[qm.ExtendedPointId] = [point_id(tenant, record_id)]
+        await self._call(
+            lambda c: c.set_payload(self.collection, payload=fields, points=points, wait=True),
+            idempotent=False,
+        )
+
+    async def _call(
+        self,
+        fn: Callable[[AsyncQdrantClient], Awaitable[T]],
+        *,
+        idempotent: bool = True,
+        attempts: int | None = None,
+    ) -> T:
+        """`fn(client)` on the current node, tried again within the bounds above.
+
+        Whatever the client raises in the end (connection, timeout, server error)
+        is the store's unavailability to our callers: 503, never a 500 and never
+        a partial answer."""
+        again = _transient if idempotent else _never_sent
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts or self.attempts),
+            wait=wait_exponential_jitter(
+                multiplier=_FIRST_WAIT_S, max=_LAST_WAIT_S, jitter=_FIRST_WAIT_S
+            ),
+            retry=retry_if_exception(again),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    index = self._current
+                    try:
+                        return await fn(self.clients[index])
+                    except Exception as exc:
+                        self._failed(index, exc)
+                        raise
+        except Exception as exc:
+            raise StoreUnavailable(_describe(exc)) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _failed(self, index: int, exc: Exception) -> None:
+        if isinstance(exc, UnexpectedResponse) and exc.status_code == 404:
+            # The collection went away (a Qdrant restarted on empty storage): the
+            # next call creates it again, as a first start would.
+            self._ensured = False
+        if _transient(exc) and index == self._current and len(self.clients) > 1:
+            # Concurrent failures on one node move on once, not once each.
+            self._current = (index + 1) % len(self.clients)
+            log.warning("Qdrant node %d failed (%s); trying the next", index, _describe(exc))
 
 
-@contextmanager
-def _unavailable_on_error() -> Iterator[None]:
-    # Whatever the client raises (connection, timeout, server error) is the store's
-    # unavailability to our callers: 503, never a 500 and never a partial answer.
-    try:
-        yield
-    except Exception as exc:
-        raise StoreUnavailable(str(exc)) from exc
+def _transient(exc: BaseException) -> bool:
+    """A failure that the same request may not meet again."""
+    if isinstance(exc, ResponseHandlingException):
+        return isinstance(exc.source, httpx.TransportError)
+    if isinstance(exc, ResourceExhaustedResponse):
+        return True
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code is not None and exc.status_code >= 500
+    return False
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """A failure before the request left this process: nothing can have been applied."""
+    return isinstance(exc, ResponseHandlingException) and isinstance(
+        exc.source, httpx.ConnectError | httpx.ConnectTimeout
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ResponseHandlingException):
+        return f"{type(exc.source).__name__}: {exc.source}"
+    if isinstance(exc, UnexpectedResponse):
+        return f"HTTP {exc.status_code}: {exc.content[:200]!r}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _indexes() -> list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]]:

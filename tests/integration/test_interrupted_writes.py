@@ -8,8 +8,8 @@ must close that version with the successor the stored link names.
 The process cannot be stopped between those two store calls from a test, so
 the death is simulated there and only there: the store's `update` raises once
 the write has stored its new versions. Everything else is real: the store
-(Qdrant's edge engine, and qdrant-client's local mode standing in for a
-server), OPA with the project's policies, and the in-process locks.
+(Qdrant's edge engine, and a real Qdrant server), OPA with the project's
+policies, and the in-process locks.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from sidecar.repair import repair
 from sidecar.store import KEYWORD_FIELDS, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.writes import Writer, WriteRefused
-from tests.integration.conftest import backend
+from tests.integration.conftest import BACKENDS, backend
 from tests.integration.test_supersession import check_chains
 
 DIM = 32
@@ -60,9 +60,9 @@ class DiesBeforeClosing:
         await self.store.update(tenant, record_id, fields)
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=60)
+    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=60, request=request)
     await opened.open()
     yield opened
     await opened.close()

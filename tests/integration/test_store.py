@@ -1,9 +1,8 @@
 """Both store backends against the real engines.
 
 `edge` is Qdrant's engine in-process (the embedded default). `server` is the
-production backend through the real qdrant-client; no Qdrant server binary can
-be had on this machine, so it runs against qdrant-client's local mode, a
-pure-Python stand-in for a server.
+production backend through the real qdrant-client against a real Qdrant server
+(tests/qdrant_server.py), each test in a collection of its own.
 """
 
 from __future__ import annotations
@@ -24,15 +23,15 @@ from sidecar.filters import Scope
 from sidecar.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
-from tests.integration.conftest import backend
+from tests.integration.conftest import BACKENDS, backend
 
 DIM = 64
 embed = HashingEmbedder(DIM).embed
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=0.01)
+    opened = backend(request.param, tmp_path, DIM, optimize_interval_s=0.01, request=request)
     await opened.open()
     yield opened
     await opened.close()

@@ -1,0 +1,175 @@
+"""Real Qdrant servers for the tests: one node, or a cluster, on free loopback ports.
+
+The binary is not on any package registry. It is `$WHOSE_TEST_QDRANT` if set (the
+path of a qdrant executable), else `bin/qdrant`, which `make test` unpacks from
+`../shared/bin/qdrant.xz` when that exists. Without either, every test that needs
+a server is skipped with one line saying so (SKIP_REASON); none passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+BINARY_ENV = "WHOSE_TEST_QDRANT"
+SKIP_REASON = (
+    "no Qdrant server binary, so the server-backend and cluster tests did not run: "
+    f"set {BINARY_ENV}=/path/to/qdrant (v1.18), or put one at bin/qdrant "
+    "(`make qdrant` unpacks ../shared/bin/qdrant.xz)"
+)
+
+
+def qdrant_binary() -> Path | None:
+    """The Qdrant server to test against, or None. A path named in the environment
+    that is not an executable is an error, not a skip."""
+    named = os.environ.get(BINARY_ENV)
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise RuntimeError(f"{BINARY_ENV}={named} is not an executable file")
+        return path
+    local = REPO / "bin" / "qdrant"
+    return local if local.is_file() and os.access(local, os.X_OK) else None
+
+
+@dataclass
+class QdrantNode:
+    """One `qdrant` process on loopback: its ports and storage survive a restart."""
+
+    binary: Path
+    folder: Path
+    api_key: str | None = None
+    # Distributed mode: this node's p2p port, and the first node's p2p URL to join.
+    p2p_port: int | None = None
+    bootstrap: str | None = None
+    http_port: int = field(default_factory=free_port)
+    grpc_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def p2p_url(self) -> str:
+        return f"http://127.0.0.1:{self.p2p_port}"
+
+    def start(self, timeout: float = 60) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "QDRANT__SERVICE__HOST": "127.0.0.1",
+            "QDRANT__SERVICE__HTTP_PORT": str(self.http_port),
+            "QDRANT__SERVICE__GRPC_PORT": str(self.grpc_port),
+            "QDRANT__STORAGE__STORAGE_PATH": str(self.folder / "storage"),
+            "QDRANT__STORAGE__SNAPSHOTS_PATH": str(self.folder / "snapshots"),
+            "QDRANT__TELEMETRY_DISABLED": "true",
+            "QDRANT__LOG_LEVEL": "WARN",
+        }
+        command = [str(self.binary)]
+        if self.api_key:
+            env["QDRANT__SERVICE__API_KEY"] = self.api_key
+        if self.p2p_port is not None:
+            env["QDRANT__CLUSTER__ENABLED"] = "true"
+            env["QDRANT__CLUSTER__P2P__PORT"] = str(self.p2p_port)
+            command += ["--uri", self.p2p_url]
+            if self.bootstrap:
+                command += ["--bootstrap", self.bootstrap]
+        log = self.folder / "qdrant.log"
+        with log.open("ab") as out:
+            # Its working directory too: Qdrant leaves a marker file there.
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.folder
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"qdrant exited:\n{log.read_text(errors='replace')[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"qdrant not ready:\n{log.read_text(errors='replace')[-3000:]}")
+
+    def headers(self) -> dict[str, str]:
+        return {"api-key": self.api_key} if self.api_key else {}
+
+    def kill(self) -> None:
+        """SIGKILL: a node that dies, not one that shuts down."""
+        self._end(signal.SIGKILL)
+
+    def stop(self) -> None:
+        self._end(signal.SIGTERM)
+
+    def _end(self, how: signal.Signals) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(how)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_node(folder: Path, api_key: str | None = None) -> QdrantNode:
+    binary = qdrant_binary()
+    assert binary is not None, SKIP_REASON
+    node = QdrantNode(binary, folder, api_key=api_key)
+    node.start()
+    return node
+
+
+def start_cluster(folder: Path, size: int = 3, timeout: float = 90) -> list[QdrantNode]:
+    """`size` nodes in distributed mode; returns once every node sees all peers."""
+    binary = qdrant_binary()
+    assert binary is not None, SKIP_REASON
+    first = QdrantNode(binary, folder / "node-0", p2p_port=free_port())
+    first.start()
+    nodes = [first]
+    for i in range(1, size):
+        node = QdrantNode(
+            binary, folder / f"node-{i}", p2p_port=free_port(), bootstrap=first.p2p_url
+        )
+        node.start()
+        nodes.append(node)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(peers(node) == size for node in nodes):
+            return nodes
+        time.sleep(0.2)
+    for node in nodes:
+        node.kill()
+    raise RuntimeError(f"the cluster did not form in {timeout} s")
+
+
+def peers(node: QdrantNode) -> int:
+    try:
+        answer = httpx.get(f"{node.url}/cluster", timeout=2).json()["result"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return 0
+    return len(answer.get("peers", {}))
+
+
+def remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
