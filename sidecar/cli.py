@@ -23,6 +23,10 @@ def serve(
     dev: Annotated[
         bool, typer.Option("--dev", help="Accept X-Whose-* header identity; loopback only.")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Worker processes (WHOSE_WORKERS); >1 needs the server store and Redis."),
+    ] = None,
 ) -> None:
     """Run the sidecar (embedded defaults: Qdrant edge on disk, a local OPA)."""
     import asyncio
@@ -35,6 +39,7 @@ def serve(
         "port": port,
         "ops_port": ops_port,
         "data_dir": data_dir,
+        "workers": workers,
     }
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     if dev:
@@ -44,6 +49,20 @@ def serve(
         typer.echo(f"refusing --dev on non-loopback host {settings.host}", err=True)
         raise typer.Exit(code=2)
     logs.configure(settings)
+    if settings.workers > 1:
+        from sidecar.workers import serve_workers
+
+        try:
+            status = serve_workers(settings, settings.workers)
+        except ValueError as exc:
+            typer.echo(f"configuration error: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
+        except SystemExit as exc:  # a socket uvicorn could not bind
+            typer.echo(f"cannot serve: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
+        if status:
+            typer.echo("cannot serve: a worker failed to start (see the log above)", err=True)
+        raise typer.Exit(code=status)
     try:
         asyncio.run(run(settings))
     except ValueError as exc:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import hashlib
 import json
 import logging
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -79,6 +82,13 @@ def _make_bundle(policy_dir: Path, bundle: Path) -> str:
     manifest = {"revision": revision, "roots": [""]}
     (bundle / ".manifest").write_text(json.dumps(manifest))
     return revision
+
+
+def _die_with_parent() -> None:
+    """In the child, before OPA runs: SIGTERM it when the sidecar process dies, even by
+    SIGKILL (a worker its supervisor replaces, sidecar/workers.py), so no OPA lives on
+    orphaned (Linux's PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 class _Backoff:
@@ -185,6 +195,7 @@ class LocalOpa:
                     str(self.bundle_dir),
                     stdout=log_out,
                     stderr=log_out,
+                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 )
         except OSError as exc:  # binary or log file gone: a failed start, to retry later
             raise OpaStartError(f"OPA could not be run: {exc}") from exc

@@ -34,3 +34,5 @@ def configure(settings: Settings) -> None:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    # httpx logs every request at INFO: with the server store, every Qdrant call.
+    logging.getLogger("httpx").setLevel(logging.WARNING)

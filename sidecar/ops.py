@@ -10,9 +10,12 @@ kubelet, reachable only where the deployment lets them reach it.
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from redis.exceptions import RedisError
 
 from sidecar import __version__
@@ -23,6 +26,11 @@ from sidecar.store import StoreUnavailable
 def create_ops_app(api: FastAPI) -> FastAPI:
     """The operations app for the API app `api` (whose services it checks)."""
     ops = FastAPI(title="whose operations", version=__version__, openapi_url=None)
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Several workers (workers.py): every scrape sums what each of them wrote.
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
 
     @ops.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -31,7 +39,7 @@ def create_ops_app(api: FastAPI) -> FastAPI:
 
     @ops.get("/metrics", response_class=PlainTextResponse)
     async def prometheus_metrics() -> PlainTextResponse:
-        return PlainTextResponse(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @ops.get("/readyz")
     async def readyz() -> JSONResponse:

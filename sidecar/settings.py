@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     # Header identity (X-Whose-Asker ...) for local development, loopback only.
     dev: bool = False
+    # Worker processes behind the two listeners (workers.py); more than one needs the
+    # server store and Redis.
+    workers: int = Field(default=1, ge=1, le=64)
 
     # Policy: an OPA server URL, or None to start a local OPA on a private socket.
     opa_url: str | None = None
