@@ -8,9 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -226,21 +225,27 @@ STORE_BACKENDS = tuple(
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Backend:
     name: str  # "edge" or "server"
-    qdrant: QdrantNode | None = None
+    folder: Path | None = None  # where the server backend's Qdrant nodes keep their data
+    nodes: list[QdrantNode] = field(default_factory=list)
 
-    def env(self, collection: str | None = None) -> dict[str, str]:
-        """Settings for a sidecar on this backend: on the server, its own collection
-        (a fresh one unless named), so sidecars of one session share nothing."""
-        if self.qdrant is None:
+    def env(self) -> dict[str, str]:
+        """Settings for one more sidecar on this backend. On the server, a Qdrant server
+        of its own (started now, stopped with the module), just as each embedded
+        sidecar has a store of its own: sidecars share nothing, and each keeps the
+        default collection name the Qdrant dialect is reached by."""
+        if self.name == "edge":
             return {}
-        return {
-            "WHOSE_STORE": "server",
-            "WHOSE_QDRANT_URL": self.qdrant.url,
-            "WHOSE_COLLECTION": collection or f"test_{uuid.uuid4().hex[:12]}",
-        }
+        assert self.folder is not None
+        node = start_node(self.folder / f"qdrant-{len(self.nodes)}")
+        self.nodes.append(node)
+        return {"WHOSE_STORE": "server", "WHOSE_QDRANT_URL": node.url}
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 @pytest.fixture(scope="session")
@@ -255,7 +260,14 @@ def qdrant_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QdrantNo
 
 
 @pytest.fixture(scope="module", params=STORE_BACKENDS)
-def store_backend(request: pytest.FixtureRequest) -> Backend:
+def store_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backend]:
     if request.param == "edge":
-        return Backend("edge")
-    return Backend("server", request.getfixturevalue("qdrant_server"))
+        yield Backend("edge")
+        return
+    if qdrant_binary() is None:
+        pytest.skip(SKIP_REASON)
+    backend = Backend("server", tmp_path_factory.mktemp("qdrant-nodes"))
+    yield backend
+    backend.stop()

@@ -21,7 +21,7 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 from sidecar.identity import Identity
 from sidecar.writes import record_id
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
-from tests.conftest import start_sidecar, stop
+from tests.conftest import Backend, start_sidecar, stop
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -29,8 +29,13 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Any]]]:
-    base, process = start_sidecar(tmp_path_factory.mktemp("proxy"), env=JWT_ENV)
+def served(
+    tmp_path_factory: pytest.TempPathFactory, store_backend: Backend
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    # On both backends: the proxy's scroll and count page by point id and filter
+    # on the store, where the server and the embedded engine could differ.
+    env = JWT_ENV | store_backend.env()
+    base, process = start_sidecar(tmp_path_factory.mktemp("proxy"), env=env)
     world = seed(base)
     yield base, world
     stop(process)

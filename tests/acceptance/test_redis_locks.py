@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.acceptance.story import fresh_key, said_by, write
-from tests.conftest import as_, free_port, start_redis, start_sidecar, stop
+from tests.conftest import Backend, as_, free_port, start_redis, start_sidecar, stop
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +44,12 @@ def locked(
     tmp_path_factory: pytest.TempPathFactory,
     own_redis: subprocess.Popen[bytes],
     redis_port: int,
+    store_backend: Backend,
 ) -> Iterator[str]:
     # Sixteen writers queue for one chain's lock: on a loaded machine the last of them
     # may wait several seconds (a dead Redis is refused at once, not after this wait).
     env = {"WHOSE_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WHOSE_LOCK_WAIT_S": "20"}
+    env |= store_backend.env()
     base, process = start_sidecar(tmp_path_factory.mktemp("locked"), env=env)
     yield base
     stop(process)

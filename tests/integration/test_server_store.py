@@ -25,7 +25,7 @@ from sidecar.settings import Settings
 from sidecar.store import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, StoreUnavailable
 from sidecar.store.server import ServerStore
 from tests.acceptance.story import said_by, stored
-from tests.conftest import Backend, as_, free_port, ops, start_sidecar, stop
+from tests.conftest import as_, free_port, ops, start_sidecar, stop
 from tests.integration.test_store import DIM, embed, put, rec
 from tests.qdrant_server import QdrantNode, start_node
 
@@ -147,7 +147,8 @@ def own_qdrant(tmp_path: Path) -> Iterator[QdrantNode]:
 def test_qdrant_down_answers_503_and_recovers_without_a_restart(
     own_qdrant: QdrantNode, tmp_path: Path
 ) -> None:
-    base, process = start_sidecar(tmp_path / "sidecar", env=Backend("server", own_qdrant).env())
+    env = {"WHOSE_STORE": "server", "WHOSE_QDRANT_URL": own_qdrant.url}
+    base, process = start_sidecar(tmp_path / "sidecar", env=env)
     try:
         with httpx.Client(base_url=base, timeout=30) as http:
             [before] = stored(http, "alice", said_by("alice", "before"))

@@ -1,4 +1,5 @@
-"""Supersession under concurrency: real edge store, real OPA, real Redis.
+"""Supersession under concurrency: real stores (edge; the replica tests also on a Qdrant
+server), real OPA, real Redis.
 
 Invariant: per chain (tenant, observer, observed, proposition key) at most one
 open version; no record is ever lost; every link is two-way (a.superseded_by
@@ -29,9 +30,12 @@ from sidecar.locks import LocalLocks, LockUnavailable, RedisLocks
 from sidecar.opa import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.repair import repair
+from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
+from sidecar.store.server import ServerStore
 from sidecar.supersession import chain_of
 from sidecar.writes import Writer, WriteRefused
+from tests.integration.conftest import BACKENDS, backend
 
 DIM = 32
 embedder = HashingEmbedder(DIM)
@@ -52,7 +56,7 @@ def belief(holder: str, key: str, value: str, **extra: Any) -> MemoryWrite:
     )
 
 
-async def everything(store: EdgeStore) -> list[dict[str, Any]]:
+async def everything(store: Store) -> list[dict[str, Any]]:
     return [h.payload for h in (await store.find(Scope(tenant="acme"), 10_000)).records]
 
 
@@ -109,24 +113,54 @@ ALICE = Identity("alice", "acme")
 
 @asynccontextmanager
 async def two_replicas(
-    store: EdgeStore, policy: PolicyClient, redis_url: str
+    store: Store, policy: PolicyClient, redis_url: str, second: Store | None = None
 ) -> AsyncIterator[list[Writer]]:
-    """Two sidecar replicas' writers: separate Redis connections, one shared store."""
+    """Two sidecar replicas' writers: separate Redis connections, one shared store
+    (on a Qdrant server, each through a client of its own: `second`)."""
     clients = [aioredis.from_url(redis_url) for _ in range(2)]
+    stores = [store, second or store]
     try:
-        yield [Writer(store, policy, embedder, RedisLocks(c)) for c in clients]
+        pairs = zip(stores, clients, strict=True)
+        yield [Writer(s, policy, embedder, RedisLocks(c)) for s, c in pairs]
     finally:
         for c in clients:
             await c.aclose()
 
 
+@asynccontextmanager
+async def replica_stores(
+    kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Store, Store | None]]:
+    """The store two replicas share: the embedded one (one object, as one process owns
+    it), or one collection on the session's Qdrant server through two clients."""
+    if kind == "edge":
+        async with edge_store() as store:
+            yield store, None
+        return
+    first = backend("server", Path(), DIM, 60, request)
+    assert isinstance(first, ServerStore)
+    second = ServerStore.connect([_url(request)], first.collection, DIM)
+    await first.open()
+    await second.open()
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
+def _url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue("qdrant_server").url)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 async def test_two_replicas_updating_one_belief_leave_one_chain(
-    opa_url: str, redis_url: str
+    opa_url: str, redis_url: str, kind: str, request: pytest.FixtureRequest
 ) -> None:
     async with (
-        edge_store() as store,
+        replica_stores(kind, request) as (store, second),
         policy_client(opa_url) as policy,
-        two_replicas(store, policy, redis_url) as writers,
+        two_replicas(store, policy, redis_url, second) as writers,
     ):
         updates = [
             writers[i % 2].write(
@@ -141,8 +175,11 @@ async def test_two_replicas_updating_one_belief_leave_one_chain(
     assert sum("invalid_at" not in r for r in records) == 1
 
 
-async def test_without_locks_the_same_updates_fork_the_chain(opa_url: str) -> None:
-    async with edge_store() as store, policy_client(opa_url) as policy:
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_without_locks_the_same_updates_fork_the_chain(
+    opa_url: str, kind: str, request: pytest.FixtureRequest
+) -> None:
+    async with replica_stores(kind, request) as (store, _), policy_client(opa_url) as policy:
         writer = Writer(store, policy, embedder, NoLocks())
         await asyncio.gather(
             *(
@@ -287,16 +324,17 @@ async def _interleave(opa_url: str, waves: list[list[tuple[str, str | None, str,
     check_chains(records)
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
 async def test_one_writer_retrying_one_id_on_two_replicas_cannot_store_it_twice(
-    opa_url: str, redis_url: str
+    opa_url: str, redis_url: str, kind: str, request: pytest.FixtureRequest
 ) -> None:
     """A writer's chosen id names one record in its own namespace (writes.record_id):
     the same write sent to two replicas at once stores it once."""
     shared = str(uuid.uuid4())
     async with (
-        edge_store() as store,
+        replica_stores(kind, request) as (store, second),
         policy_client(opa_url) as policy,
-        two_replicas(store, policy, redis_url) as writers,
+        two_replicas(store, policy, redis_url, second) as writers,
     ):
         outcomes = await asyncio.gather(
             writers[0].write([belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)),
@@ -312,13 +350,16 @@ async def test_one_writer_retrying_one_id_on_two_replicas_cannot_store_it_twice(
     assert kept["proposition"]["key"] == winner[0].proposition.key  # type: ignore[union-attr]
 
 
-async def test_two_writers_choosing_one_id_store_two_records(opa_url: str, redis_url: str) -> None:
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_two_writers_choosing_one_id_store_two_records(
+    opa_url: str, redis_url: str, kind: str, request: pytest.FixtureRequest
+) -> None:
     """Nobody's chosen id can meet a record someone else stored (or learn it exists)."""
     shared = str(uuid.uuid4())
     async with (
-        edge_store() as store,
+        replica_stores(kind, request) as (store, second),
         policy_client(opa_url) as policy,
-        two_replicas(store, policy, redis_url) as writers,
+        two_replicas(store, policy, redis_url, second) as writers,
     ):
         [alices] = await writers[0].write(
             [belief("alice", "a", "v1", id=shared)], ALICE, datetime.now(UTC)

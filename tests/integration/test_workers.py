@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import httpx
 import pytest
 
 from tests.acceptance.story import fresh_key, said_by, write
-from tests.conftest import OPS, REPO, Backend, as_, free_port, metric, stop
+from tests.conftest import OPS, REPO, as_, free_port, metric, stop
 from tests.qdrant_server import QdrantNode
 
 
@@ -69,7 +70,10 @@ def two_workers(
 ) -> Iterator[Served]:
     """Each worker with its own local OPA (the embedded policy default), so that a
     killed worker's OPA can be looked for."""
-    env = Backend("server", qdrant_server).env() | {
+    env = {
+        "WHOSE_STORE": "server",
+        "WHOSE_QDRANT_URL": qdrant_server.url,
+        "WHOSE_COLLECTION": f"workers_{uuid.uuid4().hex[:8]}",
         "WHOSE_WORKERS": "2",
         "WHOSE_REDIS_URL": redis_url,
         "WHOSE_LOCK_WAIT_S": "20",
