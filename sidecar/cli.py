@@ -121,9 +121,35 @@ def bench(
     out: Annotated[Path, typer.Option(help="Folder for bench.json and bench.png.")] = Path(
         "bench/results"
     ),
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(help="Scale-out mode: edge and/or server (repeat); see scale_bench.py."),
+    ] = None,
+    workers: Annotated[
+        list[int] | None, typer.Option(help="Scale-out mode: server worker counts (repeat).")
+    ] = None,
+    qdrant: Annotated[Path, typer.Option(help="Scale-out mode: the Qdrant server binary.")] = Path(
+        "bin/qdrant"
+    ),
 ) -> None:
-    """Measure disclosure latency against its floor (store query + policy evaluation)."""
+    """Measure disclosure latency against its floor (store query + policy evaluation).
+
+    With --backend: scale-out instead (scale.json), embedded vs server with N workers."""
     import json
+
+    if backend:
+        from sidecar import scale_bench
+
+        try:
+            scaled = scale_bench.run(
+                records or [10_000], backend, workers or [1], queries, out, qdrant
+            )
+        except ValueError as exc:
+            typer.echo(f"configuration error: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
+        typer.echo(scale_bench.table(scaled))
+        typer.echo(f"report: {out / 'scale.json'}")
+        return
 
     from sidecar.benchmark import run
 
