@@ -43,6 +43,7 @@ redis:  ## the tests start their own redis-server; install Debian's if missing
 rego-check:
 	$(OPA) fmt --list --fail rego
 	$(OPA) check --strict rego
+	$(OPA) check --strict --schema schemas/policy rego
 	$(OPA) test rego
 	@$(OPA) test rego --coverage --threshold 100 > .rego-coverage.json \
 	  || { echo "Rego coverage is below 100%: see .rego-coverage.json"; exit 1; }
