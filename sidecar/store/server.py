@@ -16,12 +16,18 @@ from uuid import UUID
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
-from sidecar.filters import TENANT_FIELD, Scope, point_id, to_qdrant
-from sidecar.record import Stored
-from sidecar.store import (
+from sidecar.filters import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    TENANT_FIELD,
+    TEXT_FIELDS,
+    Scope,
+    point_id,
+    to_qdrant,
+)
+from sidecar.record import Stored
+from sidecar.store import (
     Page,
     StoreUnavailable,
     dense,
@@ -160,12 +166,20 @@ def _unavailable_on_error() -> Iterator[None]:
         raise StoreUnavailable(str(exc)) from exc
 
 
-def _indexes() -> list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]]:
+Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
+
+
+def _indexes() -> list[tuple[str, Index]]:
     tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
-    indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
-        (TENANT_FIELD, tenant_index)
-    ]
+    indexes: list[tuple[str, Index]] = [(TENANT_FIELD, tenant_index)]
     indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
+    text = qm.TextIndexParams(
+        type=qm.TextIndexType.TEXT,
+        tokenizer=qm.TokenizerType.WORD,
+        lowercase=True,
+        phrase_matching=True,
+    )
+    indexes += [(name, text) for name in TEXT_FIELDS]
     return indexes
