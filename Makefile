@@ -55,6 +55,7 @@ bin/qdrant: $(QDRANT_XZ)
 rego-check:
 	$(OPA) fmt --list --fail rego
 	$(OPA) check --strict rego
+	$(OPA) check --strict --schema schemas/policy rego
 	$(OPA) test rego
 	@$(OPA) test rego --coverage --threshold 100 > .rego-coverage.json \
 	  || { echo "Rego coverage is below 100%: see .rego-coverage.json"; exit 1; }

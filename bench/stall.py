@@ -7,8 +7,8 @@ every store call, so a slow call stalls the whole process), stores `--records`
 records in one tenant, and measures another tenant's recall latency twice: on a
 quiet sidecar, then while the first tenant keeps `--in-flight` of the costliest
 requests it can send in flight. `--attack bounded` is the costliest request the
-filter bounds admit (filters.py: a count over every point, with a filter of the
-most conditions and text the bounds allow); `--attack unbounded` is the request
+filter bounds admit (filters.py: a count over every point, with as many broad
+conditions as the bounds allow); `--attack unbounded` is the request
 that stalled everyone before there were bounds (a count whose `text_any` holds
 100 000 words), to run against a checkout without them (`--checkout`).
 
@@ -43,14 +43,15 @@ embed = HashingEmbedder(384).embed
 def attacker_filter(kind: str) -> dict[str, Any]:
     if kind == "unbounded":
         return {"must": [{"key": "content", "match": {"text_any": "tok " * 100_000}}]}
-    from sidecar.filters import MAX_CONDITIONS, MAX_TEXT_TOKENS, MAX_TEXT_TOTAL
+    from sidecar.filters import MAX_CONDITIONS
 
-    # Every condition a text match over the writer's text, as many as the bounds allow.
-    words_per = MAX_TEXT_TOKENS
-    per_condition = max(1, min(MAX_TEXT_TOTAL // (MAX_CONDITIONS - 1), 2 * words_per - 1))
-    text = " ".join("z" for _ in range((per_condition + 1) // 2))
-    should = [{"key": "as_written", "match": {"text_any": text}} for _ in range(MAX_CONDITIONS - 1)]
-    return {"must": [{"should": should}]}
+    # The costliest shape measured within the bounds (filters.py): as many broad range
+    # conditions on an indexed datetime as allowed, each matching every point.
+    ranges = [
+        {"key": "recorded_at", "range": {"gt": f"2000-01-{1 + i % 28:02d}T00:00:00Z"}}
+        for i in range(MAX_CONDITIONS - 1)
+    ]
+    return {"must": [{"should": ranges}]}
 
 
 def seed(base: str, records: int) -> None:

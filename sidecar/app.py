@@ -137,6 +137,50 @@ def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
     )
 
 
+async def open_services(
+    settings: Settings, stack: AsyncExitStack, authenticate: Authenticator, traffic: Traffic
+) -> Services:
+    """Everything a request handler reaches, opened in order (OPA, store, Redis, audit)
+    and closed in reverse by `stack`."""
+    policy = await _start_policy(settings, stack)
+    store = MeasuredStore(open_store(settings, traffic))
+    await store.open()
+    stack.push_async_callback(store.close)
+    redis = await stack.enter_async_context(open_redis(settings))
+    audit = audit_log(settings, redis)
+    await audit.start()
+    stack.push_async_callback(audit.close)
+    gate = Gate(
+        policy,
+        decision_cache(settings, redis),
+        audit,
+        settings.cache_bucket_s,
+        rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
+        pushdown=settings.pushdown,
+    )
+    # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
+    stack.push_async_callback(gate.idle)
+    bounds = Bounds(
+        settings.overfetch_factor,
+        settings.max_rounds,
+        settings.max_candidates,
+        settings.max_count_scan,
+    )
+    embedder = HashingEmbedder(settings.vector_size)
+    return Services(
+        settings=settings,
+        store=store,
+        policy=policy,
+        gate=gate,
+        audit=audit,
+        redis=redis,
+        reader=Reader(store, gate, bounds),
+        writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
+        embedder=embedder,
+        authenticate=authenticate,
+    )
+
+
 def create_app(settings: Settings) -> FastAPI:
     # Fails before serving anything if no identity provider is configured.
     authenticate = Authenticator(settings)
@@ -145,46 +189,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            policy = await _start_policy(settings, stack)
-            store = MeasuredStore(open_store(settings, traffic))
-            await store.open()
-            stack.push_async_callback(store.close)
-            embedder = HashingEmbedder(settings.vector_size)
-            redis = await stack.enter_async_context(open_redis(settings))
-            audit = audit_log(settings, redis)
-            await audit.start()
-            stack.push_async_callback(audit.close)
-            gate = Gate(
-                policy,
-                decision_cache(settings, redis),
-                audit,
-                settings.cache_bucket_s,
-                rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
-                pushdown=settings.pushdown,
-            )
-            # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
-            stack.push_async_callback(gate.idle)
-            app.state.services = Services(
-                settings=settings,
-                store=store,
-                policy=policy,
-                gate=gate,
-                audit=audit,
-                redis=redis,
-                reader=Reader(
-                    store,
-                    gate,
-                    Bounds(
-                        settings.overfetch_factor,
-                        settings.max_rounds,
-                        settings.max_candidates,
-                        settings.max_count_scan,
-                    ),
-                ),
-                writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
-                embedder=embedder,
-                authenticate=authenticate,
-            )
+            app.state.services = await open_services(settings, stack, authenticate, traffic)
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
             # the process: keep it out of the cyclic GC, whose full passes over it
             # stalled a request for ~130 ms (bench p99). Today's garbage is collected

@@ -16,16 +16,81 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from sidecar.filters import Scope, iso
 from sidecar.identity import Identity
+from sidecar.record import MemoryRecord, Name
 
 _NOT_FOR_POLICY = ("content",)
 _PROPOSITION_FOR_POLICY = ("key",)
 
 # The purposes the disclosure policy knows (an unknown one is denied there).
 Purpose = str
+
+
+# --- the policy's input, as a contract (schemas/policy/, referenced by the Rego) ----
+
+
+class PolicyIdentity(BaseModel):
+    """An asker, audience member or writer as the policy sees them. Token claims
+    (`groups`, `roles`, `scopes`) are the bearer's own; others carry none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name
+    tenant: Name
+    groups: list[Name] = Field(default_factory=list)
+    roles: list[Name] = Field(default_factory=list)
+    scopes: list[Name] = Field(default_factory=list)
+
+
+class PolicyProposition(BaseModel):
+    """The claim as the policy sees it: only what it is about, never the claim."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Name | None = None
+
+
+# A stored record as the policy sees it: every field of the record but the claim
+# itself (`content`, `proposition.text`, `proposition.value`); see policy_view.
+_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field)
+    for name, field in MemoryRecord.model_fields.items()
+    if name not in (*_NOT_FOR_POLICY, "proposition")
+}
+PolicyRecord = create_model(
+    "PolicyRecord",
+    __config__=ConfigDict(extra="forbid"),
+    proposition=(PolicyProposition | None, None),
+    **_FIELDS,
+)
+
+
+class DisclosureInput(BaseModel):
+    """data.whose.disclosure.batch (`records`) and explanation (`record`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    audience: list[Name]
+    purpose: str
+    now: str = Field(description="RFC 3339, UTC")
+    as_of: str = Field(description="RFC 3339, UTC: the instant asked about")
+    records: list[PolicyRecord] | None = None
+    record: PolicyRecord | None = None
+
+
+class IngestInput(BaseModel):
+    """data.whose.ingest.decisions (`records`; `record` for the single-record rule)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity
+    records: list[PolicyRecord] | None = None
+    record: PolicyRecord | None = None
+    premises: list[PolicyRecord] = Field(default_factory=list)
 
 
 class Decision(BaseModel):

@@ -27,6 +27,44 @@ from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
 TENANT_FIELD = "tenant"
+
+# Payload fields with an index, and the kind of index each gets (the store backends
+# create them). A caller's filter may read only these: a condition on a field without
+# an index makes the engine read every point's payload, about 10 µs a point per
+# condition, holding the interpreter all along (docs/security.md, "Bounded cost").
+KEYWORD_FIELDS = (
+    "id",
+    "observer_id",
+    "observed_id",
+    "observed_attitude",
+    "modality",
+    "access_scope",
+    "audience",
+    "source_id",
+    "source.kind",
+    "source.speaker",
+    "source.channel",
+    "source.participants",
+    "proposition.key",
+    "provenance.writer",
+    "provenance.method",
+    "provenance.derived_from",
+    "evidence[].kind",
+    "evidence[].ref",
+    "evidence[].by",
+    # Finds a version's stored successor: the evidence a write cut short leaves.
+    "supersedes",
+    "superseded_by",
+)
+DATETIME_FIELDS = ("valid_at", "invalid_at", "recorded_at", "evidence[].at")
+FLOAT_FIELDS = ("confidence",)
+# Full-text: the only field a caller's text match may read. Without an index the engine
+# matches text by scanning every point.
+TEXT_FIELDS = ("content",)
+INDEXED_FIELDS = frozenset(
+    (TENANT_FIELD, *KEYWORD_FIELDS, *DATETIME_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
+)
+
 _POINT_NAMESPACE = uuid.UUID("6f1d3a0e-5b7c-4d2a-9e8f-0a1b2c3d4e5f")
 
 
@@ -215,8 +253,9 @@ def _qdrant(condition: Condition) -> qm.Condition:
 # every point the query examines, and the embedded engine holds the interpreter
 # while it does (docs/security.md, "Bounded cost").
 MAX_DEPTH = 4
-MAX_CONDITIONS = 64
+MAX_CONDITIONS = 16
 MAX_VALUES = 256  # per match any/except and per has_id
+MAX_VALUES_TOTAL = 1024  # in all the filter's any/except/has_id lists
 MAX_TEXT_CHARS = 256  # per text, text_any or phrase condition
 MAX_TEXT_TOKENS = 16  # words per text_any condition
 MAX_TEXT_TOTAL = 1024  # characters of text matching in one filter
@@ -227,6 +266,7 @@ _KEY = re.compile(r"[\w-]+(\[\d*\])*(\.[\w-]+(\[\d*\])*)*")
 # worded per reader; `whose` is the decision. The writer's own text is `as_written`.
 _SERVED_AS = {"as_written": "content"}
 _NOT_FILTERABLE = ("content", "whose")
+_TEXT_MATCHES = (qm.MatchText, qm.MatchTextAny, qm.MatchPhrase)
 _INT64 = (-(2**63), 2**63 - 1)
 _MAX_COUNT = 2**32
 
@@ -255,10 +295,16 @@ def caller_filter(raw: Any, tenant: str) -> qm.Filter | None:
 class _Budget:
     conditions: int = 0
     text: int = 0
+    values: int = 0
 
-    def spend(self, conditions: int = 0, text: int = 0) -> None:
+    def spend(self, conditions: int = 0, text: int = 0, values: int = 0) -> None:
         self.conditions += conditions
         self.text += text
+        self.values += values
+        if self.values > MAX_VALUES_TOTAL:
+            raise FilterRefused(
+                "filter_too_large", f"a filter may hold at most {MAX_VALUES_TOTAL} values"
+            )
         if self.conditions > MAX_CONDITIONS:
             raise FilterRefused(
                 "filter_too_large", f"a filter may hold at most {MAX_CONDITIONS} conditions"
@@ -276,12 +322,14 @@ def _listed(conditions: Any) -> list[Any]:
     return conditions if isinstance(conditions, list) else [conditions]
 
 
-def _checked_filter(flt: qm.Filter, tenant: str, budget: _Budget, depth: int) -> qm.Filter:
+def _checked_filter(
+    flt: qm.Filter, tenant: str, budget: _Budget, depth: int, nested: str = ""
+) -> qm.Filter:
     if depth > MAX_DEPTH:
         raise FilterRefused("filter_too_deep", f"filters nest at most {MAX_DEPTH} deep")
 
     def each(conditions: Any) -> list[qm.Condition] | None:
-        return [_checked(c, tenant, budget, depth) for c in _listed(conditions)] or None
+        return [_checked(c, tenant, budget, depth, nested) for c in _listed(conditions)] or None
 
     min_should = None
     if flt.min_should is not None:
@@ -297,34 +345,45 @@ def _checked_filter(flt: qm.Filter, tenant: str, budget: _Budget, depth: int) ->
     )
 
 
-def _checked(condition: Any, tenant: str, budget: _Budget, depth: int) -> qm.Condition:
+def _checked(
+    condition: Any, tenant: str, budget: _Budget, depth: int, nested: str = ""
+) -> qm.Condition:
+    """`nested`: the array a nested condition's keys are relative to ("" outside one)."""
     budget.spend(conditions=1)
     match condition:
         case qm.Filter():
-            return _checked_filter(condition, tenant, budget, depth + 1)
+            return _checked_filter(condition, tenant, budget, depth + 1, nested)
         case qm.NestedCondition():
-            nested = condition.nested
-            inner = _checked_filter(nested.filter, tenant, budget, depth + 1)
-            return qm.NestedCondition(nested=qm.Nested(key=_key(nested.key), filter=inner))
+            inside = condition.nested
+            array = _key(inside.key, nested)
+            inner = _checked_filter(inside.filter, tenant, budget, depth + 1, nested=array)
+            return qm.NestedCondition(nested=qm.Nested(key=inside.key, filter=inner))
         case qm.HasIdCondition():
             ids = list(condition.has_id)
             _bounded_values(len(ids))
+            budget.spend(values=len(ids))
             # Record ids are tenant-scoped point ids in the store (see point_id).
             return qm.HasIdCondition(has_id=[point_id(tenant, str(i)) for i in ids])
         case qm.IsEmptyCondition():
-            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=_key(condition.is_empty.key)))
+            key = _indexed(condition.is_empty.key, nested)
+            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
         case qm.IsNullCondition():
-            return qm.IsNullCondition(is_null=qm.PayloadField(key=_key(condition.is_null.key)))
+            key = _indexed(condition.is_null.key, nested)
+            return qm.IsNullCondition(is_null=qm.PayloadField(key=key))
         case qm.FieldCondition():
-            return _checked_field(condition, budget)
+            return _checked_field(condition, budget, nested)
     raise FilterRefused(
         "unsupported_filter", f"unsupported filter condition: {type(condition).__name__}"
     )
 
 
-def _key(key: str) -> str:
+def _key(key: str, nested: str = "") -> str:
+    """The stored path a caller's key names (inside a nested condition, relative to
+    its array: `evidence` + `by` reads `evidence[].by`)."""
     if len(key) > 200 or not _KEY.fullmatch(key):
         raise FilterRefused("invalid_filter_key", f"invalid payload key: {key[:200]!r}")
+    if nested:
+        return f"{nested}[].{key}"
     head = re.split(r"[.\[]", key, maxsplit=1)[0]
     if head in _NOT_FILTERABLE:
         raise FilterRefused(
@@ -337,24 +396,51 @@ def _key(key: str) -> str:
     return key
 
 
+def _indexed(key: str, nested: str = "") -> str:
+    """`key` if the field it names has an index (else every point would be read)."""
+    path = _key(key, nested)
+    if path not in INDEXED_FIELDS:
+        raise FilterRefused(
+            "unindexed_key",
+            f"`{key}` has no index to filter on; the indexed fields are "
+            + ", ".join(sorted(name.replace("content", "as_written") for name in INDEXED_FIELDS)),
+        )
+    # Inside a nested condition the engine reads keys relative to the array.
+    return key if nested else path
+
+
 def _bounded_values(count: int) -> None:
     if count > MAX_VALUES:
         raise FilterRefused("filter_too_large", f"at most {MAX_VALUES} values per condition")
 
 
-def _checked_field(condition: qm.FieldCondition, budget: _Budget) -> qm.FieldCondition:
+def _checked_field(
+    condition: qm.FieldCondition, budget: _Budget, nested: str = ""
+) -> qm.FieldCondition:
     if condition.geo_bounding_box or condition.geo_radius or condition.geo_polygon:
         raise FilterRefused("unsupported_filter", "geo conditions are not supported")
+    key = _indexed(condition.key, nested)
     if condition.values_count is not None:
+        if nested or "[" in key:
+            # Counting an array's elements is not indexed: every point would be read.
+            raise FilterRefused(
+                "unindexed_key", "values_count counts a top-level field's values only"
+            )
         counts = condition.values_count
         if not all(
             c is None or 0 <= c <= _MAX_COUNT
             for c in (counts.lt, counts.gt, counts.lte, counts.gte)
         ):
             raise FilterRefused("invalid_filter", f"values_count bounds lie in 0..{_MAX_COUNT}")
+    if isinstance(condition.match, _TEXT_MATCHES) and (nested or key not in TEXT_FIELDS):
+        # Text is matched through its full-text index; anywhere else the engine would
+        # scan every point, holding the interpreter for seconds on a large tenant.
+        raise FilterRefused(
+            "text_match_not_indexed", "text, text_any and phrase match only `as_written`"
+        )
     return condition.model_copy(
         update={
-            "key": _key(condition.key),
+            "key": key,
             "match": _checked_match(condition.match, budget),
             "range": _checked_range(condition.range),
         }
@@ -372,9 +458,11 @@ def _checked_match(match: Any, budget: _Budget) -> Any:
             return match
         case qm.MatchAny():
             _homogeneous(match.any)
+            budget.spend(values=len(match.any))
             return match
         case qm.MatchExcept():
             _homogeneous(match.except_)
+            budget.spend(values=len(match.except_))
             return match
         case qm.MatchText():
             _text(match.text, budget)

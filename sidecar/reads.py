@@ -39,6 +39,9 @@ from sidecar.wording import Vocabulary, disclosed_item
 LINKS = ("supersedes", "superseded_by")
 # The longest supersession chain a history or an as-of read follows.
 MAX_HISTORY = 100
+# Records a count examines per store call and per policy call: each call stays short,
+# so another tenant's requests are answered between them (docs/security.md).
+SCAN_PAGE = 250
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ class Reader:
         async with self.gate.begin(question, route) as disclosure:
             narrowed = (await disclosure.pushdown()).narrow(scope)
             while examined < self.bounds.max_count_scan:
-                batch = min(1000, self.bounds.max_count_scan - examined)
+                batch = min(SCAN_PAGE, self.bounds.max_count_scan - examined)
                 page = await self.store.find(narrowed, batch, offset=cursor)
                 decisions = await disclosure.decide(page.records)
                 count += sum(decisions[r.id].allow for r in page.records)

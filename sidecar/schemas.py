@@ -1,15 +1,25 @@
-"""JSON Schemas of the public models, generated into schemas/ and checked in."""
+"""JSON Schemas of the public models and of the policy's contract, generated into
+schemas/ and checked in (`make schemas`; a test fails when they drift).
+
+schemas/*.schema.json: the API's records, requests and answers, and the policy's
+answers (disclosure-decision, ingest-decision). schemas/policy/*.json: what the
+policy is given — its input (disclosure_input, ingest_input) and the data
+documents a security team edits (config, directory, vocabulary). The Rego names
+them in its METADATA, and `opa check --strict --schema schemas/policy` type-checks
+every rule against them (docs/policies.md).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.decisions import Decision, WriteDecision
+from sidecar.decisions import Decision, DisclosureInput, IngestInput, WriteDecision
 from sidecar.messages import RecallRequest, RecallResponse
-from sidecar.record import MemoryRecord, MemoryWrite
+from sidecar.record import MemoryRecord, MemoryWrite, Name
+from sidecar.wording import Vocabulary
 
 MODELS: dict[str, type[BaseModel]] = {
     "memory-record": MemoryRecord,
@@ -21,15 +31,81 @@ MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Principal(_Data):
+    roles: list[Name] = Field(default_factory=list)
+    scopes: list[Name] = Field(default_factory=list, description="Clearances held.")
+
+
+class Tenant(_Data):
+    principals: dict[str, Principal] = Field(default_factory=dict)
+    groups: dict[str, list[Name]] = Field(
+        default_factory=dict, description="Group name (without `group:`) to its members."
+    )
+
+
+class Directory(_Data):
+    """data.whose.directory: who is in which group, who holds which clearance and role."""
+
+    tenants: dict[str, Tenant]
+
+
+class EvidencePolicy(_Data):
+    accepted_kinds: list[Name] = Field(description="Evidence kinds that can support `known`.")
+    signed_by_knower: list[Name] = Field(
+        description="Kinds that count only when the knower gave them (`by`)."
+    )
+
+
+class Announcements(_Data):
+    qualifying_channels: list[Name]
+
+
+class Authoritative(_Data):
+    source_kinds: list[Name]
+
+
+class Ingest(_Data):
+    relay_roles: list[Name] = Field(description="Roles that may write other people's views.")
+
+
+class Config(_Data):
+    """data.whose.config: the evidence policy, announcements, authorities, relays."""
+
+    evidence: EvidencePolicy
+    announcements: Announcements
+    authoritative: Authoritative
+    ingest: Ingest
+    attestation: dict[str, list[Name]] = Field(
+        description="Source or evidence kind to the roles that may cite it."
+    )
+
+
+POLICY_MODELS: dict[str, type[BaseModel]] = {
+    "disclosure_input": DisclosureInput,
+    "ingest_input": IngestInput,
+    "config": Config,
+    "directory": Directory,
+    "vocabulary": Vocabulary,
+}
+
+
 def render(model: type[BaseModel]) -> str:
     return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def write_schemas(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "policy").mkdir(parents=True, exist_ok=True)
     written = []
     for name, model in MODELS.items():
         path = folder / f"{name}.schema.json"
+        path.write_text(render(model))
+        written.append(path)
+    for name, model in POLICY_MODELS.items():
+        path = folder / "policy" / f"{name}.json"
         path.write_text(render(model))
         written.append(path)
     return written

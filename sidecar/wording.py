@@ -16,9 +16,10 @@ apart in `as_written`.
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.decisions import Decision
 from sidecar.messages import Item
@@ -46,42 +47,46 @@ class MalformedVocabulary(ValueError):
     """The policy's vocabulary cannot word its own decisions."""
 
 
-@dataclass(frozen=True)
-class Use:
-    sentence: str
-    # A current one, unopposed, makes the verdict `answer` (the policy's facts).
-    answers: bool = False
-    # A value for the proposition itself, compared in conflicts (a belief about
-    # someone else's mind is not).
-    view_of_claim: bool = True
+class Use(BaseModel):
+    """How one `usable_as` is worded, and what it means for a verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    sentence: str = Field(description="A template over the placeholders in wording.PLACEHOLDERS.")
+    answers: bool = Field(
+        default=False,
+        description="A current one, unopposed, makes the verdict `answer` (the policy's facts).",
+    )
+    view_of_claim: bool = Field(
+        default=True,
+        description="A value for the proposition itself, compared in conflicts (a belief "
+        "about someone else's mind is not).",
+    )
 
 
-@dataclass(frozen=True)
-class Vocabulary:
+class Vocabulary(BaseModel):
+    """data.whose.vocabulary: the words for the policy's decisions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
     uses: dict[str, Use]
-    verbs: dict[str, str]
-    attitudes: dict[str, str]
-    source: str
+    verbs: dict[str, str] = Field(
+        default_factory=dict, description="By modality: how a holder holds the claim."
+    )
+    attitudes: dict[str, str] = Field(
+        default_factory=dict, description="By observed_attitude: what the observed holds."
+    )
+    source: str = Field(default="", description="Appended to every sentence.")
 
     @classmethod
     def parse(cls, raw: Any) -> Vocabulary:
         try:
-            uses = {
-                name: Use(
-                    sentence=_template(use["sentence"]),
-                    answers=_flag(use.get("answers", False)),
-                    view_of_claim=_flag(use.get("view_of_claim", True)),
-                )
-                for name, use in raw["uses"].items()
-            }
-            return cls(
-                uses=uses,
-                verbs=_words(raw.get("verbs", {})),
-                attitudes=_words(raw.get("attitudes", {})),
-                source=_template(raw.get("source", "")),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise MalformedVocabulary(f"vocabulary: {exc!r}") from None
+            vocabulary = cls.model_validate(raw)
+        except ValidationError as exc:
+            raise MalformedVocabulary(f"vocabulary: {exc.errors()[0]['msg']}") from None
+        for template in [vocabulary.source, *(use.sentence for use in vocabulary.uses.values())]:
+            _template(template)
+        return vocabulary
 
     def check(self, decisions: dict[str, Decision]) -> None:
         """Every allowed decision names a use this vocabulary can word."""
@@ -122,9 +127,7 @@ class Vocabulary:
         }
 
 
-def _template(text: Any) -> str:
-    if not isinstance(text, str):
-        raise MalformedVocabulary("a sentence is not a string")
+def _template(text: str) -> str:
     try:
         named = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as exc:
@@ -133,18 +136,6 @@ def _template(text: Any) -> str:
     if unknown:
         raise MalformedVocabulary(f"sentence {text!r} names unknown {sorted(unknown)}")
     return text
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise MalformedVocabulary("a flag is not a boolean")
-    return value
-
-
-def _words(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
-        raise MalformedVocabulary("a word list is not an object of strings")
-    return dict(raw)
 
 
 def _whose_claim(record: dict[str, Any]) -> str:

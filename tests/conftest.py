@@ -34,6 +34,32 @@ POLICY_DIR = REPO / "rego"
 REPORT: list[str] = []
 
 
+# Each folder holds one kind of test, and is marked with it: `pytest -m unit` runs the
+# tests that start no process, `-m "not load"` everything but the load runs, and so on.
+KINDS = {
+    "unit": "pure: no process, no network",
+    "integration": "one part against real OPA, Redis or Qdrant",
+    "acceptance": "a user story over HTTP against a served sidecar",
+    "oracle": "the leak oracle: random worlds against a reference model",
+    "noninterference": "two stores differing only by hidden records, every route compared",
+    "fuzz": "schemathesis against the served OpenAPI",
+    "deploy": "manifests, compose, bundles and docs, validated offline",
+    "load": "short locust runs against a served sidecar",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for kind, meaning in KINDS.items():
+        config.addinivalue_line("markers", f"{kind}: {meaning}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(REPO / "tests").parts[0]
+        if folder in KINDS:
+            item.add_marker(getattr(pytest.mark, folder))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if REPORT:
         terminalreporter.section("whose: what was checked")

@@ -8,6 +8,13 @@
 # A record is denied for every reason any rule of package
 # whose.disclosure.denials gives it (denials.rego): adding a rule there adds a
 # denial, to decisions and to explain alike, with no list to keep in step.
+# METADATA
+# scope: package
+# schemas:
+#   - input: schema.disclosure_input
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
+#   - data.whose.vocabulary: schema.vocabulary
 package whose.disclosure
 
 import data.whose.disclosure.denials

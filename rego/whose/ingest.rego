@@ -4,6 +4,12 @@
 # may create Alice's belief, never Bob's belief or knowledge, and never a fact.
 # Input: {writer, record, premises} for one record, or {writer, records,
 # premises} for a batch; `decisions` applies `decision` to each record.
+# METADATA
+# scope: package
+# schemas:
+#   - input: schema.ingest_input
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.ingest
 
 import data.whose.config

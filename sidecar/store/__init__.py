@@ -16,24 +16,6 @@ from uuid import UUID
 from sidecar.filters import Scope
 from sidecar.record import Stored
 
-# Payload fields with an index, and the kind of index each gets.
-KEYWORD_FIELDS = (
-    "observer_id",
-    "observed_id",
-    "observed_attitude",
-    "modality",
-    "access_scope",
-    "audience",
-    "source_id",
-    "source.speaker",
-    "proposition.key",
-    "provenance.writer",
-    # Finds a version's stored successor: the evidence a write cut short leaves.
-    "supersedes",
-)
-DATETIME_FIELDS = ("valid_at", "invalid_at")
-FLOAT_FIELDS = ("confidence",)
-
 
 class StoreUnavailable(Exception):
     """The vector store failed or could not be reached."""

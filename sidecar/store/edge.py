@@ -27,12 +27,20 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
-from sidecar.filters import TENANT_FIELD, FilterRefused, Scope, iso, point_id, to_qdrant
-from sidecar.record import Stored
-from sidecar.store import (
+from sidecar.filters import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    TENANT_FIELD,
+    TEXT_FIELDS,
+    FilterRefused,
+    Scope,
+    iso,
+    point_id,
+    to_qdrant,
+)
+from sidecar.record import Stored
+from sidecar.store import (
     Page,
     StoreUnavailable,
     dense,
@@ -229,13 +237,16 @@ class EdgeStore:
             self._last_call = time.monotonic()
 
 
-def _indexes() -> list[tuple[str, qe.PayloadSchemaType | qe.KeywordIndexParams]]:
-    indexes: list[tuple[str, qe.PayloadSchemaType | qe.KeywordIndexParams]] = [
-        (TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))
-    ]
+Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
+
+
+def _indexes() -> list[tuple[str, Index]]:
+    indexes: list[tuple[str, Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
     indexes += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_FIELDS]
     indexes += [(name, qe.PayloadSchemaType.Datetime) for name in DATETIME_FIELDS]
     indexes += [(name, qe.PayloadSchemaType.Float) for name in FLOAT_FIELDS]
+    text = qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True, phrase_matching=True)
+    indexes += [(name, text) for name in TEXT_FIELDS]
     return indexes
 
 

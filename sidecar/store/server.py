@@ -39,12 +39,18 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from sidecar.filters import TENANT_FIELD, Scope, point_id, to_qdrant
-from sidecar.record import Stored
-from sidecar.store import (
+from sidecar.filters import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    TENANT_FIELD,
+    TEXT_FIELDS,
+    Scope,
+    point_id,
+    to_qdrant,
+)
+from sidecar.record import Stored
+from sidecar.store import (
     Page,
     StoreUnavailable,
     dense,
@@ -311,12 +317,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _indexes() -> list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]]:
+Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
+
+
+def _indexes() -> list[tuple[str, Index]]:
     tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
-    indexes: list[tuple[str, qm.PayloadSchemaType | qm.KeywordIndexParams]] = [
-        (TENANT_FIELD, tenant_index)
-    ]
+    indexes: list[tuple[str, Index]] = [(TENANT_FIELD, tenant_index)]
     indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
+    text = qm.TextIndexParams(
+        type=qm.TextIndexType.TEXT,
+        tokenizer=qm.TokenizerType.WORD,
+        lowercase=True,
+        phrase_matching=True,
+    )
+    indexes += [(name, text) for name in TEXT_FIELDS]
     return indexes

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
+from sidecar.filters import KEYWORD_FIELDS, Scope
 from sidecar.identity import Identity
 from sidecar.locks import LocalLocks
 from sidecar.opa import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.repair import repair
-from sidecar.store import KEYWORD_FIELDS, Store
+from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.writes import Writer, WriteRefused
 from tests.integration.conftest import BACKENDS, backend

@@ -8,6 +8,12 @@
 # depend on the question alone or on time, so the store filter derived from
 # `visible_to` keeps out exactly the records denied here (docs/design.md,
 # "Pushdown").
+# METADATA
+# scope: package
+# schemas:
+#   - input: schema.disclosure_input
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.disclosure.denials
 
 import data.whose.disclosure

@@ -4,6 +4,11 @@
 # token's "groups", "scopes" and "roles" claims. Everyone else is known only
 # through the tenant directory in data.whose.directory: a token speaks for its
 # bearer alone.
+# METADATA
+# scope: package
+# schemas:
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.lib.directory
 
 # METADATA

@@ -13,6 +13,11 @@
 # ingest at the record's own valid_at. An item dated (`at`) after that instant
 # did not exist yet and does not count; an undated item counts at any instant,
 # and an item whose `at` does not parse never counts.
+# METADATA
+# scope: package
+# schemas:
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.lib.evidence
 
 import data.whose.config

@@ -1,4 +1,9 @@
 # Which sources carry authority and which announcements make common knowledge.
+# METADATA
+# scope: package
+# schemas:
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.lib.sources
 
 import data.whose.config

@@ -1,4 +1,9 @@
 # Valid time: when a claim applied. Timestamps are RFC 3339 strings.
+# METADATA
+# scope: package
+# schemas:
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.lib.validity
 
 # METADATA

@@ -8,6 +8,11 @@
 # the sidecar derives from `visible_to` (OPA's Compile API) keeps out exactly the
 # records nobody in the audience may see, and nothing else: docs/design.md,
 # "Pushdown".
+# METADATA
+# scope: package
+# schemas:
+#   - data.whose.config: schema.config
+#   - data.whose.directory: schema.directory
 package whose.lib.visibility
 
 import data.whose.lib.directory
