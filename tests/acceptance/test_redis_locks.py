@@ -32,8 +32,11 @@ def redis_binary() -> str:
 
 
 @pytest.fixture(scope="module")
-def own_redis(redis_port: int, redis_folder: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A Redis only this module uses, so a test may kill it and start it again."""
+def own_redis(
+    redis_port: int, redis_folder: Path, store_backend: Backend
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A Redis only this module uses, so a test may kill it and start it again; one
+    per store backend (the last test leaves it stopped)."""
     _, process = start_redis(redis_binary(), redis_folder, redis_port)
     yield process
     stop(process)
