@@ -103,23 +103,33 @@ def to_records(event: WitnessedEvent) -> list[MemoryWrite]:
     there, then (for an announcement) the announcer's common-knowledge record."""
     witnesses = list(dict.fromkeys(event.witnessed_by))
     unnoticed = set(event.unnoticed)
+    noticed = [w for w in witnesses if w not in unnoticed]
     text = event.proposition.text
+
+    def present(holder: str) -> list[str]:
+        # Who was there as the holder knows it: an unnoticed witness is in nobody
+        # else's record, not even as a participant.
+        return [w for w in witnesses if w in noticed or w == holder]
+
     records = [
-        _record(event, witnesses, holder, None, f"{holder} saw that {text}") for holder in witnesses
+        _record(event, present(holder), holder, None, f"{holder} saw that {text}")
+        for holder in witnesses
     ]
     records += [
-        _record(event, witnesses, holder, other, f"{holder} saw {other} see that {text}")
+        _record(event, present(holder), holder, other, f"{holder} saw {other} see that {text}")
         for holder in witnesses
-        for other in witnesses
-        if other != holder and other not in unnoticed
+        for other in noticed
+        if other != holder
     ]
     if event.announcement is not None:
-        records.append(_announced(event, witnesses, event.announcement))
+        # Common knowledge is among those everyone saw hear it: an unnoticed member
+        # heard it, but nobody knows they did (the policy then finds them absent).
+        records.append(_announced(event, noticed, event.announcement))
     return records
 
 
 def _record(
-    event: WitnessedEvent, witnesses: list[str], holder: str, other: str | None, content: str
+    event: WitnessedEvent, present: list[str], holder: str, other: str | None, content: str
 ) -> MemoryWrite:
     seen_by = [holder] if other is None else [holder, other]
     return MemoryWrite(
@@ -129,7 +139,7 @@ def _record(
         observed_id=other,
         observed_attitude="believes" if other else None,
         source_id=event.source_id,
-        source=_source(event, witnesses, "perception"),
+        source=_source(event, present, "perception"),
         modality="observed",
         evidence=[_witnessing(event, who) for who in seen_by],
         confidence=event.confidence,
@@ -161,8 +171,8 @@ def _announced(
     )
 
 
-def _source(event: WitnessedEvent, witnesses: list[str], kind: str) -> dict[str, Any]:
-    source: dict[str, Any] = {"kind": kind, "participants": witnesses}
+def _source(event: WitnessedEvent, present: list[str], kind: str) -> dict[str, Any]:
+    source: dict[str, Any] = {"kind": kind, "participants": present}
     if event.channel is not None:
         source["channel"] = event.channel
     return source

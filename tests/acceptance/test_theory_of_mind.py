@@ -166,6 +166,13 @@ def test_sally_at_the_window_holds_a_true_belief_anne_does_not_know_of(
     assert mind(now, "anne") == {"anne": ["box"], "sally": ["basket"]}
     anne_on_sally = recall(http, "anne", about=key, observed="sally")["items"]
     assert [i["proposition"]["value"] for i in anne_on_sally] == ["basket"]
+    # Nor does anything Anne is shown say Sally was there when the marble moved.
+    [anne_saw_the_move] = [
+        i
+        for i in recall(http, "anne", about=key, observer="anne")["items"]
+        if "observed_id" not in i
+    ]
+    assert anne_saw_the_move["source"]["participants"] == ["anne"]
 
 
 def test_a_third_person_who_entered_after_the_move(http: httpx.Client) -> None:

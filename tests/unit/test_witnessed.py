@@ -71,6 +71,21 @@ def test_records_say_how_they_were_derived() -> None:
 def test_nobody_has_a_view_of_an_unnoticed_witness() -> None:
     records = to_records(event(witnessed_by=["anne", "sally"], unnoticed=["sally"]))
     assert views(records) == {("anne", None), ("sally", None), ("sally", "anne")}
+    # Not even as someone present: Anne's record does not know Sally was at the window.
+    participants = {r.observer_id: r.source.participants for r in records if r.source}
+    assert participants == {"anne": ["anne"], "sally": ["anne", "sally"]}
+
+
+def test_common_knowledge_is_among_the_witnesses_everyone_saw() -> None:
+    announced = event(
+        witnessed_by=["alice", "bob", "carol"],
+        unnoticed=["bob"],
+        announcement={"speaker": "carol", "to": "group:launch-team"},
+    )
+    record = to_records(announced)[-1]
+    assert record.source is not None
+    assert record.source.participants == ["alice", "carol"]
+    assert [e.by for e in record.evidence] == ["alice", "carol"]
 
 
 def test_a_witnessed_announcement_adds_the_announcers_common_knowledge() -> None:
