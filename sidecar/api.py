@@ -28,11 +28,14 @@ from sidecar.messages import (
     RecallResponse,
     StoredRecords,
 )
+from sidecar.minds import minds
 from sidecar.observations import Observation, to_records
 from sidecar.opa import PolicyUnavailable
 from sidecar.record import Instant, MemoryRecord, MemoryWrite
 from sidecar.services import Asker, Svc
 from sidecar.verdict import decide, newest_fact, settle
+from sidecar.witnessed import WitnessedEvent
+from sidecar.witnessed import to_records as witnessed_records
 from sidecar.writes import MAX_BATCH
 
 router = APIRouter()
@@ -97,6 +100,20 @@ async def write_observation(observation: Observation, svc: Svc, who: Asker) -> S
 
 
 @router.post(
+    "/v1/witnessed",
+    status_code=201,
+    response_model=StoredRecords,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> StoredRecords:
+    """Store what several people saw together as each one's own view, and each one's
+    view of the others' (see witnessed.py)."""
+    stored = await svc.writer.write(witnessed_records(event), who, _now(), "witnessed")
+    return StoredRecords(records=stored)
+
+
+@router.post(
     "/v1/recall", response_model=RecallResponse, response_model_exclude_none=True, responses=_errors
 )
 async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
@@ -121,6 +138,8 @@ async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
         current_at=None if history else question.at,
         about=request.about,
         observer=request.observer,
+        observed=request.observed,
+        attitude=request.attitude,
         source_id=request.source_id,
         modality=request.modality,
         min_confidence=request.min_confidence,
@@ -208,9 +227,11 @@ async def proposition(
     svc: Svc,
     who: Asker,
     audience: Annotated[list[str] | None, Query(max_length=100)] = None,
+    as_of: Annotated[Instant | None, Query()] = None,
 ) -> PropositionResponse:
-    """Every disclosable current view of one proposition, and the world-state claim."""
-    question = DisclosureQuestion(who, audience or [], purpose="recall", now=_now())
+    """Every disclosable view of one proposition current at `as_of` (default now), the
+    world-state claim, and the views grouped by whose mind they are in."""
+    question = DisclosureQuestion(who, audience or [], purpose="recall", now=_now(), as_of=as_of)
     scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
     answer = await svc.reader.listing(question, "propositions", scope, svc.settings.max_candidates)
     items = settle(answer.items)
@@ -218,12 +239,14 @@ async def proposition(
     world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
     return PropositionResponse(
         key=key,
+        as_of=as_of,
         verdict=verdict,
         world_state=world_state,
         # Everything else stays visible, a second authority's agreeing fact included;
         # when authorities disagree there is no world state, only their conflict.
         perspectives=[item for item in items if item is not world_state],
         conflicts=conflicts,
+        minds=minds(items),
         decision_id=answer.decision_id,
         truncated=answer.truncated,
     )

@@ -8,6 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sidecar.record import (
+    Attitude,
     Instant,
     MemoryRecord,
     Modality,
@@ -33,6 +34,12 @@ class RecallRequest(BaseModel):
     limit: int = Field(default=10, ge=1, le=1000)
     about: Name | None = None
     observer: Name | None = None
+    observed: Name | None = Field(
+        default=None, description="Only views of this person's mind (`observed_id`)."
+    )
+    attitude: Attitude | None = Field(
+        default=None, description="Only views of a mind with this attitude (`observed_attitude`)."
+    )
     source_id: Name | None = None
     modality: Modality | None = None
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -112,10 +119,43 @@ class HistoryResponse(BaseModel):
     decision_id: UUID
 
 
+class MindView(BaseModel):
+    """One current view in a holder's mind, as the policy lets it be used."""
+
+    record_id: UUID
+    value: ScalarValue | None
+    attitude: str | None = Field(
+        default=None, description="For a view of someone else's mind: knows or believes."
+    )
+    usable_as: str
+    valid_at: Instant | None = None
+    attribution: str
+
+
+class OtherMind(BaseModel):
+    """What the holder thinks someone else thinks of the proposition."""
+
+    observed: str
+    views: list[MindView]
+
+
+class Mind(BaseModel):
+    """One holder's current views of the proposition, and of others' views of it."""
+
+    holder: str
+    views: list[MindView] = Field(description="What the holder thinks.")
+    about: list[OtherMind] = Field(
+        default_factory=list, description="What the holder thinks others think."
+    )
+
+
 class PropositionResponse(BaseModel):
     """Every disclosable current perspective on one proposition key."""
 
     key: str
+    as_of: Instant | None = Field(
+        default=None, description="The instant asked about, when not now."
+    )
     verdict: Verdict
     world_state: Item | None = Field(
         default=None,
@@ -126,6 +166,11 @@ class PropositionResponse(BaseModel):
     )
     perspectives: list[Item]
     conflicts: list[Conflict] = Field(default_factory=list)
+    minds: list[Mind] = Field(
+        default_factory=list,
+        description="The perspectives (world state aside) grouped by holder, each with "
+        "what they think others think.",
+    )
     decision_id: UUID
     truncated: bool = False
 

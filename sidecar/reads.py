@@ -131,7 +131,9 @@ class Reader:
                 with_vector=with_vector,
                 adaptive=adaptive,
             )
-            allowed = found.allowed
+            # Equal scores in id order (docs/security.md, "ordering"): the engine's
+            # order among ties may change between calls, and pages by offset with it.
+            allowed = sorted(found.allowed, key=_rank)
             page = allowed[offset : offset + limit]
             others: list[Item] = []
             if with_other_views:
@@ -411,6 +413,11 @@ def _links_within(
 def _links_to_other(record: Stored, link: str, visible: set[str]) -> bool:
     target = getattr(record, link)
     return target is not None and target not in visible
+
+
+def _rank(allowed: tuple[Stored, Decision]) -> tuple[float, str]:
+    record = allowed[0]
+    return (-(record.score or 0.0), record.id)
 
 
 def _has_value(record: Stored) -> bool:

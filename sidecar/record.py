@@ -25,9 +25,17 @@ Modality = Literal[
     "inferred",
     "known",
     "common_knowledge",
+    # What its holder witnessed (docs/design.md §3): at most their belief.
+    "observed",
 ]
 SourceKind = Literal[
-    "conversation", "document", "change_record", "announcement", "acknowledgement", "system"
+    "conversation",
+    "document",
+    "change_record",
+    "announcement",
+    "acknowledgement",
+    "system",
+    "perception",
 ]
 Attitude = Literal["knows", "believes"]
 

@@ -19,11 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sidecar.decisions import Decision, DisclosureInput, IngestInput, WriteDecision
 from sidecar.messages import RecallRequest, RecallResponse
 from sidecar.record import MemoryRecord, MemoryWrite, Name
+from sidecar.witnessed import WitnessedEvent
 from sidecar.wording import Vocabulary
 
 MODELS: dict[str, type[BaseModel]] = {
     "memory-record": MemoryRecord,
     "memory-write": MemoryWrite,
+    "witnessed-event": WitnessedEvent,
     "recall-request": RecallRequest,
     "recall-response": RecallResponse,
     "disclosure-decision": Decision,

@@ -116,7 +116,8 @@ applies(record) if validity.current_at(record, as_of)
 #   for knowledge counts only if it existed at as_of. A record about someone else's
 #   mind (observed_id) is at most its holder's view of them: never a fact, an
 #   unverified claim or common knowledge, and knowledge only as `known` with
-#   evidence tied to the knower.
+#   evidence tied to the knower. A perception (`observed`) is at most its holder's
+#   belief: witnessing is no evidence the evidence policy accepts for knowledge.
 usable_as(record) := "nested_belief" if {
 	sources.shared_claim_about_another(record)
 } else := "fact" if {
@@ -130,7 +131,7 @@ usable_as(record) := "nested_belief" if {
 	evidence.satisfies(record, as_of)
 } else := "common_knowledge" if {
 	record.modality == "common_knowledge"
-	sources.qualifying_announcement(record)
+	sources.announced_to_group(record)
 	sources.reaches_every_member(record)
 } else := "nested_belief" if {
 	record.observed_id
@@ -150,7 +151,7 @@ notes(record, use) := union({
 	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
-	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.qualifying_announcement(record)},
+	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.announced_to_group(record)},
 	{"common_knowledge_group_not_cleared" | record.modality == "common_knowledge"; not sources.reaches_every_member(record)},
 	{"nested_belief_not_shared" | sources.shared_claim_about_another(record)},
 })

@@ -487,3 +487,53 @@ test_unparseable_evidence_date_is_not_knowledge if {
 	record := object.union(acknowledged_on_oct_20, {"evidence": [{"kind": "acknowledgement", "by": "bob", "ref": "msg-9", "at": "soon"}]})
 	ask(bob, record).usable_as == "nested_belief"
 }
+
+# --- perception: at most the witness's belief ---
+
+witnessed(people) := [{"kind": "witnessed", "ref": "room-1", "by": who} | some who in people]
+
+saw := {
+	"id": "o1",
+	"tenant": "acme",
+	"observer_id": "alice",
+	"modality": "observed",
+	"source_id": "room-1",
+	"source": {"kind": "perception", "participants": ["alice", "bob"]},
+	"evidence": witnessed(["alice"]),
+	"audience": ["alice"],
+	"valid_at": "2026-10-01T00:00:00Z",
+}
+
+test_a_perception_is_its_holders_belief if {
+	d := ask(alice, saw)
+	d.usable_as == "belief"
+	d.reasons == set()
+	d.obligations == {"attribute", "cite_source"}
+}
+
+test_a_perception_of_anothers_perception_is_a_nested_belief if {
+	about_bob := object.union(saw, {"observed_id": "bob", "observed_attitude": "believes", "audience": ["alice", "bob"]})
+	ask(bob, about_bob).usable_as == "nested_belief"
+}
+
+test_a_perception_is_never_knowledge_whatever_it_cites if {
+	cited := object.union(saw, {"evidence": [{"kind": "announcement", "ref": "all-hands-1", "by": "alice"}]})
+	ask(alice, cited).usable_as == "belief"
+}
+
+witnessed_announcement := object.union(announcement, {
+	"source": {"kind": "announcement", "speaker": "carol", "channel": "hallway", "participants": ["alice", "bob", "carol"]},
+	"evidence": witnessed(["alice", "bob", "carol"]),
+})
+
+test_an_announcement_the_whole_group_witnessed_is_common_knowledge if {
+	ask(bob, witnessed_announcement).usable_as == "common_knowledge"
+}
+
+# Dave joins the team after the announcement: he was not there, so it is no longer
+# common knowledge in the team as it now is.
+test_common_knowledge_stops_when_a_member_who_was_not_there_joins if {
+	d := ask(bob, witnessed_announcement) with data.whose.directory.tenants.acme.groups as {"launch-team": ["alice", "bob", "carol", "dave"]}
+	d.usable_as == "belief"
+	d.reasons == {"announcement_not_qualifying"}
+}

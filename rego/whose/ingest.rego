@@ -63,6 +63,7 @@ denials(record) := union({
 	holder_denials(record),
 	scope_denials(record),
 	derivation_denials(record),
+	perception_denials(record),
 })
 
 writer_denials := {"no_writer" | not known_writer}
@@ -104,7 +105,14 @@ known_from_the_start(record) if evidence.satisfies(record, record.valid_at)
 announcement_denials(record) := union({
 	{"common_knowledge_without_announcement" |
 		record.modality == "common_knowledge"
-		not sources.qualifying_announcement(record)
+		not sources.announced_to_group(record)
+		not sources.member_absent(record)
+	},
+	# A witnessed announcement makes common knowledge only if all of G was there.
+	{"common_knowledge_member_absent" |
+		record.modality == "common_knowledge"
+		not sources.announced_to_group(record)
+		sources.member_absent(record)
 	},
 	# Common knowledge in G is had by every member of G: not by one the record's
 	# scope keeps out.
@@ -146,9 +154,11 @@ holder_denials(record) := union({
 		voice(record) != input.writer.id
 		not writer_may_relay
 	},
+	# A perception has no speaker: its witnessing evidence says whose it is.
 	{"relay_without_speaker" |
 		voice(record) != input.writer.id
 		not record.source.speaker
+		record.modality != "observed"
 	},
 })
 
@@ -212,3 +222,25 @@ readable_premise(id) if {
 }
 
 readable(premise) if visibility.visible_to(premise, input.writer)
+
+# Perception (modality `observed`, docs/design.md §3) is what its holder witnessed:
+# the holder was there, their witnessing cited; a view of another's mind needs the
+# other there too. Who may record perception at all is config.attestation (the
+# `perception` source and `witnessed` evidence kinds): a relay, and one that was
+# itself in the room records only its own.
+perception_denials(record) := union({
+	{"perception_holder_absent" |
+		record.modality == "observed"
+		not sources.witnessed(record, record.observer_id)
+	},
+	{"perception_observed_absent" |
+		record.modality == "observed"
+		record.observed_id
+		not sources.witnessed(record, record.observed_id)
+	},
+	{"perception_recorded_by_a_participant" |
+		record.modality == "observed"
+		voice(record) != input.writer.id
+		input.writer.id in record.source.participants
+	},
+})

@@ -398,3 +398,94 @@ test_known_without_valid_at_refused if {
 	# The sidecar always sets valid_at; a record without one has no instant to know at.
 	write(extractor, object.remove(acknowledged, ["valid_at"])).reasons == {"known_without_evidence"}
 }
+
+# --- perception (modality observed): what its holder witnessed ---
+
+witnessed(people) := [{"kind": "witnessed", "ref": "room-1", "by": who, "at": "2026-10-01T00:00:00Z"} | some who in people]
+
+# Sally saw the marble put in the basket; Anne was there too.
+saw := {
+	"id": "o1",
+	"tenant": "acme",
+	"observer_id": "sally",
+	"modality": "observed",
+	"source_id": "room-1",
+	"source": {"kind": "perception", "participants": ["sally", "anne"]},
+	"evidence": witnessed(["sally"]),
+	"audience": ["sally"],
+	"valid_at": "2026-10-01T00:00:00Z",
+	"provenance": {"method": "witnessed"},
+}
+
+# Sally's belief that Anne saw it too.
+saw_anne_see := object.union(saw, {
+	"id": "o2",
+	"observed_id": "anne",
+	"observed_attitude": "believes",
+	"evidence": witnessed(["sally", "anne"]),
+	"audience": ["sally", "anne"],
+})
+
+test_a_relay_records_what_each_witness_saw if {
+	write(extractor, saw).allow
+	write(extractor, saw_anne_see).allow
+
+	# Nobody said it: a perception needs no speaker (relay_without_speaker is for words).
+	not write(extractor, saw).readable
+}
+
+test_perception_by_someone_who_was_not_there_refused if {
+	carol_saw := object.union(saw, {"observer_id": "carol", "evidence": witnessed(["carol"])})
+	write(extractor, carol_saw).reasons == {"perception_holder_absent"}
+	uncited := object.union(saw, {"evidence": []})
+	write(extractor, uncited).reasons == {"perception_holder_absent"}
+}
+
+test_a_view_of_someone_who_was_not_there_refused if {
+	about_carol := object.union(saw_anne_see, {"observed_id": "carol", "evidence": witnessed(["sally", "carol"])})
+	write(extractor, about_carol).reasons == {"perception_observed_absent"}
+	uncited := object.union(saw_anne_see, {"evidence": witnessed(["sally"])})
+	write(extractor, uncited).reasons == {"perception_observed_absent"}
+}
+
+test_only_a_relay_records_perception if {
+	# Sally's own "I saw it" is something she says (asserted), not a perception record.
+	write({"id": "sally", "tenant": "acme"}, saw).reasons == {"source_needs_role", "evidence_needs_role"}
+	d := write({"id": "anne", "tenant": "acme"}, object.union(saw, {"source": {"kind": "conversation", "participants": ["sally", "anne"]}, "evidence": []}))
+	d.reasons == {"writer_not_holder", "perception_holder_absent", "perception_recorded_by_a_participant"}
+}
+
+# A relay that was itself in the room is a participant: it records its own
+# perception, never anyone else's.
+test_a_participant_never_records_perception_for_others if {
+	robot := {"id": "robot", "tenant": "acme", "roles": ["extractor"]}
+	present := {"source": {"kind": "perception", "participants": ["sally", "anne", "robot"]}}
+	write(robot, object.union(saw, present)).reasons == {"perception_recorded_by_a_participant"}
+	own := object.union(saw, object.union(present, {"observer_id": "robot", "evidence": witnessed(["robot"]), "audience": ["robot"]}))
+	write(robot, own).allow
+}
+
+# --- common knowledge from a witnessed announcement, on any channel ---
+
+witnessed_announcement := object.union(announced, {
+	"source": {"kind": "announcement", "speaker": "alice", "channel": "hallway", "participants": ["alice", "bob", "carol"]},
+	"evidence": witnessed(["alice", "bob", "carol"]),
+	"provenance": {"method": "witnessed"},
+})
+
+test_common_knowledge_from_an_announcement_the_whole_group_witnessed_allowed if {
+	write(extractor, witnessed_announcement).allow
+}
+
+test_common_knowledge_from_an_announcement_a_member_missed_refused if {
+	missed := object.union(witnessed_announcement, {
+		"source": {"participants": ["alice", "carol"]},
+		"evidence": witnessed(["alice", "carol"]),
+	})
+	write(extractor, missed).reasons == {"common_knowledge_member_absent"}
+}
+
+test_common_knowledge_witnessed_by_a_group_with_an_uncleared_member_refused if {
+	scoped := object.union(witnessed_announcement, {"access_scope": "launch-core"})
+	write(extractor, scoped).reasons == {"common_knowledge_group_not_cleared"}
+}

@@ -22,7 +22,7 @@ RecordOutcome = Literal["allowed", "withheld", "stored", "refused"]
 # could not answer.
 Outcome = Literal["allowed", "withheld", "policy_unavailable", "stored", "refused"]
 Purpose = Literal["recall", "get", "history", "explain", "write"]
-WriteRoute = Literal["memories", "observations", "proxy.upsert"]
+WriteRoute = Literal["memories", "observations", "witnessed", "proxy.upsert"]
 WriteOutcome = Literal["stored", "refused"]
 
 POLICY_UNAVAILABLE: Final = "policy_unavailable"
@@ -142,7 +142,7 @@ def write_entry(
 
     - `writer`: (id, tenant) of the verified identity that wrote; the id is the
       entry's `asker`.
-    - `route`: `memories`, `observations` or `proxy.upsert`.
+    - `route`: `memories`, `observations`, `witnessed` or `proxy.upsert`.
     - `revision`: the policy revision that decided (None if the policy never answered).
     - `records`: every record of the batch, in batch order (`audited_write` builds
       one): `stored`, or `refused` with every reason. A refused batch stores

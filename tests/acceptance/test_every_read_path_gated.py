@@ -52,6 +52,7 @@ CATCH_ALL = "/collections/{rest:path}"
 WRITES = {
     ("POST", "/v1/memories"),
     ("POST", "/v1/observations"),
+    ("POST", "/v1/witnessed"),
     ("PUT", "/collections/{collection}/points"),
 }
 

@@ -66,7 +66,13 @@ def test_unknown_key_and_forbidden_key_look_the_same(http: httpx.Client) -> None
     assert (
         forbidden
         == unknown
-        == {"verdict": "abstain", "perspectives": [], "conflicts": [], "truncated": False}
+        == {
+            "verdict": "abstain",
+            "perspectives": [],
+            "conflicts": [],
+            "minds": [],
+            "truncated": False,
+        }
     )
 
 

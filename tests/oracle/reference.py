@@ -27,11 +27,15 @@ The rules:
   the instant asked about (an item dated after it, or with a date that cannot be
   read, does not; an undated one does); common knowledge only from an
   announcement on a qualifying channel to groups that exist in the tenant's
-  directory (a group nobody can enumerate is no group); a claim about someone
+  directory (a group nobody can enumerate is no group), or from an announcement
+  on any channel to such groups that every one of their members was present for
+  (listed among the source's participants, with an evidence item of kind
+  `witnessed` by them); a claim about someone
   else's mind is a nested belief, whatever its modality (B_A(K_B p) is never
   returned as a fact, an unverified claim about the world, or common knowledge
   in a group holding B: docs/design.md §2), except "B knows p" with evidence tied to B;
-  everything else is the holder's belief.
+  everything else is the holder's belief (a perception, `observed`, included:
+  witnessing is no evidence of knowledge).
 """
 
 from __future__ import annotations
@@ -195,9 +199,19 @@ class Model:
             for g in groups
             for member in directory.groups.get(g, set())
         )
+        # Or every member of the groups was there: present, their witnessing cited.
+        present = set(source.get("participants") or [])
+        witnessed = {
+            item.get("by") for item in record.get("evidence", []) if item.get("kind") == "witnessed"
+        }
+        all_there = all(
+            member in present and member in witnessed
+            for g in groups
+            for member in directory.groups.get(g, set())
+        )
         return (
             source.get("kind") == "announcement"
-            and source.get("channel") in self.config.qualifying_channels
+            and (source.get("channel") in self.config.qualifying_channels or all_there)
             and bool(groups)
             and all(g in directory.groups for g in groups)
             and reaches_all

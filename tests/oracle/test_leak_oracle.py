@@ -231,12 +231,17 @@ class Checker:
 
     def check_propositions(self) -> None:
         audience = self.query.audience
+        params: dict[str, Any] = {"audience": audience}
+        as_of = None
+        if self.query.as_of is not None:
+            params["as_of"] = self.query.as_of
+            as_of = at(self.query.as_of)
         for key in [*KEYS, "k-missing"]:
-            response = self.request("GET", f"/v1/propositions/{key}", params={"audience": audience})
+            response = self.request("GET", f"/v1/propositions/{key}", params=params)
             assert response.status_code == 200, response.text
             expected = {
                 r["id"]
-                for r in self.allowed("recall", audience)
+                for r in self.allowed("recall", audience, as_of)
                 if (r.get("proposition") or {}).get("key") == key
             }
             answer = response.json()
@@ -245,8 +250,26 @@ class Checker:
             )
             assert sorted(i["id"] for i in items) == sorted(expected), ("propositions", key)
             for item in items:
-                self.check_item(item, item["id"])
+                self.check_item(item, item["id"], as_of)
+            self.check_minds(answer["minds"], items)
             self.no_secrets_but(response, expected)
+
+    def check_minds(self, minds: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+        """Every current view with a holder, under its holder and whose mind it is about."""
+        expected = {
+            (i["id"], i["observer_id"], i.get("observed_id"))
+            for i in items
+            if i["status"] == "current" and i.get("observer_id")
+        }
+        grouped = {(v["record_id"], m["holder"], None) for m in minds for v in m["views"]}
+        grouped |= {
+            (v["record_id"], m["holder"], o["observed"])
+            for m in minds
+            for o in m["about"]
+            for v in o["views"]
+        }
+        assert grouped == expected, ("minds", minds, items)
+        OUTCOMES["minds_nested"] += sum(1 for _, _, observed in expected if observed)
 
     def check_get(self) -> None:
         missing = str(uuid.uuid4())

@@ -36,7 +36,7 @@ TIMES = [
 KEYS = ["k0", "k1"]
 # Every modality the record model accepts, so a new one is generated as soon as it exists.
 MODALITIES = list(get_args(Modality))
-SOURCE_KINDS = ["conversation", "document", "change_record", "announcement"]
+SOURCE_KINDS = ["conversation", "document", "change_record", "announcement", "perception"]
 CHANNELS = [None, "all-hands", "dm"]
 
 
@@ -44,7 +44,7 @@ CHANNELS = [None, "all-hands", "dm"]
 class Write:
     """One request of the world's history: a record, or an observation (one claim)."""
 
-    via: str  # "memories" or "observations"
+    via: str  # "memories", "observations" or "witnessed"
     body: dict[str, Any]
     marker: str
 
@@ -94,7 +94,9 @@ audiences = st.lists(
 )
 evidence_items = st.fixed_dictionaries(
     {
-        "kind": st.sampled_from(["acknowledgement", "change_record", "announcement", "document"]),
+        "kind": st.sampled_from(
+            ["acknowledgement", "change_record", "announcement", "document", "witnessed"]
+        ),
         "ref": st.sampled_from(["ref-1", "ref-2"]),
         "by": st.sampled_from(PEOPLE),
     },
@@ -148,10 +150,24 @@ def record_writes(draw: st.DrawFn) -> Write:
         body["evidence"].insert(0, {"kind": "acknowledgement", "ref": "ack-1", "by": knower})
     if modality == "common_knowledge" and draw(st.booleans()):
         # To directory groups only: a token-only group is no group to know in common.
-        source |= {"kind": "announcement", "channel": "all-hands"}
+        # On a qualifying channel, or witnessed by whoever was there (every member?).
+        channel = draw(st.sampled_from(["all-hands", "hallway"]))
+        source |= {"kind": "announcement", "channel": channel}
         others = [a for a in body["audience"][:3] if a != f"group:{TOKEN_ONLY_GROUP}"]
         body["audience"] = [*others, f"group:{draw(st.sampled_from(GROUPS))}"]
         body["audience"] = list(dict.fromkeys(body["audience"]))
+        if channel == "hallway":
+            present = draw(st.lists(st.sampled_from(PEOPLE), unique=True, max_size=4))
+            source["participants"] = present
+            body["evidence"] += [{"kind": "witnessed", "ref": "room", "by": p} for p in present]
+    if modality == "observed" and draw(st.booleans()):
+        # A perception as the write policy accepts it: the holder (and whoever the view
+        # is about) present, their witnessing cited.
+        there = [p for p in (observer, observed) if p is not None]
+        others = draw(st.lists(st.sampled_from(PEOPLE), unique=True, max_size=2))
+        source |= {"kind": "perception", "participants": list(dict.fromkeys(there + others))}
+        source.pop("speaker", None)
+        body["evidence"] = [{"kind": "witnessed", "ref": "room", "by": p} for p in there]
     if observer is not None:
         body["observer_id"] = observer
     if observed is not None:
@@ -189,6 +205,31 @@ def observation_writes(draw: st.DrawFn) -> Write:
     return Write("observations", body, marker)
 
 
+@st.composite
+def witnessed_writes(draw: st.DrawFn) -> Write:
+    """An event seen together: each witness's view, and each one's view of the others'."""
+    marker = _marker()
+    witnesses = draw(st.lists(st.sampled_from(PEOPLE), unique=True, min_size=1, max_size=3))
+    body: dict[str, Any] = {
+        "proposition": {
+            "text": f"the claim {marker}",
+            "key": draw(st.sampled_from(KEYS)),
+            "value": draw(st.integers(0, 2)),
+        },
+        "witnessed_by": witnesses,
+        "unnoticed": draw(st.lists(st.sampled_from(witnesses), unique=True, max_size=1)),
+        "at": draw(st.sampled_from(TIMES)),
+        "source_id": "room-1",
+        "readers": draw(st.lists(st.sampled_from(PEOPLE), unique=True, max_size=1)),
+    }
+    if (scope := draw(st.none() | st.sampled_from(SCOPES))) is not None:
+        body["access_scope"] = scope
+    if draw(st.booleans()):
+        speaker = draw(st.sampled_from(PEOPLE))
+        body["announcement"] = {"speaker": speaker, "to": f"group:{draw(st.sampled_from(GROUPS))}"}
+    return Write("witnessed", body, marker)
+
+
 queries = st.builds(
     Query,
     asker=st.sampled_from(PEOPLE),
@@ -204,7 +245,13 @@ queries = st.builds(
 worlds = st.builds(
     World,
     directory=directories(),
-    writes=st.lists(record_writes() | observation_writes(), min_size=1, max_size=7),
+    # Half the writes are records of any modality (what the policy tells apart most
+    # finely: facts, knowledge, common knowledge), the rest utterances and events seen.
+    writes=st.lists(
+        st.one_of(record_writes(), record_writes(), observation_writes(), witnessed_writes()),
+        min_size=1,
+        max_size=7,
+    ),
     queries=st.lists(queries, min_size=1, max_size=2),
 )
 

@@ -31,6 +31,54 @@ qualifying_announcement(record) if {
 
 # METADATA
 # description: |
+#   An announcement that makes common knowledge in its groups: on a qualifying
+#   channel, or witnessed by every member of them.
+announced_to_group(record) if qualifying_announcement(record)
+
+announced_to_group(record) if witnessed_announcement(record)
+
+# METADATA
+# description: |
+#   An announcement every member the directory lists in its groups was present for,
+#   their witnessing cited: each heard it and saw the others hear it, on any channel.
+#   Asked again at every read: a member added since was not there, and then it is
+#   no longer common knowledge in the group.
+witnessed_announcement(record) if {
+	record.source.kind == "announcement"
+	groups := audience_groups(record)
+	count(groups) > 0
+	every group in groups {
+		directory.defines_group(record.tenant, group)
+		every member in directory.members_of(record.tenant, group) {
+			witnessed(record, member)
+		}
+	}
+}
+
+# METADATA
+# description: a witnessed announcement (it cites witnessing) that some member of its groups was not present for.
+member_absent(record) if {
+	record.source.kind == "announcement"
+	some item in record.evidence
+	item.kind == "witnessed"
+	some group in audience_groups(record)
+	some member in directory.members_of(record.tenant, group)
+	not witnessed(record, member)
+}
+
+# METADATA
+# description: |
+#   The person was there: among the source's participants, with their witnessing
+#   cited (an evidence item of kind `witnessed` whose `by` names them).
+witnessed(record, person) if {
+	person in record.source.participants
+	some item in record.evidence
+	item.kind == "witnessed"
+	item.by == person
+}
+
+# METADATA
+# description: |
 #   Everyone the directory lists in the record's groups may see it: common knowledge
 #   in G is had by every member of G, and a member not cleared for the record's
 #   access scope cannot have it. Checked at write and again at read, so a member

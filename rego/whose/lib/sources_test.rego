@@ -82,3 +82,57 @@ test_a_scoped_announcement_misses_an_uncleared_member if {
 test_a_scoped_announcement_reaches_a_group_all_cleared if {
 	sources.reaches_every_member(scoped_announcement) with data.whose.directory.tenants.acme.groups as {"launch-team": ["alice", "carol"]}
 }
+
+# --- witnessed announcements ---
+
+witnessing(people) := [{"kind": "witnessed", "ref": "room-1", "by": who} | some who in people]
+
+# Carol announces in the hallway (no qualifying channel) to the whole launch team.
+hallway := {
+	"tenant": "acme",
+	"source": {"kind": "announcement", "channel": "hallway", "participants": ["alice", "bob", "carol"]},
+	"audience": ["group:launch-team"],
+	"evidence": witnessing(["alice", "bob", "carol"]),
+}
+
+test_announcement_witnessed_by_every_member if {
+	sources.witnessed_announcement(hallway)
+	sources.announced_to_group(hallway)
+	not sources.qualifying_announcement(hallway)
+	not sources.member_absent(hallway)
+}
+
+test_announcement_with_a_member_absent_is_not_witnessed_by_the_group if {
+	record := object.union(hallway, {"source": {"participants": ["alice", "carol"]}, "evidence": witnessing(["alice", "carol"])})
+	not sources.witnessed_announcement(record)
+	not sources.announced_to_group(record)
+	sources.member_absent(record)
+}
+
+test_presence_needs_both_participation_and_cited_witnessing if {
+	# Listed as present without their witnessing cited, or cited without being listed.
+	not sources.witnessed_announcement(object.union(hallway, {"evidence": witnessing(["alice", "carol"])}))
+	not sources.witnessed_announcement(object.union(hallway, {"source": {"participants": ["alice", "carol"]}}))
+	not sources.witnessed(hallway, "dave")
+	sources.witnessed(hallway, "bob")
+}
+
+test_only_witnessing_evidence_counts_as_presence if {
+	acknowledged := [{"kind": "acknowledgement", "ref": "room-1", "by": who} | some who in ["alice", "bob", "carol"]]
+	not sources.witnessed_announcement(object.union(hallway, {"evidence": acknowledged}))
+}
+
+test_a_witnessed_conversation_is_no_announcement if {
+	record := object.union(hallway, {"source": {"kind": "conversation"}})
+	not sources.witnessed_announcement(record)
+	not sources.member_absent(record)
+}
+
+test_a_witnessed_announcement_needs_directory_groups if {
+	not sources.witnessed_announcement(object.union(hallway, {"audience": ["alice", "bob", "carol"]}))
+	not sources.witnessed_announcement(object.union(hallway, {"audience": ["group:launch-team", "group:nosuchgroup"]}))
+}
+
+test_an_announcement_without_witnessing_has_nobody_absent if {
+	not sources.member_absent(object.remove(hallway, ["evidence"]))
+}
