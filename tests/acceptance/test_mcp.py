@@ -134,14 +134,12 @@ async def test_the_launch_date_story_over_http(served: str) -> None:
 
     # Each call is audited under its tool's route, with what it decided.
     auditor = {"Authorization": f"Bearer {token('erin', roles=['auditor'])}"}
-    entries = httpx.get(
-        f"{served}/v1/audit", params={"record": record["id"]}, headers=auditor
-    ).json()["entries"]
-    routes = {(e["asker"], e["route"]) for e in entries}
+    async with httpx.AsyncClient(base_url=served, headers=auditor) as http:
+        about = await http.get("/v1/audit", params={"record": record["id"]})
+        alices = await http.get("/v1/audit", params={"asker": "alice", "outcome": "refused"})
+    routes = {(e["asker"], e["route"]) for e in about.json()["entries"]}
     assert {("alice", "mcp.remember"), ("alice", "mcp.recall")} <= routes
-    refused = httpx.get(
-        f"{served}/v1/audit", params={"asker": "alice", "outcome": "refused"}, headers=auditor
-    ).json()["entries"]
+    refused = alices.json()["entries"]
     assert [e["route"] for e in refused] == ["mcp.remember"]
     assert "writer_not_holder" in refused[0]["written"][0]["reasons"]
 
