@@ -19,6 +19,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from sidecar import metrics
 from sidecar.decisions import DisclosureQuestion
 from sidecar.filters import Scope
+from sidecar.identity import Identity
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
@@ -32,7 +33,7 @@ from sidecar.minds import minds
 from sidecar.observations import Observation, to_records
 from sidecar.opa import PolicyUnavailable
 from sidecar.record import Instant, MemoryRecord, MemoryWrite
-from sidecar.services import Asker, Svc
+from sidecar.services import Asker, Services, Svc
 from sidecar.verdict import decide, newest_fact, settle
 from sidecar.witnessed import WitnessedEvent
 from sidecar.witnessed import to_records as witnessed_records
@@ -118,6 +119,23 @@ async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> Stored
 )
 async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
     """Attributed beliefs, an answer, a conflict, or an abstention."""
+    try:
+        return await recalled(request, svc, who, "recall")
+    except PolicyUnavailable as exc:
+        # Fail closed, and say why: nothing is disclosed without a decision.
+        metrics.POLICY_UNAVAILABLE.inc()
+        refusal = RecallResponse(
+            verdict="abstain", items=[], decision_id=exc.decision_id or uuid4(), reason=exc.reason
+        )
+        return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
+
+
+async def recalled(
+    request: RecallRequest, svc: Services, who: Identity, route: str
+) -> RecallResponse:
+    """The recall answer, for `/v1/recall` and the MCP `recall` tool (`route` names the
+    caller in the audit entry): 422 HTTPException on a bad request, PolicyUnavailable
+    when nothing could be decided."""
     problems = []
     if request.limit > svc.settings.max_limit:
         problems.append(f"limit_above_{svc.settings.max_limit}")
@@ -147,17 +165,9 @@ async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
     vector = (
         request.vector if request.vector is not None else svc.embedder.embed(request.query or "")
     )
-    try:
-        answer = await svc.reader.nearest(
-            question, "recall", vector, scope, request.limit, with_other_views=True
-        )
-    except PolicyUnavailable as exc:
-        # Fail closed, and say why: nothing is disclosed without a decision.
-        metrics.POLICY_UNAVAILABLE.inc()
-        refusal = RecallResponse(
-            verdict="abstain", items=[], decision_id=exc.decision_id or uuid4(), reason=exc.reason
-        )
-        return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
+    answer = await svc.reader.nearest(
+        question, route, vector, scope, request.limit, with_other_views=True
+    )
     items = settle(answer.items)
     verdict, conflicts = decide(items, answer.vocabulary, answer.others)
     return RecallResponse(
@@ -186,11 +196,19 @@ async def get_memory(
     provided the record asked for may be seen too: otherwise the answer would tell
     a forbidden id from a missing one.
     """
+    return await memory(svc, who, record_id, as_of, "get")
+
+
+async def memory(
+    svc: Services, who: Identity, record_id: UUID, as_of: datetime | None, route: str
+) -> MemoryResponse:
+    """One record or the version that applied at `as_of` (404 HTTPException otherwise),
+    for `GET /v1/memories/{id}` and the MCP `get_memory` tool."""
     question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=_now())
     if as_of is None:
-        answer = await svc.reader.by_ids(question, "get", [record_id])
+        answer = await svc.reader.by_ids(question, route, [record_id])
     else:
-        answer = await svc.reader.version_at(question, "get", record_id, as_of)
+        answer = await svc.reader.version_at(question, route, record_id, as_of)
     if not answer.shown:
         raise _NOT_FOUND
     [shown] = answer.shown
@@ -209,8 +227,14 @@ async def get_memory(
 )
 async def memory_history(record_id: UUID, svc: Svc, who: Asker) -> HistoryResponse:
     """The supersession chain through one record, oldest first, each version gated."""
+    return await chain(svc, who, record_id, "history")
+
+
+async def chain(svc: Services, who: Identity, record_id: UUID, route: str) -> HistoryResponse:
+    """The chain through a record (404 HTTPException when it may not be seen), for
+    `GET /v1/memories/{id}/history` and the MCP `history` tool."""
     question = DisclosureQuestion(asker=who, audience=[], purpose="history", now=_now())
-    answer = await svc.reader.history(question, "history", record_id)
+    answer = await svc.reader.history(question, route, record_id)
     if answer is None:
         raise _NOT_FOUND
     return HistoryResponse(items=answer.items, decision_id=answer.decision_id)
@@ -231,9 +255,21 @@ async def proposition(
 ) -> PropositionResponse:
     """Every disclosable view of one proposition current at `as_of` (default now), the
     world-state claim, and the views grouped by whose mind they are in."""
-    question = DisclosureQuestion(who, audience or [], purpose="recall", now=_now(), as_of=as_of)
+    return await views(svc, who, key, audience or [], "propositions", as_of)
+
+
+async def views(
+    svc: Services,
+    who: Identity,
+    key: str,
+    audience: list[str],
+    route: str,
+    as_of: Instant | None = None,
+) -> PropositionResponse:
+    """For `GET /v1/propositions/{key}` and the MCP `what_do_people_think` tool."""
+    question = DisclosureQuestion(who, audience, purpose="recall", now=_now(), as_of=as_of)
     scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
-    answer = await svc.reader.listing(question, "propositions", scope, svc.settings.max_candidates)
+    answer = await svc.reader.listing(question, route, scope, svc.settings.max_candidates)
     items = settle(answer.items)
     verdict, conflicts = decide(items, answer.vocabulary)
     world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None

@@ -21,8 +21,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
-from sidecar import __version__, admin, api, metrics, proxy
+from sidecar import __version__, admin, api, mcp_server, metrics, proxy
 from sidecar.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.audit import AuditLog, RedisSink, SqliteSink
 from sidecar.cache import DecisionCache, LocalCache, RedisCache
@@ -137,59 +138,66 @@ def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
     )
 
 
+@asynccontextmanager
 async def open_services(
-    settings: Settings, stack: AsyncExitStack, authenticate: Authenticator, traffic: Traffic
-) -> Services:
+    settings: Settings, authenticate: Authenticator, traffic: Traffic
+) -> AsyncIterator[Services]:
     """Everything a request handler reaches, opened in order (OPA, store, Redis, audit)
-    and closed in reverse by `stack`."""
-    policy = await _start_policy(settings, stack)
-    store = MeasuredStore(open_store(settings, traffic))
-    await store.open()
-    stack.push_async_callback(store.close)
-    redis = await stack.enter_async_context(open_redis(settings))
-    audit = audit_log(settings, redis)
-    await audit.start()
-    stack.push_async_callback(audit.close)
-    gate = Gate(
-        policy,
-        decision_cache(settings, redis),
-        audit,
-        settings.cache_bucket_s,
-        rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
-        pushdown=settings.pushdown,
-    )
-    # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
-    stack.push_async_callback(gate.idle)
-    bounds = Bounds(
-        settings.overfetch_factor,
-        settings.max_rounds,
-        settings.max_candidates,
-        settings.max_count_scan,
-    )
-    embedder = HashingEmbedder(settings.vector_size)
-    return Services(
-        settings=settings,
-        store=store,
-        policy=policy,
-        gate=gate,
-        audit=audit,
-        redis=redis,
-        reader=Reader(store, gate, bounds),
-        writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
-        embedder=embedder,
-        authenticate=authenticate,
-    )
+    and closed in reverse: the API's lifespan and `whose mcp` over stdio share it."""
+    async with AsyncExitStack() as stack:
+        policy = await _start_policy(settings, stack)
+        store = MeasuredStore(open_store(settings, traffic))
+        await store.open()
+        stack.push_async_callback(store.close)
+        redis = await stack.enter_async_context(open_redis(settings))
+        audit = audit_log(settings, redis)
+        await audit.start()
+        stack.push_async_callback(audit.close)
+        gate = Gate(
+            policy,
+            decision_cache(settings, redis),
+            audit,
+            settings.cache_bucket_s,
+            rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
+            pushdown=settings.pushdown,
+        )
+        # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
+        stack.push_async_callback(gate.idle)
+        bounds = Bounds(
+            settings.overfetch_factor,
+            settings.max_rounds,
+            settings.max_candidates,
+            settings.max_count_scan,
+        )
+        embedder = HashingEmbedder(settings.vector_size)
+        yield Services(
+            settings=settings,
+            store=store,
+            policy=policy,
+            gate=gate,
+            audit=audit,
+            redis=redis,
+            reader=Reader(store, gate, bounds),
+            writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
+            embedder=embedder,
+            authenticate=authenticate,
+        )
 
 
 def create_app(settings: Settings) -> FastAPI:
     # Fails before serving anything if no identity provider is configured.
     authenticate = Authenticator(settings)
     traffic = Traffic()
+    mcp = mcp_server.build(lambda: app.state.services, mcp_server.from_http_request)
+    mcp_sessions = mcp_server.http_manager(mcp, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            app.state.services = await open_services(settings, stack, authenticate, traffic)
+        async with (
+            open_services(settings, authenticate, traffic) as services,
+            mcp_sessions.run(),
+        ):
+            app.state.services = services
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
             # the process: keep it out of the cyclic GC, whose full passes over it
             # stalled a request for ~130 ms (bench p99). Today's garbage is collected
@@ -208,6 +216,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(proxy.router)
+    # The MCP endpoint (streamable HTTP) and where a host learns which issuer to ask.
+    app.router.routes.append(
+        Route(mcp_server.PATH, mcp_server.Endpoint(mcp_sessions, settings), methods=["POST"])
+    )
+    for path in (mcp_server.METADATA_PATH, mcp_server.METADATA_PATH + mcp_server.PATH):
+        app.add_route(path, mcp_server.protected_resource, methods=["GET"], include_in_schema=False)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, traffic=traffic)
     _install_error_shapes(app)

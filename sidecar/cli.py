@@ -1,4 +1,4 @@
-"""The `whose` command: serve, demo, schemas."""
+"""The `whose` command: serve, mcp, demo, schemas."""
 
 from __future__ import annotations
 
@@ -69,6 +69,49 @@ def serve(
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
     except (OSError, SystemExit) as exc:
+        typer.echo(f"cannot serve: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+
+
+@app.command()
+def mcp(
+    dev: Annotated[
+        bool, typer.Option("--dev", help="Serve as --asker/--tenant, no token (local use).")
+    ] = False,
+    asker: Annotated[str | None, typer.Option(help="With --dev: who is asking.")] = None,
+    tenant: Annotated[str, typer.Option(help="With --dev: the asker's tenant.")] = "acme",
+    group: Annotated[list[str] | None, typer.Option(help="With --dev: a group; repeat.")] = None,
+    role: Annotated[list[str] | None, typer.Option(help="With --dev: a role; repeat.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Store and logs (WHOSE_DATA_DIR).")] = None,
+) -> None:
+    """Serve whose's memory tools to an MCP host over stdio (Claude Desktop, Cursor...).
+
+    Identity: the token in WHOSE_TOKEN, verified like an API request's (WHOSE_JWT_*), or
+    with --dev the --asker and --tenant given. The store and policy are opened as by
+    `whose serve` (embedded defaults: its own store under --data-dir)."""
+    import asyncio
+    import os
+
+    from sidecar import logs
+    from sidecar.mcp_server import dev_identity, serve_stdio
+
+    settings = Settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    if dev:
+        settings = settings.model_copy(update={"dev": True})
+    logs.configure(settings)  # to stderr: stdout carries the protocol
+    try:
+        who = None
+        if dev:
+            if asker is None:
+                raise ValueError("--dev needs --asker")
+            who = dev_identity(asker, tenant, group or (), role or ())
+        asyncio.run(serve_stdio(settings, os.environ.get("WHOSE_TOKEN"), who))
+    except ValueError as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    except OSError as exc:
         typer.echo(f"cannot serve: {exc}", err=True)
         raise typer.Exit(code=2) from exc
 

@@ -263,9 +263,10 @@ MAX_TEXT_TOTAL = 1024  # characters of text matching in one filter
 # A payload path as Qdrant reads it (unquoted keys): `evidence[].by`, `audience[0]`.
 _KEY = re.compile(r"[\w-]+(\[\d*\])*(\.[\w-]+(\[\d*\])*)*")
 # Served fields that are not stored as such: `content` is the attribution sentence,
-# worded per reader; `whose` is the decision. The writer's own text is `as_written`.
+# worded per reader; `whose` is the decision; `_node_content`/`_node_type` are the
+# same as a LlamaIndex node (qdrant_dialect.py). The writer's own text is `as_written`.
 _SERVED_AS = {"as_written": "content"}
-_NOT_FILTERABLE = ("content", "whose")
+_NOT_FILTERABLE = ("content", "whose", "_node_content", "_node_type")
 _TEXT_MATCHES = (qm.MatchText, qm.MatchTextAny, qm.MatchPhrase)
 _INT64 = (-(2**63), 2**63 - 1)
 _MAX_COUNT = 2**32

@@ -285,6 +285,16 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     return ok({"operation_id": 0, "status": "completed"}, started)
 
 
+@router.post("/collections/{collection}/points/query/groups")
+@router.post("/collections/{collection}/points/search/groups")
+async def grouped(collection: str, svc: Svc, who: Asker) -> JSONResponse:
+    """Refused by name (400, not the catch-all's 405): grouping (Haystack's `group_by`,
+    qdrant-client's `query_points_groups`) is not served by the one read path
+    (reads.py), and answering ungrouped would change the meaning silently."""
+    _collection(collection, svc)
+    raise QdrantError(400, "grouping (group_by) is not supported by whose: query without it")
+
+
 @router.api_route(
     "/collections/{rest:path}",
     # OPTIONS too: otherwise Starlette's own 405 lists only the first route's methods.

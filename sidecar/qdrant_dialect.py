@@ -16,12 +16,13 @@ from importlib.metadata import version
 from typing import Any, TypeVar
 from uuid import UUID
 
+import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.filters import FilterRefused, caller_filter
-from sidecar.messages import Problem
+from sidecar.messages import Item, Problem
 from sidecar.reads import Shown
 from sidecar.record import has_usable_length
 
@@ -182,7 +183,13 @@ def _payload(shown: Shown, selector: Any) -> Any:
     # The document text a RAG library hands its LLM is the attribution sentence;
     # the writer's own wording stays available, under its own name.
     stored = shown.record.payload
-    full = {**stored, "content": item.content, "as_written": stored.get("content"), "whose": whose}
+    full = {
+        **stored,
+        "content": item.content,
+        "as_written": stored.get("content"),
+        "whose": whose,
+        **_llama_index_node(shown.record.id, item),
+    }
     if selector is True:
         return full
     if isinstance(selector, list):
@@ -192,6 +199,32 @@ def _payload(shown: Shown, selector: Any) -> Any:
     if isinstance(selector, qm.PayloadSelectorExclude):
         return {k: v for k, v in full.items() if k not in selector.exclude}
     raise QdrantError(400, "unsupported with_payload selector")
+
+
+# LlamaIndex's vector stores build a node from these payload keys when present, and
+# otherwise take every other payload key as metadata, which its default prompt shows
+# the LLM: the writer's own wording (`as_written`) and the bare proposition included.
+NODE_CONTENT, NODE_TYPE = "_node_content", "_node_type"
+
+
+def _llama_index_node(record_id: str, item: Item) -> dict[str, str]:
+    """The point as a LlamaIndex TextNode: the attribution sentence as its text, and
+    what the policy says of it (use, obligations, status, source) as its metadata."""
+    metadata = {
+        "usable_as": item.usable_as,
+        "obligations": item.obligations,
+        "status": item.status,
+        "source_id": item.source_id,
+    }
+    node = {
+        "id_": record_id,
+        "text": item.content,
+        "metadata": metadata,
+        # Metadata says how to use the text; it is not part of what the text means.
+        "excluded_embed_metadata_keys": sorted(metadata),
+        "class_name": "TextNode",
+    }
+    return {NODE_CONTENT: orjson.dumps(node).decode(), NODE_TYPE: "TextNode"}
 
 
 def upsert_rows(body: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:

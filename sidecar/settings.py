@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     jwt_jwks_timeout_s: float = Field(default=5.0, gt=0, le=60)
     jwt_jwks_max_bytes: int = Field(default=262_144, ge=1024, le=16 * 2**20)
 
+    # The MCP endpoint's public URL (`https://memory.example.com/mcp`), named in its
+    # protected-resource metadata; unset: the URL the request came in on (wrong behind
+    # a proxy that terminates TLS or rewrites the host).
+    mcp_resource_url: str | None = None
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":

@@ -135,12 +135,13 @@ def ops(base: str) -> str:
 
 
 def start_sidecar(
-    data_dir: Path, env: dict[str, str] | None = None
+    data_dir: Path, env: dict[str, str] | None = None, dev: bool = True
 ) -> tuple[str, subprocess.Popen[bytes]]:
+    """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*)."""
     port, ops_port = free_port(), free_port()
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "sidecar", "serve", "--dev"]
+    command = [sys.executable, "-m", "sidecar", "serve", *(["--dev"] if dev else [])]
     command += ["--port", str(port), "--ops-port", str(ops_port), "--data-dir", str(data_dir)]
     environment = {**os.environ, **(env or {})}
     with log.open("wb") as out:

@@ -22,7 +22,7 @@ RecordOutcome = Literal["allowed", "withheld", "stored", "refused"]
 # could not answer.
 Outcome = Literal["allowed", "withheld", "policy_unavailable", "stored", "refused"]
 Purpose = Literal["recall", "get", "history", "explain", "write"]
-WriteRoute = Literal["memories", "observations", "witnessed", "proxy.upsert"]
+WriteRoute = Literal["memories", "observations", "witnessed", "proxy.upsert", "mcp.remember"]
 WriteOutcome = Literal["stored", "refused"]
 
 POLICY_UNAVAILABLE: Final = "policy_unavailable"

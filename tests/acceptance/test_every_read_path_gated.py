@@ -41,6 +41,12 @@ CONTENT_FREE = {
     ("GET", "/collections"),
     ("GET", "/collections/{collection}"),
     ("GET", "/collections/{collection}/exists"),
+    # Which issuer's tokens the MCP endpoint takes (RFC 9728).
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    # Refused by name: grouping is not served.
+    ("POST", "/collections/{collection}/points/query/groups"),
+    ("POST", "/collections/{collection}/points/search/groups"),
 }
 # For security teams, behind a role: decisions, reasons and policy input, never content.
 SECURITY = {
@@ -104,6 +110,35 @@ READS: dict[tuple[str, str], tuple[str, Any, Callable[[str], bool]]] = {
 }
 
 
+# The MCP endpoint: one route, a tool per read; each is checked like a route above.
+MCP = ("POST", "/mcp")
+MCP_READS: dict[str, dict[str, Any]] = {
+    "recall": {"query": SECRET},
+    "get_memory": {"id": "{id}"},
+    "history": {"id": "{id}"},
+    "what_do_people_think": {"key": KEY},
+}
+
+
+def call_tool(base: str, tool: str, record_id: str) -> httpx.Response:
+    """A tools/call as an MCP host sends it (the endpoint is stateless: no handshake)."""
+    arguments = json.loads(json.dumps(MCP_READS[tool]).replace("{id}", record_id))
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    headers = as_("alice") | {"Accept": "application/json, text/event-stream"}
+    return httpx.post(f"{base}/mcp", json=message, headers=headers, timeout=30)
+
+
+def tool_result(answer: httpx.Response) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
 def _walk(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     for route in routes:
         if isinstance(route, Route):
@@ -122,7 +157,7 @@ def app_routes() -> set[tuple[str, str]]:
 
 
 def test_every_route_is_classified() -> None:
-    unclassified = app_routes() - CONTENT_FREE - SECURITY - WRITES - set(READS)
+    unclassified = app_routes() - CONTENT_FREE - SECURITY - WRITES - set(READS) - {MCP}
     assert not unclassified, f"classify these routes in this test: {sorted(unclassified)}"
     stale = (set(READS) | WRITES | SECURITY) - app_routes()
     assert not stale, f"these routes no longer exist: {sorted(stale)}"
@@ -169,6 +204,10 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
             assert answer.status_code == 200, (route, answer.text)
             # Otherwise the checks below would pass without proving anything.
             assert saw(answer.text), f"{route} never reached the record"
+        for tool in MCP_READS:
+            result = tool_result(call_tool(base, tool, secret_id))
+            assert not result.get("isError"), (tool, result)
+            assert shows_secret(json.dumps(result)), f"MCP {tool} never reached the record"
         # The security routes see the record's decision, never its text.
         admin = as_("alice", roles="auditor,policy-admin")
         explained = httpx.post(
@@ -202,6 +241,11 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
                 if "{id}" not in json.dumps(READS[route][:2]):
                     # Where the caller did not name the record, its id is news too.
                     assert secret_id not in answer.text, f"{route} disclosed the record's id"
+            for tool in MCP_READS:
+                text = json.dumps(tool_result(call_tool(base, tool, secret_id)))
+                assert not shows_secret(text), f"MCP {tool} disclosed what the policy denied"
+                if "{id}" not in json.dumps(MCP_READS[tool]):
+                    assert secret_id not in text, f"MCP {tool} disclosed the record's id"
     finally:
         stop(opa)
 
@@ -210,3 +254,9 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
             answer = call(base, route, secret_id)
             assert answer.status_code == 503, f"{route} answered without asking the policy"
             assert not saw(answer.text), route
+        for tool in MCP_READS:
+            # A tool error, in band: the HTTP exchange itself succeeded.
+            result = tool_result(call_tool(base, tool, secret_id))
+            assert result["isError"] is True, f"MCP {tool} answered without asking the policy"
+            assert result["structuredContent"]["error"] == "policy_unavailable", (tool, result)
+            assert not shows_secret(json.dumps(result)), tool

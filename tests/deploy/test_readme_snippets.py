@@ -1,0 +1,184 @@
+"""The README's integration snippets, run as written against a sidecar like `make serve`'s.
+
+Each snippet is the fenced block after a `<!-- snippet: NAME -->` line. The Python
+ones (LlamaIndex, Haystack) run with the names the README says to bring
+(`user_token`, `embed_model`, `query_embedding`); the MCP host configs are read as a
+host reads them and connected to with the real MCP client. The only substitutions:
+the sidecar's port, the checkout's path, a data folder, and the token.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before Haystack is imported: tests send nothing off the machine.
+os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import jwt
+import pytest
+from llama_index.core.embeddings import BaseEmbedding
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
+
+from sidecar.embed import HashingEmbedder
+from tests.conftest import REPO, as_, start_sidecar, stop
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Api key is used with an insecure connection:UserWarning"
+)
+
+README = (REPO / "README.md").read_text()
+SECRET = "readme-snippets-hs256-secret-32-bytes!!"
+SERVED = "http://127.0.0.1:8080"
+embed = HashingEmbedder(384).embed
+ATTRIBUTED = "alice believes that the launch is October 17 — source private-session-42"
+
+
+def snippet(name: str) -> str:
+    found = re.search(rf"<!-- snippet: {name} -->\n```\w+\n(.*?)```", README, re.S)
+    assert found, f"README has no snippet {name!r}"
+    return found.group(1)
+
+
+def user_token(who: str) -> str:
+    # As the README mints it for `make serve`.
+    claims = {"sub": who, "tenant": "acme", "exp": int(time.time()) + 3600}
+    return jwt.encode(claims, SECRET)
+
+
+class SidecarEmbedding(BaseEmbedding):
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return embed(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return embed(text)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return embed(query)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`make serve` with a key, as the README's "Drop-in for Qdrant" sets it up, and
+    the README's story: Alice's belief from her private session."""
+    base, process = start_sidecar(
+        tmp_path_factory.mktemp("readme"), env={"WHOSE_JWT_HS256_SECRET": SECRET}
+    )
+    observation = {
+        "speaker": "alice",
+        "source_id": "private-session-42",
+        "channel": "dm",
+        "participants": ["alice"],
+        "said_at": "2026-10-01T09:00:00Z",
+        "claims": [
+            {
+                "proposition": {
+                    "text": "the launch is October 17",
+                    "key": "launch.date",
+                    "value": "2026-10-17",
+                },
+                "hedged": True,
+                "confidence": 0.78,
+            }
+        ],
+    }
+    stored = httpx.post(
+        f"{base}/v1/observations", json=observation, headers=as_("extractor-bot", roles="extractor")
+    )
+    assert stored.status_code == 201, stored.text
+    yield base
+    stop(process)
+
+
+def run(code: str, base: str, **names: Any) -> dict[str, Any]:
+    assert SERVED in code
+    scope = dict(names)
+    exec(code.replace(SERVED, base), scope)
+    return scope
+
+
+@pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False)])
+def test_llamaindex_snippet(served: str, who: str, sees: bool) -> None:
+    scope = run(
+        snippet("llamaindex"), served, user_token=user_token(who), embed_model=SidecarEmbedding()
+    )
+    texts = [n.node.get_content() for n in scope["nodes"]]
+    assert any(t.startswith(ATTRIBUTED) for t in texts) is sees, texts
+    assert not any("October 17" in t for t in texts) or sees
+
+
+@pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False)])
+def test_haystack_snippet(served: str, who: str, sees: bool) -> None:
+    scope = run(
+        snippet("haystack"),
+        served,
+        user_token=user_token(who),
+        query_embedding=embed("when is the launch?"),
+    )
+    contents = [d.content for d in scope["documents"]]
+    assert any(c.startswith(ATTRIBUTED) for c in contents) is sees, contents
+    assert not any("October 17" in c for c in contents) or sees
+
+
+def text(result: Any) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+async def test_mcp_http_config(served: str) -> None:
+    config = json.loads(snippet("mcp-http"))["mcpServers"]["whose"]
+    assert config["type"] == "http"
+    url = config["url"].replace(SERVED, served)
+    headers = {
+        k: v.replace("<user_token>", user_token("alice")) for k, v in config["headers"].items()
+    }
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        recalled = await session.call_tool("recall", {"query": "when is the launch?"})
+    assert ATTRIBUTED in text(recalled)
+
+
+async def test_mcp_stdio_config(tmp_path: Path) -> None:
+    raw = snippet("mcp-stdio")
+    raw = raw.replace("/path/to/whose/mcp-data", str(tmp_path)).replace("/path/to/whose", str(REPO))
+    config = json.loads(raw)["mcpServers"]["whose"]
+    server = StdioServerParameters(
+        command=config["command"], args=config["args"], env=config.get("env")
+    )
+    with (tmp_path / "stderr.log").open("w") as errors:
+        async with (
+            stdio_client(server, errlog=errors) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            remembered = await session.call_tool(
+                "remember",
+                {
+                    "speaker": "alice",
+                    "source_id": "private-session-42",
+                    "claims": [
+                        {
+                            "proposition": {"text": "the launch is October 17"},
+                            "hedged": True,
+                            "confidence": 0.78,
+                        }
+                    ],
+                },
+            )
+            assert not remembered.is_error, text(remembered)
+            recalled = await session.call_tool("recall", {"query": "when is the launch?"})
+    assert ATTRIBUTED in text(recalled)
