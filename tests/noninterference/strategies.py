@@ -237,6 +237,7 @@ FILTER_KEYS = (
     "evidence[].by",
     "evidence[].kind",
     "evidence.by",
+    "evidence.kind",
     "audience",
     "access_scope",
     "observer_id",

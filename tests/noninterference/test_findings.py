@@ -90,7 +90,7 @@ def test_a_hidden_predecessor_is_not_found_through_supersedes(
     v2 = alices(2, ("alice", "bob"), FEB)
     v1 = alices(1, ("alice",), JAN)
     op = ROUTES[route](LINK_FILTERS[condition]("supersedes"))
-    check(stores, Case(Asker("bob"), (v2,), ((0, v1),), (op,)))
+    check(stores, Case(Asker("bob"), (v2,), ((0, v1),), (op,)), all_stored=True)
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -105,7 +105,7 @@ def test_a_hidden_successor_is_not_found_through_superseded_by(
     v1 = alices(1, ("alice", "bob"), JAN)
     v2 = alices(2, ("alice",), FUTURE)
     op = ROUTES[route](LINK_FILTERS[condition]("superseded_by"))
-    check(stores, Case(Asker("bob"), (v1,), ((1, v2),), (op,)))
+    check(stores, Case(Asker("bob"), (v1,), ((1, v2),), (op,)), all_stored=True)
 
 
 # --- 2. a relay writing into a chain with a hidden head ------------------------------------
@@ -127,7 +127,11 @@ def test_a_relay_observation_does_not_name_a_hidden_head(stores: Stores) -> None
             "claims": ((1001, "k0", 2, None, False),),
         },
     )
-    check(stores, Case(RELAY, (), ((0, PRIVATE_HEAD),), (Op("get", {"ref": HIDDEN}), observe)))
+    check(
+        stores,
+        Case(RELAY, (), ((0, PRIVATE_HEAD),), (Op("get", {"ref": HIDDEN}), observe)),
+        all_stored=True,
+    )
 
 
 def test_a_backdated_relay_batch_answers_alike(stores: Stores) -> None:
@@ -145,7 +149,7 @@ def test_a_backdated_relay_batch_answers_alike(stores: Stores) -> None:
         for k, key in enumerate(("k0", "k1"))
     )
     write = Op("write", {"records": batch, "batch": True})
-    check(stores, Case(RELAY, (), ((0, PRIVATE_HEAD),), (write,)))
+    check(stores, Case(RELAY, (), ((0, PRIVATE_HEAD),), (write,)), all_stored=True)
 
 
 def test_naming_the_hidden_head_in_supersedes_answers_as_a_missing_id(stores: Stores) -> None:
@@ -161,7 +165,7 @@ def test_naming_the_hidden_head_in_supersedes_answers_as_a_missing_id(stores: St
         supersedes=HIDDEN,
     )
     write = Op("write", {"records": (record,), "batch": False})
-    check(stores, Case(RELAY, (), ((0, PRIVATE_HEAD),), (write,)))
+    check(stores, Case(RELAY, (), ((0, PRIVATE_HEAD),), (write,)), all_stored=True)
 
 
 def test_in_one_store_the_hidden_head_and_a_missing_id_answer_alike(stores: Stores) -> None:
@@ -185,9 +189,7 @@ def test_in_one_store_the_hidden_head_and_a_missing_id_answer_alike(stores: Stor
             valid_at=MAR,
         ).body(_no_refs()) | {"supersedes": named}
         response = http.post("/v1/memories", json=body, headers=relay)
-        answers.append(
-            (response.status_code, Namer(tenant, {named: "named"}).normal(body_of(response)))
-        )
+        answers.append((response.status_code, Namer({named: "named"}).normal(body_of(response))))
     assert answers[0] == answers[1], f"missing id: {answers[0]}\nhidden head: {answers[1]}"
 
 
@@ -210,7 +212,7 @@ def test_a_client_chosen_id_equal_to_a_hidden_id_answers_alike(stores: Stores, r
     args: dict[str, Any] = {"records": (mine,)}
     if route == "write":
         args["batch"] = False
-    check(stores, Case(Asker("bob"), (), ((0, PRIVATE_HEAD),), (Op(route, args),)))
+    check(stores, Case(Asker("bob"), (), ((0, PRIVATE_HEAD),), (Op(route, args),)), all_stored=True)
 
 
 # --- 4. /metrics on the public listener --------------------------------------------------
@@ -218,7 +220,11 @@ def test_a_client_chosen_id_equal_to_a_hidden_id_answers_alike(stores: Stores, r
 
 def test_metrics_do_not_count_a_forbidden_read_apart_from_a_missing_one(stores: Stores) -> None:
     """Two worlds: Bob GETs an id that is Alice's private record in B and nothing in A."""
-    check(stores, Case(Asker("bob"), (), ((0, PRIVATE_HEAD),), (Op("get", {"ref": HIDDEN}),)))
+    check(
+        stores,
+        Case(Asker("bob"), (), ((0, PRIVATE_HEAD),), (Op("get", {"ref": HIDDEN}),)),
+        all_stored=True,
+    )
 
 
 def test_in_one_store_metrics_change_alike_for_a_forbidden_and_a_missing_id(
