@@ -72,6 +72,7 @@ STATS = {
     "shared": 0,
     "control": 0,
     "control_pairs": 0,
+    "ties": 0,
 }
 
 
@@ -83,7 +84,7 @@ def report() -> Iterator[None]:
         "noninterference ({profile} profile): {pairs} request pairs compared in {examples} "
         "example runs (shrinking included; {rejected} rejected), {shared} shared and {hidden} "
         "hidden records stored; control: {control_pairs} pairs in {control} runs; "
-        "{seconds:.0f} s".format(
+        "{ties} recall pairs agreed only up to exactly equal scores; {seconds:.0f} s".format(
             profile=profiles.profile(), seconds=time.monotonic() - started, **STATS
         )
     )
@@ -96,6 +97,7 @@ def _check(stores: Stores, case: Case, pairs: str = "pairs") -> None:
         STATS["rejected"] += 1
         reject()
     STATS[pairs] += checked.pairs
+    STATS["ties"] += checked.ties
     STATS["hidden"] += checked.hidden_stored
     STATS["shared"] += checked.shared_stored
 
