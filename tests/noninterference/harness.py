@@ -16,9 +16,10 @@ Normalisation takes out only what must differ between two runs: `decision_id`,
 `_created` timestamps. It names ids: the shared world's records `base#i`,
 hidden records `hidden#j` (whichever store answers), the missing id `missing`,
 the asker's stored records `mine#k` in the order the write answers gave them
-(`new-mine#k` when the two stores gave one different ids: generated), and any
-other id (a scroll offset, the id of a refused record) `new1`, `new2`, ... in
-order of first appearance within its answer.
+(`new-mine#k` when the two stores gave one different ids: generated), ids both
+stores showed as themselves, and any other id (one store's scroll offset or
+refused record's id) `new1`, `new2`, ... in order of first appearance within its
+answer.
 
 Two rules more, each forced by something no store can make deterministic:
 - generated record ids: a list the sidecar orders by record id (scroll pages,
@@ -598,22 +599,31 @@ class Namer:
         return value
 
 
-def known_ids(side: Side, hidden: list[str], other_mine: list[str]) -> dict[str, str]:
-    """Names of the ids this side knows: the world's, and the asker's stored records
+def _ids_in(side: Side) -> set[str]:
+    seen = json.dumps([[o.body, o.metrics] for o in side.observations])
+    return {m.lower() for m in UUID.findall(seen)}
+
+
+def known_ids(side: Side, hidden: list[str], other: Side) -> dict[str, str]:
+    """Names of the ids this side knows: the world's; the asker's stored records
     (`mine#k`, or `new-mine#k` when the two stores gave that record different ids:
-    the sidecar generated it)."""
+    the sidecar generated it); and ids both stores showed (derived from what both
+    were sent, such as the id of a record upserted under a chosen point id), as
+    themselves."""
     names = {MISSING_ID: "missing"}
     for kind, ids in (("base", side.ids.base), ("hidden", hidden)):
         for i, record_id in enumerate(ids):
             names[record_id] = f"{kind}#{i}"
     for k, record_id in enumerate(side.ids.mine):
-        same = k < len(other_mine) and other_mine[k] == record_id
+        same = k < len(other.ids.mine) and other.ids.mine[k] == record_id
         names.setdefault(record_id, f"mine#{k}" if same else f"new-mine#{k}")
+    for literal in _ids_in(side) & _ids_in(other):
+        names.setdefault(literal, f"id:{literal}")
     return names
 
 
 def normalised(side: Side, hidden: list[str], other: Side) -> list[Observation]:
-    namer = Namer(known_ids(side, hidden, other.ids.mine))
+    namer = Namer(known_ids(side, hidden, other))
     return [
         Observation(
             o.request,
