@@ -47,5 +47,7 @@ def control_examples() -> int:
 
 def tenants() -> int:
     """Every example run takes a fresh tenant, and so does each run of shrinking (a
-    few hundred at most) and each focused test."""
-    return int(os.environ.get("WHOSE_NI_TENANTS") or max(3000, 2 * examples() + 1500))
+    few hundred at most) and each focused test. (A larger directory costs each
+    local OPA more time to load at start.)"""
+    default = max(3000, examples() + control_examples() + 1000)
+    return int(os.environ.get("WHOSE_NI_TENANTS") or default)
