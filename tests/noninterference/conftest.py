@@ -1,0 +1,28 @@
+"""Fixtures of the noninterference tests: the prepared policy folder (once per
+session) and stores A and B (a pair per test module)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.noninterference import profiles
+from tests.noninterference.harness import Stores, TenantPool, prepare_policy, start_stores
+
+
+@pytest.fixture(scope="session")
+def tenant_pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TenantPool]:
+    folder = tmp_path_factory.mktemp("noninterference-policy") / "rego"
+    size = profiles.tenants()
+    return prepare_policy(folder, size), TenantPool(size)
+
+
+@pytest.fixture(scope="module")
+def stores(
+    tenant_pool: tuple[Path, TenantPool], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stores]:
+    """Store A and store B: two sidecars on embedded defaults, each with its own OPA."""
+    policy, pool = tenant_pool
+    yield from start_stores(tmp_path_factory.mktemp("noninterference"), policy, pool)

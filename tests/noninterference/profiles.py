@@ -1,0 +1,53 @@
+"""How much the noninterference property checks, per Hypothesis profile (tests/conftest.py).
+
+`ci` (the default profile, what `make test` runs) fits in about three minutes on
+two cores; `long` sends at least 50 requests per example, so its 2 100 examples
+compare more than 100 000 request pairs:
+
+    .venv/bin/pytest tests/noninterference/test_property.py --hypothesis-profile=long
+
+WHOSE_NI_EXAMPLES and WHOSE_NI_CONTROL_EXAMPLES override the numbers of examples,
+WHOSE_NI_TENANTS the size of the prepared directory (one tenant per example run,
+shrinking included). Read when asked, not at import: a conftest imports this
+module before pytest's --hypothesis-profile option is applied.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+from tests.noninterference.strategies import Plan
+
+EXAMPLES = {"ci": 700, "long": 2100}
+CONTROL_EXAMPLES = {"ci": 8, "long": 200}
+SIZES: dict[str, dict[str, tuple[int, int]]] = {
+    "ci": {"ops": (1, 16)},
+    "long": {"ops": (50, 70), "shared": (0, 6), "hidden": (1, 4)},
+}
+
+
+def profile() -> str:
+    return settings.get_current_profile_name()
+
+
+def plan() -> Plan:
+    return Plan.from_env(**SIZES.get(profile(), SIZES["ci"]))
+
+
+def examples() -> int:
+    default = EXAMPLES.get(profile(), settings().max_examples)
+    return int(os.environ.get("WHOSE_NI_EXAMPLES") or default)
+
+
+def control_examples() -> int:
+    return int(os.environ.get("WHOSE_NI_CONTROL_EXAMPLES") or CONTROL_EXAMPLES.get(profile(), 8))
+
+
+def tenants() -> int:
+    """Every example run takes a fresh tenant, and so does each run of shrinking (a
+    few hundred at most) and each focused test. (A larger directory costs each
+    local OPA more time to load at start.)"""
+    default = max(3000, examples() + control_examples() + 1000)
+    return int(os.environ.get("WHOSE_NI_TENANTS") or default)
