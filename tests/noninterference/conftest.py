@@ -1,5 +1,5 @@
 """Fixtures of the noninterference tests: the prepared policy folder (once per
-session) and stores A and B (a pair per test module)."""
+session) and stores A and B (a pair per test module and store backend)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Backend
 from tests.noninterference import profiles
 from tests.noninterference.harness import Stores, TenantPool, prepare_policy, start_stores
 
@@ -21,8 +22,11 @@ def tenant_pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TenantP
 
 @pytest.fixture(scope="module")
 def stores(
-    tenant_pool: tuple[Path, TenantPool], tmp_path_factory: pytest.TempPathFactory
+    tenant_pool: tuple[Path, TenantPool],
+    store_backend: Backend,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stores]:
-    """Store A and store B: two sidecars on embedded defaults, each with its own OPA."""
+    """Store A and store B: two sidecars on one store backend, each with its own OPA."""
     policy, pool = tenant_pool
-    yield from start_stores(tmp_path_factory.mktemp("noninterference"), policy, pool)
+    folder = tmp_path_factory.mktemp("noninterference")
+    yield from start_stores(folder, policy, pool, store_backend)

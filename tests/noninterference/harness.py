@@ -56,7 +56,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from tests.acceptance.proxy_world import JWT_ENV, token
-from tests.conftest import POLICY_DIR, as_, start_sidecar, stop
+from tests.conftest import POLICY_DIR, Backend, as_, start_sidecar, stop
 from tests.noninterference.world import (
     BUILDER,
     BUILDER_ROLES,
@@ -179,8 +179,11 @@ class Stores:
         return fa.result(), fb.result()
 
 
-def start_stores(folder: Path, policy: Path, pool: TenantPool) -> Iterator[Stores]:
-    """Stores A and B: two sidecars on embedded defaults, each with its own local OPA.
+def start_stores(
+    folder: Path, policy: Path, pool: TenantPool, backend: Backend
+) -> Iterator[Stores]:
+    """Stores A and B: two sidecars on `backend` (each with a store of its own: an
+    embedded engine or a Qdrant server), each with its own local OPA.
 
     One after the other: two local OPAs loading a large directory at once on two
     busy cores can miss start_sidecar's readiness deadline."""
@@ -188,9 +191,9 @@ def start_stores(folder: Path, policy: Path, pool: TenantPool) -> Iterator[Store
     started: list[subprocess.Popen[bytes]] = []
     stores: Stores | None = None
     try:
-        base_a, process = start_sidecar(folder / "store-a", env)
+        base_a, process = start_sidecar(folder / "store-a", env | backend.env())
         started.append(process)
-        base_b, process = start_sidecar(folder / "store-b", env)
+        base_b, process = start_sidecar(folder / "store-b", env | backend.env())
         started.append(process)
         stores = Stores(Connection(base_a), Connection(base_b), pool)
         yield stores

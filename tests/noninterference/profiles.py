@@ -1,8 +1,9 @@
 """How much the noninterference property checks, per Hypothesis profile (tests/conftest.py).
 
 `ci` (the default profile, what `make test` runs) fits in about three minutes on
-two cores; `long` sends at least 50 requests per example, so its 2 100 examples
-compare more than 100 000 request pairs:
+two cores for the embedded backend, and as much again for fewer examples on a
+Qdrant server (each store call crosses HTTP); `long` sends at least 50 requests
+per example, so its 2 100 examples compare more than 100 000 request pairs:
 
     .venv/bin/pytest tests/noninterference/test_property.py --hypothesis-profile=long
 
@@ -21,6 +22,7 @@ from hypothesis import settings
 from tests.noninterference.strategies import Plan
 
 EXAMPLES = {"ci": 700, "long": 2100}
+SERVER_EXAMPLES = {"ci": 200, "long": 600}
 CONTROL_EXAMPLES = {"ci": 8, "long": 200}
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ci": {"ops": (1, 16)},
@@ -36,8 +38,9 @@ def plan() -> Plan:
     return Plan.from_env(**SIZES.get(profile(), SIZES["ci"]))
 
 
-def examples() -> int:
-    default = EXAMPLES.get(profile(), settings().max_examples)
+def examples(backend: str = "edge") -> int:
+    table = SERVER_EXAMPLES if backend == "server" else EXAMPLES
+    default = table.get(profile(), settings().max_examples)
     return int(os.environ.get("WHOSE_NI_EXAMPLES") or default)
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, Phase, given, reject, settings
 
-from tests.conftest import REPORT
+from tests.conftest import REPORT, Backend
 from tests.noninterference import profiles
 from tests.noninterference.harness import (
     NoninterferenceViolated,
@@ -102,22 +102,30 @@ def _check(stores: Stores, case: Case, pairs: str = "pairs") -> None:
     STATS["shared"] += checked.shared_stored
 
 
-@_settings(profiles.examples())
-@given(case=cases(profiles.plan()))
 def test_records_the_asker_may_not_see_change_nothing_the_asker_observes(
-    stores: Stores, case: Case
+    stores: Stores, store_backend: Backend
 ) -> None:
-    STATS["examples"] += 1
-    _check(stores, case)
+    # Hypothesis inside the test: the number of examples depends on the backend.
+    @_settings(profiles.examples(store_backend.name))
+    @given(case=cases(profiles.plan()))
+    def run(case: Case) -> None:
+        STATS["examples"] += 1
+        _check(stores, case)
+
+    run()
 
 
-@_settings(profiles.control_examples())
-@given(case=cases(profiles.plan(), with_hidden=False))
-def test_the_harness_sees_no_difference_between_equal_stores(stores: Stores, case: Case) -> None:
+def test_the_harness_sees_no_difference_between_equal_stores(stores: Stores) -> None:
     """The control: without hidden records the two stores must agree on everything
     (else a difference the property reports could be noise of the harness)."""
-    STATS["control"] += 1
-    _check(stores, case, "control_pairs")
+
+    @_settings(profiles.control_examples())
+    @given(case=cases(profiles.plan(), with_hidden=False))
+    def run(case: Case) -> None:
+        STATS["control"] += 1
+        _check(stores, case, "control_pairs")
+
+    run()
 
 
 def test_the_harness_fails_when_the_extra_record_is_visible(stores: Stores) -> None:
