@@ -669,7 +669,8 @@ def canonical(body: Any, order: str) -> Any:
     sidecar generated: two stores generate different random ids, so such a list
     comes in a different order (and a scroll splits its pages elsewhere) whatever
     else is stored. Only then; every other order is compared as it is. The views
-    of a conflict count as such a list (the sidecar may order them by record id)."""
+    of a conflict count as such a list (the sidecar may order them by record id), and
+    so do the views in `minds` (by valid time, then id)."""
     if not isinstance(body, dict):
         return body
     if isinstance(body.get("conflicts"), list) and _generated(body["conflicts"]):
@@ -695,8 +696,31 @@ def canonical(body: Any, order: str) -> Any:
             shape.append([status, rest, size, result.get("next_page_offset") is not None])
         return {"pages (sizes, continued)": shape, "points (as a set)": _sorted(points)}
     if "perspectives" in body:
-        return body | {"perspectives": _sorted(body.get("perspectives"))}
+        return body | {
+            "perspectives": _sorted(body.get("perspectives")),
+            "minds": _minds_as_sets(body.get("minds")),
+        }
     return body
+
+
+def _minds_as_sets(minds: Any) -> Any:
+    """A holder's views (and views of another mind) come by valid time, then record
+    id (sidecar/minds.py): views that start together are in generated-id order."""
+    if not isinstance(minds, list):
+        return minds
+    return [
+        mind
+        | {
+            "views": _sorted(mind.get("views")),
+            "about": [
+                other | {"views": _sorted(other.get("views"))} if isinstance(other, dict) else other
+                for other in mind.get("about") or []
+            ],
+        }
+        if isinstance(mind, dict)
+        else mind
+        for mind in minds
+    ]
 
 
 class NoninterferenceViolated(AssertionError):
