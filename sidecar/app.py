@@ -69,10 +69,13 @@ def open_store(settings: Settings, traffic: Traffic | None = None) -> Store:
                 settings.qdrant_write_consistency,
             ),
             retries=settings.qdrant_retries,
+            hnsw_ef=settings.search_hnsw_ef,
         )
     path = settings.data_dir / "store" / settings.collection
     quiet_for = traffic.quiet_for if traffic is not None else None
-    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for)
+    return EdgeStore(
+        path, settings.vector_size, settings.optimize_interval_s, quiet_for, settings.search_hnsw_ef
+    )
 
 
 async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:

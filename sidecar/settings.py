@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     collection: str = "whose_memories"
     vector_size: int = Field(default=384, ge=8, le=4096)
     optimize_interval_s: float = Field(default=10.0, gt=0)
+    # Vector search (both backends): the HNSW beam width of a search (None: Qdrant's
+    # own default, the index's ef_construct, 100), never below the request's limit.
+    search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
 
     # Redis: supersession locks shared by replicas. Unset: in-process locks, which is
     # right only while a single process owns the store (the embedded default).

@@ -57,10 +57,13 @@ class EdgeStore:
         vector_size: int,
         optimize_interval_s: float = 10.0,
         quiet_for: Callable[[], float] | None = None,
+        hnsw_ef: int | None = None,
     ) -> None:
         """`quiet_for`: seconds since the server last had a request in flight (0 while
-        one is); without it, only this store's own calls count."""
+        one is); without it, only this store's own calls count. `hnsw_ef`: the beam
+        width of every search (None: the engine's default)."""
         self.path = path
+        self._params = None if hnsw_ef is None else qe.SearchParams(hnsw_ef=hnsw_ef)
         self.vector_size = vector_size
         self.optimize_interval_s = optimize_interval_s
         self._server_quiet_for = quiet_for
@@ -139,6 +142,7 @@ class EdgeStore:
             score_threshold=score_threshold,
             with_payload=True,
             with_vector=with_vector,
+            params=self._params,
         )
         points = await self._run(self.shard.query, request)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])

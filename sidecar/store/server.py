@@ -84,8 +84,10 @@ class ServerStore:
         vector_size: int,
         layout: Layout | None = None,
         retries: int = 2,
+        hnsw_ef: int | None = None,
     ) -> None:
-        """`clients`: one per node URL, tried in turn when one fails."""
+        """`clients`: one per node URL, tried in turn when one fails. `hnsw_ef`: the
+        beam width of every search (None: the server's default)."""
         if not clients:
             raise ValueError("a server store needs at least one Qdrant URL")
         self.clients = clients
@@ -93,6 +95,7 @@ class ServerStore:
         self.vector_size = vector_size
         self.layout = layout or Layout()
         self.attempts = 1 + retries
+        self._params = None if hnsw_ef is None else qm.SearchParams(hnsw_ef=hnsw_ef)
         self._current = 0
         self._ensured = False
 
@@ -107,6 +110,7 @@ class ServerStore:
         timeout_s: int = 5,
         layout: Layout | None = None,
         retries: int = 2,
+        hnsw_ef: int | None = None,
     ) -> ServerStore:
         # No compatibility check: it is a blocking request at construction, and it
         # warns across two minor versions; the tests run against the server we ship.
@@ -116,7 +120,7 @@ class ServerStore:
             )
             for url in urls
         ]
-        return cls(clients, collection, vector_size, layout, retries)
+        return cls(clients, collection, vector_size, layout, retries, hnsw_ef)
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
@@ -188,6 +192,7 @@ class ServerStore:
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vectors=with_vector,
+                search_params=self._params,
             )
         )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
