@@ -119,7 +119,10 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
         "records": size,
         "queries": n_queries,
         "limit": LIMIT,
-        "search": {"hnsw_ef": settings.search_hnsw_ef},
+        "search": {
+            "exact_below": settings.search_exact_below,
+            "hnsw_ef": settings.search_hnsw_ef,
+        },
     }
     # Loading only: the write policy decides a whole batch in one OPA call, which may
     # take longer than a serving deployment's timeout on a busy machine.
