@@ -31,7 +31,8 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.benchmark import LIMIT, dataset, headers, load, queries, sidecar  # noqa: E402
+from sidecar.bench.dataset import LIMIT, dataset, headers, load, queries  # noqa: E402
+from sidecar.bench.processes import sidecar  # noqa: E402
 
 OUT = REPO / "bench" / "results"
 PY_SPY = Path(sys.executable).with_name("py-spy")
@@ -49,7 +50,7 @@ def main() -> None:
     folded = OUT / "profile-recall.collapsed"
     OUT.mkdir(parents=True, exist_ok=True)
     try:
-        with sidecar(workdir, WHOSE_OPTIMIZE_INTERVAL_S="2") as server:
+        with sidecar(workdir, env={"WHOSE_OPTIMIZE_INTERVAL_S": "2"}) as server:
             load(server.base, records)
         folded.unlink(missing_ok=True)
         with sidecar(workdir) as server:

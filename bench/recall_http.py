@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.audit import AuditLog, SqliteSink  # noqa: E402
-from sidecar.benchmark import summary as latency_summary  # noqa: E402
+from sidecar.bench.measure import summary as latency_summary  # noqa: E402
 from sidecar.cache import LocalCache  # noqa: E402
 from sidecar.decisions import DisclosureQuestion  # noqa: E402
 from sidecar.disclosure import Gate  # noqa: E402

@@ -41,7 +41,7 @@ from sidecar.reads import Bounds, Reader
 from sidecar.request_metrics import RequestTimer, Traffic
 from sidecar.services import Services
 from sidecar.settings import Settings
-from sidecar.store import Store, StoreUnavailable
+from sidecar.store import Search, Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
@@ -51,6 +51,7 @@ log = logging.getLogger("whose")
 
 
 def open_store(settings: Settings, traffic: Traffic | None = None) -> Store:
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
     if settings.store == "server":
         if not settings.qdrant_url:
             raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
@@ -69,10 +70,11 @@ def open_store(settings: Settings, traffic: Traffic | None = None) -> Store:
                 settings.qdrant_write_consistency,
             ),
             retries=settings.qdrant_retries,
+            search=search,
         )
     path = settings.data_dir / "store" / settings.collection
     quiet_for = traffic.quiet_for if traffic is not None else None
-    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for)
+    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for, search)
 
 
 async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:

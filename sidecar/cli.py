@@ -158,7 +158,8 @@ def repair(
 @app.command()
 def bench(
     records: Annotated[
-        list[int] | None, typer.Option(help="Corpus sizes; repeat the option (default 10000).")
+        list[int] | None,
+        typer.Option(help="Corpus sizes; repeat the option (default 10000; e.g. 100000 too)."),
     ] = None,
     queries: Annotated[int, typer.Option(help="Queries per measurement.")] = 200,
     out: Annotated[Path, typer.Option(help="Folder for bench.json and bench.png.")] = Path(
@@ -166,7 +167,7 @@ def bench(
     ),
     backend: Annotated[
         list[str] | None,
-        typer.Option(help="Scale-out mode: edge and/or server (repeat); see scale_bench.py."),
+        typer.Option(help="Scale-out mode: edge and/or server (repeat); see sidecar/bench/."),
     ] = None,
     workers: Annotated[
         list[int] | None, typer.Option(help="Scale-out mode: server worker counts (repeat).")
@@ -175,30 +176,32 @@ def bench(
         "bin/qdrant"
     ),
 ) -> None:
-    """Measure disclosure latency against its floor (store query + policy evaluation).
+    """Sweep recall cost and recall@10 over readable fractions, against the plain store.
 
-    With --backend: scale-out instead (scale.json), embedded vs server with N workers."""
-    import json
+    With --backend: scale-out instead (scale.json), embedded vs server with N workers.
+    Needs the bench extra: pip install 'whose[bench]'."""
+    try:
+        from sidecar.bench import report, scale, sweep
+    except ImportError as exc:
+        from sidecar.bench import missing_extra
+
+        if not missing_extra(exc):
+            raise
+        typer.echo(f"whose bench needs {exc.name}: install whose[bench]", err=True)
+        raise typer.Exit(code=2) from None
 
     if backend:
-        from sidecar import scale_bench
-
         try:
-            scaled = scale_bench.run(
-                records or [10_000], backend, workers or [1], queries, out, qdrant
-            )
+            scaled = scale.run(records or [10_000], backend, workers or [1], queries, out, qdrant)
         except ValueError as exc:
             typer.echo(f"configuration error: {exc}", err=True)
             raise typer.Exit(code=2) from exc
-        typer.echo(scale_bench.table(scaled))
+        typer.echo(report.scale_table(scaled))
         typer.echo(f"report: {out / 'scale.json'}")
         return
 
-    from sidecar.benchmark import run
-
-    result = run(records or [10_000], queries, out)
-    for report in result["runs"]:
-        typer.echo(f"{report['records']} records: " + json.dumps(report["ratios"]))
+    result = sweep.run(records or [10_000], queries, out)
+    typer.echo(report.sweep_table(result))
     typer.echo(f"report: {out / 'bench.json'}, plot: {out / 'bench.png'}")
 
 

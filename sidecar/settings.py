@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     collection: str = "whose_memories"
     vector_size: int = Field(default=384, ge=8, le=4096)
     optimize_interval_s: float = Field(default=10.0, gt=0)
+    # Vector search (both backends, store/__init__.py `Search`): exact when the filter
+    # matches at most search_exact_below points (0: Qdrant decides alone), else HNSW
+    # with beam width search_hnsw_ef (None: Qdrant's default, 100).
+    search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
+    search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
 
     # Redis: supersession locks shared by replicas. Unset: in-process locks, which is
     # right only while a single process owns the store (the embedded default).

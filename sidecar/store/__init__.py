@@ -22,6 +22,22 @@ class StoreUnavailable(Exception):
 
 
 @dataclass(frozen=True)
+class Search:
+    """How vector searches run, on either backend (WHOSE_SEARCH_*).
+
+    A filtered HNSW search is approximate, and most so when the records the filter
+    admits lie far from the query in the graph (an asker who may read only records
+    unlike the question): it can miss permitted nearest neighbours. So a search whose
+    filter matches at most `exact_below` points (Qdrant's estimate from the payload
+    indexes) is exact: the true nearest permitted records, at the cost of scoring each
+    of those points. Larger filtered sets use HNSW with beam width `hnsw_ef` (None:
+    Qdrant's default); 0 for `exact_below` leaves the choice to Qdrant alone."""
+
+    exact_below: int = 0
+    hnsw_ef: int | None = None
+
+
+@dataclass(frozen=True)
 class Page:
     records: list[Stored]
     # Where the next page starts (an opaque point id), or None at the end.

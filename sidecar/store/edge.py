@@ -42,6 +42,7 @@ from sidecar.filters import (
 from sidecar.record import Stored
 from sidecar.store import (
     Page,
+    Search,
     StoreUnavailable,
     dense,
     records,
@@ -57,10 +58,12 @@ class EdgeStore:
         vector_size: int,
         optimize_interval_s: float = 10.0,
         quiet_for: Callable[[], float] | None = None,
+        search: Search | None = None,
     ) -> None:
         """`quiet_for`: seconds since the server last had a request in flight (0 while
         one is); without it, only this store's own calls count."""
         self.path = path
+        self.search_tuning = search or Search()
         self.vector_size = vector_size
         self.optimize_interval_s = optimize_interval_s
         self._server_quiet_for = quiet_for
@@ -132,16 +135,34 @@ class EdgeStore:
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(vector),
-            filter=_edge_filter(scope, exclude),
-            score_threshold=score_threshold,
-            with_payload=True,
-            with_vector=with_vector,
-        )
-        points = await self._run(self.shard.query, request)
+        flt = _edge_filter(scope, exclude)
+
+        def query() -> list[Any]:
+            # The estimate and the search in one trip to the worker thread.
+            request = qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(vector),
+                filter=flt,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=with_vector,
+                params=self._params(flt),
+            )
+            return list(self.shard.query(request))
+
+        points = await self._run(query)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
+
+    def _params(self, flt: qe.Filter) -> qe.SearchParams | None:
+        """Exact search when the filter matches few enough points (the payload indexes'
+        estimate, tens of microseconds): see `Search`."""
+        tuning = self.search_tuning
+        exact = tuning.exact_below > 0 and (
+            self.shard.count(qe.CountRequest(exact=False, filter=flt)) <= tuning.exact_below
+        )
+        if not exact and tuning.hnsw_ef is None:
+            return None
+        return qe.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False

@@ -52,6 +52,7 @@ from sidecar.filters import (
 from sidecar.record import Stored
 from sidecar.store import (
     Page,
+    Search,
     StoreUnavailable,
     dense,
     records,
@@ -84,6 +85,7 @@ class ServerStore:
         vector_size: int,
         layout: Layout | None = None,
         retries: int = 2,
+        search: Search | None = None,
     ) -> None:
         """`clients`: one per node URL, tried in turn when one fails."""
         if not clients:
@@ -93,6 +95,7 @@ class ServerStore:
         self.vector_size = vector_size
         self.layout = layout or Layout()
         self.attempts = 1 + retries
+        self.search_tuning = search or Search()
         self._current = 0
         self._ensured = False
 
@@ -107,6 +110,7 @@ class ServerStore:
         timeout_s: int = 5,
         layout: Layout | None = None,
         retries: int = 2,
+        search: Search | None = None,
     ) -> ServerStore:
         # No compatibility check: it is a blocking request at construction, and it
         # warns across two minor versions; the tests run against the server we ship.
@@ -116,7 +120,7 @@ class ServerStore:
             )
             for url in urls
         ]
-        return cls(clients, collection, vector_size, layout, retries)
+        return cls(clients, collection, vector_size, layout, retries, search)
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
@@ -179,6 +183,7 @@ class ServerStore:
     ) -> list[Stored]:
         await self._ensure_collection()
         query_filter = to_qdrant(scope, exclude)
+        params = await self._params(query_filter)
         response = await self._call(
             lambda c: c.query_points(
                 self.collection,
@@ -188,9 +193,24 @@ class ServerStore:
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vectors=with_vector,
+                search_params=params,
             )
         )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
+
+    async def _params(self, query_filter: qm.Filter) -> qm.SearchParams | None:
+        """Exact search when the filter matches few enough points (Qdrant's estimate
+        from the payload indexes: one more round trip, no scan): see `Search`."""
+        tuning = self.search_tuning
+        exact = False
+        if tuning.exact_below > 0:
+            counted = await self._call(
+                lambda c: c.count(self.collection, count_filter=query_filter, exact=False)
+            )
+            exact = counted.count <= tuning.exact_below
+        if not exact and tuning.hnsw_ef is None:
+            return None
+        return qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False

@@ -1,7 +1,7 @@
 """`whose bench --backend edge --backend server --workers 1 --workers 2`: scale-out.
 
-A mode of its own beside the latency benchmark (benchmark.py, whose dataset, loading
-and summaries it reuses). For each corpus size it loads the corpus once through the
+A mode of its own beside the readable-fraction sweep (sweep.py), on the text dataset
+of mixed allow rates (dataset.py). For each corpus size it loads the corpus once through the
 API into the embedded store, copies the stored points into a Qdrant server this run
 starts (same ids, payloads and vectors; then waits until Qdrant has indexed them),
 and measures, for the embedded store with one worker and for the server store with
@@ -23,153 +23,31 @@ A benchmark, not a test: compare within one run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from sidecar.benchmark import DIM, LIMIT, dataset, headers, load, queries, summary
+from sidecar.bench.dataset import DIM, LIMIT, dataset, headers, load, queries
+from sidecar.bench.measure import closed_loop, summary
+from sidecar.bench.processes import Proc, passthrough, qdrant, redis, sidecar
 from sidecar.embed import HashingEmbedder
 
 IN_FLIGHT = (8, 32)
 ASKER = "carol"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) of a live process and all its live descendants."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    used: dict[int, float] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            pid = int(stat.parent.name)
-            parents[pid] = int(fields[1])
-            used[pid] = (int(fields[11]) + int(fields[12])) / tick
-    total = 0.0
-    for pid, seconds in used.items():
-        walk = pid
-        while walk not in (0, 1) and walk != root:
-            walk = parents.get(walk, 0)
-        if walk == root:
-            total += seconds
-    return total
-
-
-@dataclass
-class Proc:
-    process: subprocess.Popen[bytes]
-    base: str
-
-    def cpu(self) -> float:
-        return _tree_cpu(self.process.pid)
-
-
-@contextlib.contextmanager
-def _process(
-    command: list[str], env: dict[str, str], log: Path, ready: str, base: str, wait_s: float
-) -> Iterator[Proc]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
-            cwd=log.parent,
-        )
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(ready, timeout=2).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{command[0]} did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield Proc(process, base)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def sidecar(
-    data: Path, workers: int, env: dict[str, str]
-) -> contextlib.AbstractContextManager[Proc]:
-    port, ops_port = _free_port(), _free_port()
-    command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(data)]
-    command += ["--port", str(port), "--ops-port", str(ops_port), "--workers", str(workers)]
+def _sidecar(data: Path, workers: int, env: dict[str, str]) -> Any:
     # The default log level (INFO: an access log line per request, as deployed); it is
     # also how the run sees every worker finish starting.
     env = {"WHOSE_LOG_FORMAT": "json", "WHOSE_OPTIMIZE_INTERVAL_S": "2", **env}
-    base = f"http://127.0.0.1:{port}"
-    # Ready when the API answers (every worker has then started: see _all_started).
-    return _process(command, env, data / "bench-sidecar.log", f"{base}/openapi.json", base, 3600)
-
-
-def qdrant(binary: Path, folder: Path) -> contextlib.AbstractContextManager[Proc]:
-    port = _free_port()
-    env = {
-        "QDRANT__SERVICE__HOST": "127.0.0.1",
-        "QDRANT__SERVICE__HTTP_PORT": str(port),
-        "QDRANT__SERVICE__GRPC_PORT": str(_free_port()),
-        "QDRANT__STORAGE__STORAGE_PATH": str(folder / "storage"),
-        "QDRANT__STORAGE__SNAPSHOTS_PATH": str(folder / "snapshots"),
-        "QDRANT__TELEMETRY_DISABLED": "true",
-        "QDRANT__LOG_LEVEL": "WARN",
-    }
-    base = f"http://127.0.0.1:{port}"
-    return _process([str(binary)], env, folder / "qdrant.log", f"{base}/readyz", base, 60)
-
-
-@contextlib.contextmanager
-def redis(folder: Path) -> Iterator[str]:
-    port = _free_port()
-    folder.mkdir(parents=True, exist_ok=True)
-    binary = shutil.which("redis-server") or "redis-server"
-    command = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=folder)
-    try:
-        time.sleep(0.5)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait()
+    return sidecar(data, workers, env, log_level="INFO")
 
 
 def _all_started(base: str, workers: int, log: Path, wait_s: float = 600) -> None:
@@ -195,45 +73,6 @@ def one_at_a_time(send: Any, qs: list[str]) -> dict[str, float]:
             send(http, q).raise_for_status()
             times.append(time.perf_counter() - started)
     return summary(times)
-
-
-def closed_loop(send: Any, qs: list[str], in_flight: int, procs: dict[str, Proc]) -> dict[str, Any]:
-    """Requests per second with `in_flight` callers, and the CPU milliseconds each
-    request cost every process named in `procs` and this client."""
-
-    async def run() -> tuple[float, list[float]]:
-        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64)) as http:
-            pending = list(qs)
-            times: list[float] = []
-
-            async def caller() -> None:
-                while pending:
-                    q = pending.pop()
-                    started = time.perf_counter()
-                    response = await send(http, q)
-                    times.append(time.perf_counter() - started)
-                    if response.status_code != 200:
-                        # Counted, not fatal: a refusal under load is a result too.
-                        failed[f"{response.status_code} {response.json().get('error')}"] += 1
-
-            started = time.perf_counter()
-            await asyncio.gather(*(caller() for _ in range(in_flight)))
-            return len(qs) / (time.perf_counter() - started), times
-
-    failed: Counter[str] = Counter()
-    before = {name: proc.cpu() for name, proc in procs.items()}
-    client = time.process_time()
-    rps, times = asyncio.run(run())
-    client = time.process_time() - client
-    per = 1e3 / len(qs)
-    report: dict[str, Any] = {"rps": round(rps, 1), "p50_ms": summary(times)["p50_ms"]}
-    report |= {"p99_ms": summary(times)["p99_ms"]}
-    for name, proc in procs.items():
-        report[f"cpu_ms_{name}"] = round((proc.cpu() - before[name]) * per, 3)
-    report["cpu_ms_client"] = round(client * per, 3)
-    if failed:
-        report["not_200"] = dict(failed)
-    return report
 
 
 def _recall(base: str) -> Any:
@@ -262,8 +101,11 @@ def _qdrant_query(base: str, collection: str) -> Any:
 
 def measure(send: Any, qs: list[str], procs: dict[str, Proc]) -> dict[str, Any]:
     report: dict[str, Any] = {"one_at_a_time": one_at_a_time(send, qs)}
+    doubled = qs * 2
     for n in IN_FLIGHT:
-        report[f"in_flight_{n}"] = closed_loop(send, qs * 2, n, procs)
+        report[f"in_flight_{n}"] = closed_loop(
+            lambda http, i: send(http, doubled[i]), len(doubled), n, procs
+        )
     return report
 
 
@@ -333,20 +175,16 @@ def run_size(
     records, qs = dataset(size, rng), queries(n_queries, rng)
     data = workdir / f"data-{size}"
     report: dict[str, Any] = {"records": size, "queries": n_queries, "limit": LIMIT}
-    with sidecar(data / "edge", 1, {}) as proc:
+    with _sidecar(data / "edge", 1, {}) as proc:
         report["load_s"] = round(load(proc.base, records), 1)
     configs: dict[str, Any] = {}
     report["configs"] = configs
     if "edge" in backends:
-        with sidecar(data / "edge", 1, {}) as proc:
+        with _sidecar(data / "edge", 1, {}) as proc:
             _all_started(proc.base, 1, data / "edge" / "bench-sidecar.log")
             configs["edge_1_worker"] = measure(_recall(proc.base), qs, {"sidecar": proc})
-        passthrough = [sys.executable, "-m", "sidecar.benchmark", "passthrough"]
-        port = _free_port()
-        passthrough += ["--data-dir", str(data / "edge"), "--port", str(port)]
-        base = f"http://127.0.0.1:{port}"
-        log = data / "passthrough" / "log"
-        with _process(passthrough, {}, log, f"{base}/healthz", base, 3600) as proc:
+        with passthrough(data / "edge") as proc:
+            base = proc.base
 
             def plain(http: Any, q: str) -> Any:
                 return http.post(f"{base}/v1/recall", json={"query": q, "limit": LIMIT})
@@ -363,7 +201,7 @@ def run_size(
             env |= {"WHOSE_REDIS_URL": redis_url}
             for n in workers:
                 folder = data / f"server-{n}"
-                with sidecar(folder, n, env) as proc:
+                with _sidecar(folder, n, env) as proc:
                     _all_started(proc.base, n, folder / "bench-sidecar.log")
                     procs = {"sidecar": proc, "qdrant": q}
                     configs[f"server_{n}_workers"] = measure(_recall(proc.base), qs, procs)
@@ -394,24 +232,3 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
-
-
-def table(result: dict[str, Any]) -> str:
-    """The figures as a Markdown table (what docs/operations.md shows)."""
-    lines = [
-        "| records | configuration | recall p50 / p99 (1 at a time) | rps at 8 / 32 in flight "
-        "| p99 at 32 | CPU ms per request at 32: sidecar + Qdrant (+ client) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for run in result["runs"]:
-        for name, c in run["configs"].items():
-            one, eight, many = c["one_at_a_time"], c["in_flight_8"], c["in_flight_32"]
-            own = many.get("cpu_ms_sidecar", many.get("cpu_ms_passthrough", 0.0))
-            lines.append(
-                f"| {run['records']:,} | {name} | {one['p50_ms']:.1f} / {one['p99_ms']:.1f} ms "
-                f"| {eight['rps']:.0f} / {many['rps']:.0f} | {many['p99_ms']:.0f} ms "
-                f"| {own:.1f} + {many.get('cpu_ms_qdrant', 0.0):.1f} "
-                f"(+ {many['cpu_ms_client']:.1f}) |"
-                + (f" not 200 at 32: {many['not_200']}" if "not_200" in many else "")
-            )
-    return "\n".join(lines)
