@@ -177,8 +177,11 @@ async def _load(http: Any, corpus: list[dict[str, Any]]) -> None:
     await flush()
 
 
-def run_child(tree: Path, data: Path, args: argparse.Namespace, load_only: bool) -> dict[str, Any]:
+def run_child(
+    tree: Path, data: Path, args: argparse.Namespace, load_only: bool, loop: str = "asyncio"
+) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(data)]
+    command += ["--loop", loop]
     command += ["--records", str(args.records), "--recalls", str(args.recalls)]
     command += ["--load-only"] if load_only else []
     # The tree's own package first, not the one installed in the venv.
@@ -196,10 +199,20 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--child", type=Path)
     parser.add_argument("--load-only", action="store_true")
+    # The event loop each version serves on (`whose serve`: see sidecar/cli.py).
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--old-loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--new-loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     if args.child is not None:
         sys.path.insert(0, os.getcwd())
-        result = asyncio.run(child(args.child, args.records, args.recalls, args.load_only))
+        main_coroutine = child(args.child, args.records, args.recalls, args.load_only)
+        if args.loop == "uvloop":
+            import uvloop
+
+            result = uvloop.run(main_coroutine)
+        else:
+            result = asyncio.run(main_coroutine)
         print(json.dumps(result))
         return
     work = Path(tempfile.mkdtemp(prefix="whose-own-time-"))
@@ -211,7 +224,8 @@ def main() -> None:
         for i in range(args.turns):
             # Alternate which goes first, so neither always follows the other.
             for version in ("old", "new") if i % 2 == 0 else ("new", "old"):
-                runs[version].append(run_child(trees[version], data, args, load_only=False))
+                loop = args.old_loop if version == "old" else args.new_loop
+                runs[version].append(run_child(trees[version], data, args, False, loop))
                 print(version, runs[version][-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -229,6 +243,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "old": args.old,
         "new": args.new,
+        "loops": {"old": args.old_loop, "new": args.new_loop},
         "records": args.records,
         "recalls_per_turn": args.recalls,
         "turns": runs,

@@ -23,15 +23,23 @@ class HashingEmbedder:
 
     def embed(self, text: str) -> list[float]:
         vector = [0.0] * self.dim
+        reached = set()
         for feature, weight in _features(text):
             bucket, sign = _hashed(feature, self.dim)
             vector[bucket] += sign * weight
-        norm = math.sqrt(sum(x * x for x in vector))
+            reached.add(bucket)
+        # Only the buckets a feature reached can be other than 0.0, and adding or
+        # dividing 0.0 changes nothing: summing and scaling those alone, in bucket
+        # order, gives the vector of the whole-vector loops bit for bit.
+        touched = sorted(reached)
+        norm = math.sqrt(sum(vector[i] * vector[i] for i in touched))
         if norm == 0.0:
             # Empty text still needs a valid direction for cosine search.
             vector[0] = 1.0
             return vector
-        return [x / norm for x in vector]
+        for i in touched:
+            vector[i] /= norm
+        return vector
 
 
 # Words and trigrams recur across texts: each is hashed once (bounded; same result).
