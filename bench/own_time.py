@@ -13,8 +13,9 @@ encoding and decoding included); the rest is the sidecar's own time, the figure
 `where_time_goes_ms` calls `sidecar_own`. It gives both wall time and the CPU time of
 the event-loop thread (`time.thread_time`), which other processes on the machine
 cannot stretch. The versions alternate, so load from elsewhere falls on both alike:
-compare the medians and their ratio, not the absolute figures. It writes
-bench/results/own_time.json.
+compare the medians and their ratio, not the absolute figures. With `--together` the
+two run at the same time, each on its own copy of the store, so the load falls on
+both at the same moments. It writes bench/results/own_time.json.
 
 The corpus is loaded once, through the newer version; neither touches the store
 format, which is the store's own (sidecar/store/).
@@ -146,6 +147,8 @@ async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict
         "request_ms": round(statistics.median(walls), 3),
         "own_ms": round(statistics.median(own_wall), 3),
         "own_cpu_ms": round(statistics.median(own_cpu), 3),
+        # The quickest tenth: what a recall costs when nothing else got in its way.
+        "own_cpu_p10_ms": round(statistics.quantiles(own_cpu, n=10)[0], 3),
         "outside_ms": round(statistics.median(r[2] * 1e3 for r in requests), 3),
     }
 
@@ -177,17 +180,23 @@ async def _load(http: Any, corpus: list[dict[str, Any]]) -> None:
     await flush()
 
 
-def run_child(
+def start_child(
     tree: Path, data: Path, args: argparse.Namespace, load_only: bool, loop: str = "asyncio"
-) -> dict[str, Any]:
+) -> subprocess.Popen[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(data)]
     command += ["--loop", loop]
     command += ["--records", str(args.records), "--recalls", str(args.recalls)]
     command += ["--load-only"] if load_only else []
     # The tree's own package first, not the one installed in the venv.
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True, text=True)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, text=True)
+
+
+def result_of(child: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"a measuring process failed ({child.returncode})")
+    return dict(json.loads(out.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -199,6 +208,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--child", type=Path)
     parser.add_argument("--load-only", action="store_true")
+    # Both versions at once, each on its own copy of the store: whatever else loads
+    # the machine then falls on both at the same moments (they also load each other).
+    parser.add_argument("--together", action="store_true")
     # The event loop each version serves on (`whose serve`: see sidecar/cli.py).
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     parser.add_argument("--old-loop", choices=["asyncio", "uvloop"], default="asyncio")
@@ -219,13 +231,26 @@ def main() -> None:
     try:
         trees = {"old": checkout(args.old, work), "new": checkout(args.new, work)}
         data = work / "data"
-        run_child(trees["new"], data, args, load_only=True)
+        result_of(start_child(trees["new"], data, args, load_only=True))
+        # Each version gets a copy of the store: with --together both run at once.
+        for version in trees:
+            shutil.copytree(data, work / f"data-{version}")
         runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
         for i in range(args.turns):
             # Alternate which goes first, so neither always follows the other.
-            for version in ("old", "new") if i % 2 == 0 else ("new", "old"):
+            order = ("old", "new") if i % 2 == 0 else ("new", "old")
+            started = {}
+            for version in order:
                 loop = args.old_loop if version == "old" else args.new_loop
-                runs[version].append(run_child(trees[version], data, args, False, loop))
+                started[version] = start_child(
+                    trees[version], work / f"data-{version}", args, False, loop
+                )
+                if not args.together:
+                    runs[version].append(result_of(started[version]))
+            if args.together:
+                for version in order:
+                    runs[version].append(result_of(started[version]))
+            for version in order:
                 print(version, runs[version][-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -244,6 +269,7 @@ def main() -> None:
         "old": args.old,
         "new": args.new,
         "loops": {"old": args.old_loop, "new": args.new_loop},
+        "together": args.together,
         "records": args.records,
         "recalls_per_turn": args.recalls,
         "turns": runs,
