@@ -47,6 +47,12 @@ def test_shared_words_score_higher_than_unrelated_text() -> None:
             "🚀 émoji and ünïcode",
             "fd72acfae9eb8f9856398135e4d9abb59b895c83f73d291ae80ab1648a318bbb",
         ),
+        (
+            "the launch budget was approved by the board on Friday and the platform team moved"
+            " the roadmap migration to next sprint while legal reviews the vendor security risk"
+            " status and pricing scope for Q3 support design owner",
+            "7dd815aa1a4c406411ce3e3704a33bc1f22d2acbc76df7782e57ad28cd64be0f",
+        ),
     ],
 )
 def test_vectors_are_bit_for_bit_those_earlier_versions_stored(text: str, sha256: str) -> None:
