@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from sidecar import metrics
@@ -120,7 +120,7 @@ async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> Stored
 async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
     """Attributed beliefs, an answer, a conflict, or an abstention."""
     try:
-        return await recalled(request, svc, who, "recall")
+        answer = await recalled(request, svc, who, "recall")
     except PolicyUnavailable as exc:
         # Fail closed, and say why: nothing is disclosed without a decision.
         metrics.POLICY_UNAVAILABLE.inc()
@@ -128,6 +128,11 @@ async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
             verdict="abstain", items=[], decision_id=exc.decision_id or uuid4(), reason=exc.reason
         )
         return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
+    # Serialised once, as FastAPI would for `response_model` (kept for the OpenAPI
+    # document), without validating again the model the read path just built.
+    return Response(
+        answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
+    )
 
 
 async def recalled(

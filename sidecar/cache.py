@@ -123,14 +123,19 @@ class Keys:
             "as_of": iso(question.as_of) if question.as_of else None,
             "bucket": self.bucket_start,
         }
-        self._prefix = hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).digest()
+        prefix = hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).digest()
+        # Every key of the question starts from this state: copied, not rebuilt.
+        self._hashed_prefix = hashlib.sha256(prefix)
 
     def key(self, record: dict[str, Any]) -> str | None:
         """The record's key, or None when its decision may change within the bucket."""
-        view = policy_view(record)
+        return self.key_of_view(policy_view(record))
+
+    def key_of_view(self, view: dict[str, Any]) -> str | None:
+        """`key`, from the record's policy view (decisions.policy_view)."""
         if _has_boundary(view, self.bucket_start, self.bucket_start + self.bucket_s):
             return None
-        digest = hashlib.sha256(self._prefix)
+        digest = self._hashed_prefix.copy()
         digest.update(orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         return _KEY_PREFIX + digest.hexdigest()
 

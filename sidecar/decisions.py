@@ -191,9 +191,11 @@ class DisclosureQuestion:
         """The instant asked about: as_of, else now."""
         return self.as_of or self.now
 
-    def input(self, records: list[dict[str, Any]]) -> dict[str, Any]:
-        """The batch input (`decisions`)."""
-        return self._context() | {"records": [policy_view(r) for r in records]}
+    def input(self, records: list[dict[str, Any]], *, viewed: bool = False) -> dict[str, Any]:
+        """The batch input (`decisions`). `viewed`: the records are already policy views
+        (the read path makes each once, for the cache key and this input alike)."""
+        views = records if viewed else [policy_view(r) for r in records]
+        return self._context() | {"records": views}
 
     def single_input(self, record: dict[str, Any]) -> dict[str, Any]:
         """The single-record input (`single`, `explanation`)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Coroutine
@@ -29,13 +30,13 @@ from typing import Any
 
 import orjson
 from cachetools import LRUCache
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
 from sidecar.allow_rate import AllowRates, LocalAllowRates, rate_key
-from sidecar.audit import AuditedRecord, AuditEntry, AuditLog
+from sidecar.audit import AuditEntry, AuditLog
 from sidecar.cache import CacheUnavailable, DecisionCache, Keys
-from sidecar.decisions import Decision, DisclosureQuestion, Pushdown, Verdicts
+from sidecar.decisions import Decision, DisclosureQuestion, Pushdown, Verdicts, policy_view
 from sidecar.opa import PolicyClient, PolicyUnavailable
 from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
 from sidecar.record import Stored
@@ -119,6 +120,9 @@ class Disclosure:
     _compiled_under: str | None = None
     _key_makers: dict[str, Keys] = field(default_factory=dict)
     _record_keys: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # Each record's policy view, made once: for its cache key and for OPA's input;
+    # kept with the payload it was made from (see `_view`).
+    _views: dict[str, tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
     _pending: list[str] = field(default_factory=list)
 
     async def __aenter__(self) -> Disclosure:
@@ -152,8 +156,10 @@ class Disclosure:
         allowed = sum(s.decision.allow for s in self.settled.values())
         if exc is None and self.settled:
             self.gate.in_background(
-                self.gate.rates.observe(rate_key(self.question), allowed, len(self.settled))
+                self.gate.rates.observe(self._rate_key, allowed, len(self.settled))
             )
+        if not log.isEnabledFor(logging.INFO):
+            return
         log.info(
             "disclosure",
             extra={
@@ -169,9 +175,13 @@ class Disclosure:
             },
         )
 
+    @functools.cached_property
+    def _rate_key(self) -> str:
+        return rate_key(self.question)
+
     async def allow_rate(self) -> float | None:
         """The share of candidates the policy allowed this asker and audience lately."""
-        return await self.gate.rates.get(rate_key(self.question))
+        return await self.gate.rates.get(self._rate_key)
 
     async def pushdown(self) -> Pushdown:
         """The store filter for this question, from the policy (see pushdown.py)."""
@@ -239,8 +249,7 @@ class Disclosure:
             self.settled[key] = settled
         decided = {r.id: self.settled[r.id].decision for r in records}
         self._check_wording(decided)
-        for decision in decided.values():
-            metrics.count_decision(decision.allow, decision.reasons)
+        metrics.count_decisions((d.allow, d.reasons) for d in decided.values())
         return decided
 
     def wording(self) -> Vocabulary:
@@ -258,29 +267,31 @@ class Disclosure:
 
     async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Settled]:
         if revision is None or not records:
-            metrics.CACHE.labels("bypass").inc(len(records))
+            metrics.CACHE_BYPASS.inc(len(records))
             return {}
         wanted = {r.id: key for r in records if (key := self._key(r, revision)) is not None}
-        metrics.CACHE.labels("bypass").inc(len(records) - len(wanted))
+        metrics.CACHE_BYPASS.inc(len(records) - len(wanted))
         if not wanted:
             return {}
         try:
             values = await self.gate.cache.get_many(list(wanted.values()))
         except CacheUnavailable:
-            metrics.CACHE.labels("bypass").inc(len(wanted))
+            metrics.CACHE_BYPASS.inc(len(wanted))
             return {}
         found = {}
         for record_id, value in zip(wanted, values, strict=True):
             settled = _load(value)
             if settled is not None:
                 found[record_id] = settled
-        metrics.CACHE.labels("hit").inc(len(found))
-        metrics.CACHE.labels("miss").inc(len(wanted) - len(found))
+        metrics.CACHE_HIT.inc(len(found))
+        metrics.CACHE_MISS.inc(len(wanted) - len(found))
         return found
 
     async def _ask(self, records: list[Stored]) -> Verdicts:
         self._pending = [r.id for r in records]
-        verdicts = await self.gate.policy.disclosure(self.question, [r.payload for r in records])
+        verdicts = await self.gate.policy.disclosure(
+            self.question, [self._view(r) for r in records], viewed=True
+        )
         self._pending = []
         self._heard(verdicts.decision_id, verdicts.revision)
         self.vocabulary = self.gate.vocabulary_of(verdicts)
@@ -313,8 +324,19 @@ class Disclosure:
         per request: a miss is looked up and then stored under the same key."""
         memo = (revision, record.id)
         if memo not in self._record_keys:
-            self._record_keys[memo] = self._keys(revision).key(record.payload)
+            self._record_keys[memo] = self._keys(revision).key_of_view(self._view(record))
         return self._record_keys[memo]
+
+    def _view(self, record: Stored) -> dict[str, Any]:
+        """The record as the policy sees it (decisions.policy_view), made once per
+        payload: a record read again from the store within the request (its links
+        may have changed meanwhile) gets a view of what was read then."""
+        known = self._views.get(record.id)
+        if known is not None and known[0] is record.payload:
+            return known[1]
+        view = policy_view(record.payload)
+        self._views[record.id] = (record.payload, view)
+        return view
 
     def _heard(self, opa_decision_id: str | None, revision: str | None) -> None:
         self.revision = revision
@@ -328,33 +350,36 @@ class Disclosure:
             self.opa_decision_ids.append(opa_decision_id)
 
     def _entry(self, error: str | None) -> AuditEntry:
-        allowed: list[AuditedRecord] = []
-        withheld: list[AuditedRecord] = []
+        # Plain data, validated in one pass: cheaper than a model per record.
+        allowed: list[dict[str, Any]] = []
+        withheld: list[dict[str, Any]] = []
         for record_id, s in self.settled.items():
-            audited = AuditedRecord(
-                id=record_id,
-                usable_as=s.decision.usable_as if s.decision.allow else None,
-                reasons=s.decision.reasons,
-                opa_decision_id=s.opa_decision_id,
-                cached=s.cached,
-            )
+            audited = {
+                "id": record_id,
+                "usable_as": s.decision.usable_as if s.decision.allow else None,
+                "reasons": s.decision.reasons,
+                "opa_decision_id": s.opa_decision_id,
+                "cached": s.cached,
+            }
             (allowed if s.decision.allow else withheld).append(audited)
-        withheld += [AuditedRecord(id=i, reasons=["policy_unavailable"]) for i in self._pending]
+        withheld += [{"id": i, "reasons": ["policy_unavailable"]} for i in self._pending]
         question = self.question
-        return AuditEntry(
-            decision_id=self.decision_id,
-            time=datetime.now(UTC),
-            tenant=question.asker.tenant,
-            asker=question.asker.id,
-            audience=question.audience,
-            purpose=question.purpose,
-            route=self.route,
-            policy_revision=self.revision,
-            opa_decision_ids=self.opa_decision_ids,
-            pushdown=self.pushed_down.describe() if self.pushed_down else None,
-            allowed=allowed,
-            withheld=withheld,
-            error=error,
+        return AuditEntry.model_validate(
+            {
+                "decision_id": self.decision_id,
+                "time": datetime.now(UTC),
+                "tenant": question.asker.tenant,
+                "asker": question.asker.id,
+                "audience": question.audience,
+                "purpose": question.purpose,
+                "route": self.route,
+                "policy_revision": self.revision,
+                "opa_decision_ids": self.opa_decision_ids,
+                "pushdown": self.pushed_down.describe() if self.pushed_down else None,
+                "allowed": allowed,
+                "withheld": withheld,
+                "error": error,
+            }
         )
 
 
@@ -368,11 +393,19 @@ def _error_code(exc: BaseException | None) -> str | None:
     return "error"
 
 
+class _Cached(BaseModel):
+    """A decision cache entry as `_remember` writes it."""
+
+    d: Decision
+    o: str | None = None
+
+
 def _load(value: bytes | None) -> Settled | None:
     if value is None:
         return None
     try:
-        raw = orjson.loads(value)
-        return Settled(Decision.model_validate(raw["d"]), raw.get("o"), cached=True)
-    except (orjson.JSONDecodeError, ValidationError, KeyError, TypeError):
+        # Parsed and checked in one pass (no dict of the JSON in between).
+        entry = _Cached.model_validate_json(value)
+    except ValidationError:
         return None  # An unreadable entry is a miss.
+    return Settled(entry.d, entry.o, cached=True)

@@ -8,6 +8,7 @@ usually embed with their own model and pass `vector` instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -22,17 +23,31 @@ class HashingEmbedder:
 
     def embed(self, text: str) -> list[float]:
         vector = [0.0] * self.dim
+        reached = set()
         for feature, weight in _features(text):
-            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self.dim
-            sign = 1.0 if digest[4] & 1 else -1.0
+            bucket, sign = _hashed(feature, self.dim)
             vector[bucket] += sign * weight
-        norm = math.sqrt(sum(x * x for x in vector))
+            reached.add(bucket)
+        # Only the buckets a feature reached can be other than 0.0, and adding or
+        # dividing 0.0 changes nothing: summing and scaling those alone, in bucket
+        # order, gives the vector of the whole-vector loops bit for bit.
+        touched = sorted(reached)
+        norm = math.sqrt(sum(vector[i] * vector[i] for i in touched))
         if norm == 0.0:
             # Empty text still needs a valid direction for cosine search.
             vector[0] = 1.0
             return vector
-        return [x / norm for x in vector]
+        for i in touched:
+            vector[i] /= norm
+        return vector
+
+
+# Words and trigrams recur across texts: each is hashed once (bounded; same result).
+@functools.lru_cache(maxsize=65_536)
+def _hashed(feature: str, dim: int) -> tuple[int, float]:
+    """The feature's bucket and sign."""
+    digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "little") % dim, 1.0 if digest[4] & 1 else -1.0
 
 
 def _features(text: str) -> list[tuple[str, float]]:

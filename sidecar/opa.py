@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar import metrics
 from sidecar.decisions import (
@@ -87,12 +87,13 @@ class PolicyClient:
             self._session = None
 
     async def disclosure(
-        self, question: DisclosureQuestion, records: list[dict[str, Any]]
+        self, question: DisclosureQuestion, records: list[dict[str, Any]], *, viewed: bool = False
     ) -> Verdicts:
-        """Decisions for a batch, keyed by record id. Missing ids are denials."""
-        answer = await self._query(DISCLOSURE_RULE, question.input(records))
+        """Decisions for a batch, keyed by record id. Missing ids are denials.
+        `viewed`: the records are already policy views (DisclosureQuestion.input)."""
+        answer = await self._query(DISCLOSURE_RULE, question.input(records, viewed=viewed))
         result = answer.result if isinstance(answer.result, dict) else {}
-        decisions = _parse(result.get("decisions"), Decision)
+        decisions = _parse_decisions(result.get("decisions"))
         vocabulary = result.get("vocabulary")
         if not isinstance(vocabulary, dict):
             raise PolicyUnavailable("OPA answered without the policy's vocabulary")
@@ -275,6 +276,17 @@ def _roots(manifest: Any) -> list[str]:
 
 
 T = TypeVar("T", bound=BaseModel)
+# A batch's decisions in one validation call rather than one per record.
+_DECISIONS = TypeAdapter(dict[str, Decision])
+
+
+def _parse_decisions(result: Any) -> dict[str, Decision]:
+    if not isinstance(result, dict):
+        raise PolicyUnavailable("OPA result is not an object")
+    try:
+        return _DECISIONS.validate_python(result)
+    except ValidationError as exc:
+        raise PolicyUnavailable("OPA result is malformed") from exc
 
 
 def _parse(result: Any, model: type[T]) -> dict[str, T]:

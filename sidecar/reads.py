@@ -404,15 +404,16 @@ def _links_within(
 ) -> list[tuple[Stored, Decision]]:
     """The page, keeping only links to versions among `disclosed`."""
     visible = {d if isinstance(d, str) else d.id for d in disclosed}
-    return [
-        (record.without(link for link in LINKS if _links_to_other(record, link, visible)), decision)
-        for record, decision in page
-    ]
-
-
-def _links_to_other(record: Stored, link: str, visible: set[str]) -> bool:
-    target = getattr(record, link)
-    return target is not None and target not in visible
+    kept = []
+    for record, decision in page:
+        payload = record.payload
+        # A link is its target's id (Stored.supersedes, .superseded_by): a page seldom
+        # hides one, and then the record is kept as it is.
+        hidden = [
+            link for link in LINKS if (target := payload.get(link)) and str(target) not in visible
+        ]
+        kept.append((record.without(hidden) if hidden else record, decision))
+    return kept
 
 
 def _rank(allowed: tuple[Stored, Decision]) -> tuple[float, str]:

@@ -16,6 +16,7 @@ apart in `as_written`.
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -104,27 +105,54 @@ class Vocabulary(BaseModel):
 
     def sentence(self, record: dict[str, Any], usable_as: str) -> str:
         use = self.uses[usable_as]
-        values = self._values(record)
+        values = _Values(self, record)
         return use.sentence.format_map(values) + self.source.format_map(values)
 
-    def _values(self, record: dict[str, Any]) -> dict[str, str]:
-        claim = _claim(record)
-        source = record.get("source") or {}
-        holder = record.get("observer_id") or source.get("speaker") or "an unnamed source"
-        observed = record.get("observed_id") or ""
-        return {
-            "claim": claim,
-            "Claim": claim[:1].upper() + claim[1:],
-            "holder": holder,
-            "observed": observed,
-            "knower": observed or holder,
-            "verb": self.verbs.get(record.get("modality", ""), "believes"),
-            "attitude": self.attitudes.get(record.get("observed_attitude", ""), "believes"),
-            "groups": ", ".join(a for a in record.get("audience", []) if a.startswith("group:")),
-            "whose": _whose_claim(record),
-            "source": str(record.get("source_id")),
-            "confidence": f"{float(record.get('confidence', 1.0)):.2f}",
-        }
+
+class _Values(dict[str, str]):
+    """A record's placeholder values, each worked out only when a template names it
+    (a sentence names a few of the eleven)."""
+
+    def __init__(self, vocabulary: Vocabulary, record: dict[str, Any]) -> None:
+        super().__init__()
+        self.vocabulary = vocabulary
+        self.record = record
+
+    def __missing__(self, name: str) -> str:
+        value = _VALUES[name](self)
+        self[name] = value
+        return value
+
+
+def _holder(values: _Values) -> str:
+    record = values.record
+    source = record.get("source") or {}
+    return str(record.get("observer_id") or source.get("speaker") or "an unnamed source")
+
+
+def _claim_capitalised(values: _Values) -> str:
+    claim = values["claim"]
+    return claim[:1].upper() + claim[1:]
+
+
+_VALUES: dict[str, Callable[[_Values], str]] = {
+    "claim": lambda v: _claim(v.record),
+    "Claim": _claim_capitalised,
+    "holder": _holder,
+    "observed": lambda v: v.record.get("observed_id") or "",
+    "knower": lambda v: v["observed"] or v["holder"],
+    "verb": lambda v: v.vocabulary.verbs.get(v.record.get("modality", ""), "believes"),
+    "attitude": lambda v: v.vocabulary.attitudes.get(
+        v.record.get("observed_attitude", ""), "believes"
+    ),
+    "groups": lambda v: ", ".join(
+        a for a in v.record.get("audience", []) if a.startswith("group:")
+    ),
+    "whose": lambda v: _whose_claim(v.record),
+    "source": lambda v: str(v.record.get("source_id")),
+    "confidence": lambda v: f"{float(v.record.get('confidence', 1.0)):.2f}",
+}
+assert _VALUES.keys() == PLACEHOLDERS
 
 
 def _template(text: str) -> str:

@@ -6,6 +6,7 @@ import uuid
 
 import httpx
 
+from sidecar.messages import Item, RecallResponse
 from tests.acceptance.story import recall, said_by, stored, write
 from tests.conftest import as_, ops
 
@@ -136,3 +137,28 @@ def test_health_and_openapi(http: httpx.Client, sidecar: str) -> None:
     paths = http.get("/openapi.json").json()["paths"]
     assert {"/v1/memories", "/v1/recall", "/v1/memories/{record_id}"} <= set(paths)
     assert http.get("/docs").status_code == 200
+
+
+def test_recall_answers_in_the_documented_schema_field_order_and_without_nulls(
+    http: httpx.Client,
+) -> None:
+    # The route serialises its answer itself (once); the OpenAPI document still names
+    # the model, and the body keeps the model's field order with absent fields left out.
+    stored(http, "alice", said_by("alice", "order-1", valid_at="2026-10-01T09:00:00Z"))
+    response = recall(http, "alice", query="launch", limit=5)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["items"]
+    assert list(body) == [name for name in RecallResponse.model_fields if name in body]
+    for item in body["items"]:
+        assert list(item) == [name for name in Item.model_fields if name in item]
+        assert None not in item.values()
+    # The model's own JSON of the same answer, byte for byte.
+    assert (
+        response.content
+        == RecallResponse.model_validate(body).model_dump_json(exclude_none=True).encode()
+    )
+    post = http.get("/openapi.json").json()["paths"]["/v1/recall"]["post"]
+    schema = post["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/RecallResponse"}

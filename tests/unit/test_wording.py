@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.wording import PLACEHOLDERS, Vocabulary
 from tests.unit.vocabulary import VOCABULARY
 
 P = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
@@ -70,3 +71,41 @@ def test_every_sentence_cites_source_and_confidence() -> None:
 def test_without_a_proposition_the_content_is_quoted_not_restated() -> None:
     text = attribution(rec(proposition=None), "belief")
     assert text.startswith("alice believes that “Alice believes the launch is October 17”")
+
+
+def test_a_template_may_name_every_placeholder_each_worked_out_from_the_record() -> None:
+    # A use's sentence names a few placeholders and the values are worked out only for
+    # those: one naming them all (twice, one after the other) gets every value right.
+    names = sorted(PLACEHOLDERS)
+    template = " ".join(f"{name}=[{{{name}}}]" for name in names)
+    vocabulary = Vocabulary.parse(
+        {"uses": {"all": {"sentence": template + " " + template}}, "verbs": {"asserted": "says"}}
+    )
+    record = rec(
+        modality="asserted",
+        observed_id="bob",
+        observed_attitude="doubts",
+        audience=["group:launch-team", "dave", "group:board"],
+        source={"kind": "conversation", "speaker": "erin"},
+    )
+    expected = {
+        "claim": "the launch is October 17",
+        "Claim": "The launch is October 17",
+        "holder": "alice",
+        "observed": "bob",
+        "knower": "bob",
+        "verb": "says",
+        "attitude": "believes",
+        "groups": "group:launch-team, group:board",
+        "whose": " (claimed by alice)",
+        "source": "private-session-42",
+        "confidence": "0.78",
+    }
+    once = " ".join(f"{name}=[{expected[name]}]" for name in names)
+    assert vocabulary.sentence(record, "all") == once + " " + once
+    # Without an observed mind or a holder, the ones that fall back do.
+    bare = rec(observer_id=None, source={"kind": "conversation", "speaker": "erin"})
+    worded = vocabulary.sentence(bare, "all")
+    assert "holder=[erin]" in worded
+    assert "knower=[erin]" in worded
+    assert "whose=[ (claimed by erin)]" in worded
