@@ -86,7 +86,15 @@ async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict
     import httpx
 
     from sidecar.app import create_app
-    from sidecar.benchmark import dataset, headers, queries
+
+    try:
+        from sidecar.bench.dataset import dataset, headers, queries
+    except ImportError:  # a version from before sidecar/bench/ (an `--old` checkout)
+        from sidecar.benchmark import (  # type: ignore[import-not-found,no-redef]
+            dataset,
+            headers,
+            queries,
+        )
     from sidecar.opa import PolicyClient
     from sidecar.settings import Settings
     from sidecar.store.measured import MeasuredStore
@@ -154,7 +162,7 @@ async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict
 
 
 async def _load(http: Any, corpus: list[dict[str, Any]]) -> None:
-    """As sidecar.benchmark.load does, through the application: each writer's run of
+    """As sidecar.bench.dataset.load does, through the application: each writer's run of
     records in batches of at most 500, no two versions of one chain in a batch."""
     batch: list[dict[str, Any]] = []
     who: tuple[str, str] | None = None
