@@ -19,11 +19,44 @@ import data.whose.lib.directory
 
 # METADATA
 # description: the person (asker, audience member or writer) may see the record.
-visible_to(record, person) if {
-	record.tenant == person.tenant
-	directory.admits(record, person)
-	directory.clears_scope(record, person)
+visible_to(record, person) if seen(record, sight(person))
+
+# METADATA
+# description: |
+#   What a person sees by, worked out from the person alone: their id and tenant
+#   (when they have them), the audience entries that admit them (their id, and
+#   `group:` with each group they are in, from the directory or their own token),
+#   and the scopes they are cleared for. OPA keeps a function's result for the same
+#   arguments within a query, so deciding many records for one person works this
+#   out once and each record costs set look-ups (docs/operations.md, "Performance").
+sight(person) := object.union(object.filter(person, ["id", "tenant"]), {
+	"entries": ({id | id := person.id} | {concat("", ["group:", group]) | some group in directory.groups_of(person)}),
+	"scopes": directory.clearances_of(person),
+})
+
+# METADATA
+# description: the record may be seen with this sight (see visible_to).
+seen(record, sight) if {
+	record.tenant == sight.tenant
+	admitted(record, sight)
+	cleared(record, sight)
 }
+
+# METADATA
+# description: |
+#   The record's audience names the sight's id or one of its groups. The known entries
+#   come first, so that with the record unknown (pushdown) what is left is "the
+#   audience holds <entry>", one alternative per entry.
+admitted(record, sight) if {
+	some entry in sight.entries
+	entry in record.audience
+}
+
+# METADATA
+# description: the record has no access scope, or one the sight is cleared for.
+cleared(record, _) if not record.access_scope
+
+cleared(record, sight) if record.access_scope in sight.scopes
 
 # METADATA
 # description: |
@@ -31,16 +64,16 @@ visible_to(record, person) if {
 #   a denial always says why (an unforeseen cause still denies, as not_visible).
 why_not(record, person) := reasons if {
 	not visible_to(record, person)
-	found := causes(record, person)
+	found := causes(record, sight(person))
 	count(found) > 0
 	reasons := found
 } else := {sprintf("not_visible:%s", [person.id])} if {
 	not visible_to(record, person)
 } else := set()
 
-causes(record, person) := union({
-	{"tenant_mismatch" | record.tenant != person.tenant},
+causes(record, sight) := union({
+	{"tenant_mismatch" | record.tenant != sight.tenant},
 	{"tenant_mismatch" | not record.tenant},
-	{sprintf("audience_excludes:%s", [person.id]) | not directory.admits(record, person)},
-	{sprintf("scope_not_cleared:%s", [person.id]) | not directory.clears_scope(record, person)},
+	{sprintf("audience_excludes:%s", [sight.id]) | not admitted(record, sight)},
+	{sprintf("scope_not_cleared:%s", [sight.id]) | not cleared(record, sight)},
 })
