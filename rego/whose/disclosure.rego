@@ -51,10 +51,10 @@ records := input.records if {
 decision(record) := {
 	"allow": allowed(denied),
 	"usable_as": use,
-	"obligations": obligations(use),
+	"obligations": obligations_of[use],
 	"reasons": (denied | notes(record, use)),
 } if {
-	denied := reasons_denied(record)
+	denied := object.get(denied_by_id, record.id, set())
 	use := usable_as(record)
 }
 
@@ -65,10 +65,14 @@ default allowed(_) := false
 allowed(denied) if count(denied) == 0
 
 # METADATA
-# description: every reason any denial rule gives this record (empty means allow).
-reasons_denied(record) := {reason |
-	some by_record in denials
-	some reason in object.get(by_record, record.id, set())
+# description: |
+#   Every reason any denial rule gives each record, by record id (none means allow).
+#   Gathered once per query: walking the package of denials for each record would
+#   assemble it again each time.
+denied_by_id := {id: union({object.get(by_record, id, set()) | some by_record in by_rule}) |
+	by_rule := [by_record | some by_record in denials]
+	some by_record in by_rule
+	some id, _ in by_record
 }
 
 # METADATA
@@ -85,6 +89,10 @@ members contains {"id": id, "tenant": input.asker.tenant} if {
 # METADATA
 # description: the instant asked about.
 as_of := object.get(input, "as_of", input.now)
+
+# METADATA
+# description: as_of in nanoseconds since 1970, parsed once per query.
+as_of_ns := time.parse_rfc3339_ns(as_of)
 
 # METADATA
 # description: |
@@ -106,7 +114,7 @@ explanation := {
 
 # METADATA
 # description: the record applied at the instant asked about (as_of); an input without one has no such instant.
-applies(record) if validity.current_at(record, as_of)
+applies(record) if validity.current_at_ns(record, as_of_ns)
 
 # METADATA
 # description: |
@@ -118,7 +126,11 @@ applies(record) if validity.current_at(record, as_of)
 #   unverified claim or common knowledge, and knowledge only as `known` with
 #   evidence tied to the knower. A perception (`observed`) is at most its holder's
 #   belief: witnessing is no evidence the evidence policy accepts for knowledge.
-usable_as(record) := "nested_belief" if {
+usable_as(record) := "belief" if {
+	# The common case first: a belief of its holder's own (no rule below can hold).
+	not record.modality in {"world_state", "known", "common_knowledge"}
+	not record.observed_id
+} else := "nested_belief" if {
 	sources.shared_claim_about_another(record)
 } else := "fact" if {
 	record.modality == "world_state"
@@ -138,6 +150,10 @@ usable_as(record) := "nested_belief" if {
 } else := "belief"
 
 # METADATA
+# description: the obligations of every use usable_as gives, worked out once per query.
+obligations_of := {use: obligations(use) | some use in {"fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief"}}
+
+# METADATA
 # description: what the caller must do when it uses the record.
 obligations(use) := union({
 	{"cite_source"},
@@ -146,8 +162,14 @@ obligations(use) := union({
 })
 
 # METADATA
-# description: why a record was downgraded (reported with allowed records too).
-notes(record, use) := union({
+# description: |
+#   Why a record was downgraded (reported with allowed records too). Only these
+#   modalities are ever downgraded; the rest skip the six checks.
+notes(record, use) := downgrades(record, use) if record.modality in {"world_state", "known", "common_knowledge"}
+
+else := set()
+
+downgrades(record, use) := union({
 	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},

@@ -18,8 +18,19 @@ package whose.lib.visibility
 import data.whose.lib.directory
 
 # METADATA
-# description: the person (asker, audience member or writer) may see the record.
-visible_to(record, person) if seen(record, sight(person))
+# description: |
+#   The person (asker, audience member or writer) may see the record: of their
+#   tenant, admitted by its audience, cleared for its scope. `admitted` is written
+#   out here: the disclosure asks this for every record and hearer, and a function
+#   call costs as much as the check itself. The known entries come first, so that with the record unknown (pushdown) what is
+#   left is "the audience holds <entry>", one alternative per entry.
+visible_to(record, person) if {
+	sight := sight_of(person)
+	record.tenant == sight.tenant
+	some entry in sight.entries
+	entry in record.audience
+	cleared(record, sight)
+}
 
 # METADATA
 # description: |
@@ -29,24 +40,13 @@ visible_to(record, person) if seen(record, sight(person))
 #   and the scopes they are cleared for. OPA keeps a function's result for the same
 #   arguments within a query, so deciding many records for one person works this
 #   out once and each record costs set look-ups (docs/operations.md, "Performance").
-sight(person) := object.union(object.filter(person, ["id", "tenant"]), {
+sight_of(person) := object.union(object.filter(person, ["id", "tenant"]), {
 	"entries": ({id | id := person.id} | {concat("", ["group:", group]) | some group in directory.groups_of(person)}),
 	"scopes": directory.clearances_of(person),
 })
 
 # METADATA
-# description: the record may be seen with this sight (see visible_to).
-seen(record, sight) if {
-	record.tenant == sight.tenant
-	admitted(record, sight)
-	cleared(record, sight)
-}
-
-# METADATA
-# description: |
-#   The record's audience names the sight's id or one of its groups. The known entries
-#   come first, so that with the record unknown (pushdown) what is left is "the
-#   audience holds <entry>", one alternative per entry.
+# description: the record's audience names the sight's id or one of its groups.
 admitted(record, sight) if {
 	some entry in sight.entries
 	entry in record.audience
@@ -62,14 +62,16 @@ cleared(record, sight) if record.access_scope in sight.scopes
 # description: |
 #   Why the person may not see the record: never empty when `visible_to` fails, so
 #   a denial always says why (an unforeseen cause still denies, as not_visible).
-why_not(record, person) := reasons if {
-	not visible_to(record, person)
-	found := causes(record, sight(person))
-	count(found) > 0
-	reasons := found
-} else := {sprintf("not_visible:%s", [person.id])} if {
+why_not(record, person) := unseen_because(record, person) if {
 	not visible_to(record, person)
 } else := set()
+
+# METADATA
+# description: why_not, for a person already known not to see the record (`hearers` asks once).
+unseen_because(record, person) := found if {
+	found := causes(record, sight_of(person))
+	count(found) > 0
+} else := {sprintf("not_visible:%s", [person.id])}
 
 causes(record, sight) := union({
 	{"tenant_mismatch" | record.tenant != sight.tenant},

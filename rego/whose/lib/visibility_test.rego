@@ -45,22 +45,20 @@ test_an_unforeseen_cause_still_says_why if {
 }
 
 test_a_sight_holds_the_entries_and_scopes_that_admit_the_person if {
-	visibility.sight(object.union(bob, {"groups": ["ops"], "scopes": ["s"]})) == {
+	visibility.sight_of(object.union(bob, {"groups": ["ops"], "scopes": ["s"]})) == {
 		"id": "bob", "tenant": "acme",
 		"entries": {"bob", "group:launch-team", "group:ops"},
 		"scopes": {"s"},
 	}
-	visibility.sight({"id": "x"}) == {"id": "x", "entries": {"x"}, "scopes": set()}
+	visibility.sight_of({"id": "x"}) == {"id": "x", "entries": {"x"}, "scopes": set()}
 }
 
-test_seen_admitted_and_cleared_with_a_sight if {
-	sight := visibility.sight(object.union(bob, {"scopes": ["s"]}))
-	visibility.seen({"tenant": "acme", "audience": ["group:launch-team"], "access_scope": "s"}, sight)
+test_admitted_and_cleared_with_a_sight if {
+	sight := visibility.sight_of(object.union(bob, {"scopes": ["s"]}))
 	visibility.admitted({"audience": ["x", "bob"]}, sight)
 	not visibility.admitted({"audience": ["launch-team"]}, sight)
 	visibility.cleared({}, sight)
 	not visibility.cleared({"access_scope": "launch-core"}, sight)
-	not visibility.seen({"tenant": "globex", "audience": ["bob"]}, sight)
 }
 
 # visible_to says what the directory's admits and clears_scope say (which the write
@@ -92,3 +90,8 @@ by_directory(record, person) if {
 visible(record, person) if visibility.visible_to(record, person)
 
 else := false
+
+test_unseen_because_names_the_causes_or_says_not_visible if {
+	visibility.unseen_because({"tenant": "acme", "audience": ["alice"]}, bob) == {"audience_excludes:bob"}
+	visibility.unseen_because({"tenant": "acme", "audience": ["x"]}, {"id": "x"}) == {"not_visible:x"}
+}
