@@ -20,16 +20,26 @@ import data.whose.lib.directory
 # METADATA
 # description: |
 #   The person (asker, audience member or writer) may see the record: of their
-#   tenant, admitted by its audience, cleared for its scope. `admitted` is written
-#   out here: the disclosure asks this for every record and hearer, and a function
-#   call costs as much as the check itself. The known entries come first, so that with the record unknown (pushdown) what is
-#   left is "the audience holds <entry>", one alternative per entry.
+#   tenant, admitted by its audience, and the record has no scope or one they are
+#   cleared for. `admitted` and `cleared` are written out here, one body per kind
+#   of scope: the disclosure asks this for every record and hearer, and a function
+#   call costs as much as the check itself. The known entries are iterated, so that
+#   with the record unknown (pushdown) what is left is "the audience holds <entry>",
+#   one alternative per entry.
 visible_to(record, person) if {
 	sight := sight_of(person)
 	record.tenant == sight.tenant
 	some entry in sight.entries
 	entry in record.audience
-	cleared(record, sight)
+	not record.access_scope
+}
+
+visible_to(record, person) if {
+	sight := sight_of(person)
+	record.tenant == sight.tenant
+	record.access_scope in sight.scopes
+	some entry in sight.entries
+	entry in record.audience
 }
 
 # METADATA
