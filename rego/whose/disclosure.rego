@@ -165,15 +165,13 @@ obligations(use) := union({
 # description: |
 #   Why a record was downgraded (reported with allowed records too). Only these
 #   modalities are ever downgraded; the rest skip the six checks.
-notes(record, use) := downgrades(record, use) if record.modality in {"world_state", "known", "common_knowledge"}
-
-else := set()
-
-downgrades(record, use) := union({
+notes(record, use) := union({
 	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
 	{"not_current" | record.modality == "world_state"; not applies(record)},
 	{"evidence_insufficient" | record.modality == "known"; use != "knowledge"},
 	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.announced_to_group(record)},
 	{"common_knowledge_group_not_cleared" | record.modality == "common_knowledge"; not sources.reaches_every_member(record)},
 	{"nested_belief_not_shared" | sources.shared_claim_about_another(record)},
-})
+}) if record.modality in {"world_state", "known", "common_knowledge"}
+
+else := set()

@@ -568,5 +568,5 @@ test_obligations_of_every_use if {
 
 test_only_world_state_knowledge_and_common_knowledge_are_downgraded if {
 	disclosure.notes(object.union(private_belief, {"observed_id": "bob"}), "nested_belief") == set()
-	disclosure.downgrades({"modality": "known"}, "belief") == {"evidence_insufficient"}
+	disclosure.notes({"modality": "known"}, "belief") == {"evidence_insufficient"}
 }
