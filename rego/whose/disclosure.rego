@@ -51,7 +51,7 @@ records := input.records if {
 decision(record) := {
 	"allow": allowed(denied),
 	"usable_as": use,
-	"obligations": obligations_of[use],
+	"obligations": obligations(use),
 	"reasons": (denied | notes(record, use)),
 } if {
 	denied := object.get(denied_by_id, record.id, set())
@@ -148,10 +148,6 @@ usable_as(record) := "belief" if {
 } else := "nested_belief" if {
 	record.observed_id
 } else := "belief"
-
-# METADATA
-# description: the obligations of every use usable_as gives, worked out once per query.
-obligations_of := {use: obligations(use) | some use in {"fact", "unverified_claim", "knowledge", "common_knowledge", "nested_belief", "belief"}}
 
 # METADATA
 # description: what the caller must do when it uses the record.

@@ -559,13 +559,6 @@ test_as_of_ns_is_as_of_parsed if {
 	disclosure.as_of_ns == 0 with input as {"now": now, "as_of": "1970-01-01T00:00:00Z"}
 }
 
-test_obligations_of_every_use if {
-	count(disclosure.obligations_of) == 6
-	every use, obligations in disclosure.obligations_of {
-		obligations == disclosure.obligations(use)
-	}
-}
-
 test_only_world_state_knowledge_and_common_knowledge_are_downgraded if {
 	disclosure.notes(object.union(private_belief, {"observed_id": "bob"}), "nested_belief") == set()
 	disclosure.notes({"modality": "known"}, "belief") == {"evidence_insufficient"}

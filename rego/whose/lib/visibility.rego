@@ -27,16 +27,16 @@ import data.whose.lib.directory
 #   with the record unknown (pushdown) what is left is "the audience holds <entry>",
 #   one alternative per entry.
 visible_to(record, person) if {
+	record.tenant == person.tenant
 	sight := sight_of(person)
-	record.tenant == sight.tenant
 	some entry in sight.entries
 	entry in record.audience
 	not record.access_scope
 }
 
 visible_to(record, person) if {
+	record.tenant == person.tenant
 	sight := sight_of(person)
-	record.tenant == sight.tenant
 	record.access_scope in sight.scopes
 	some entry in sight.entries
 	entry in record.audience
@@ -44,16 +44,15 @@ visible_to(record, person) if {
 
 # METADATA
 # description: |
-#   What a person sees by, worked out from the person alone: their id and tenant
-#   (when they have them), the audience entries that admit them (their id, and
-#   `group:` with each group they are in, from the directory or their own token),
-#   and the scopes they are cleared for. OPA keeps a function's result for the same
+#   What a person sees by, worked out from the person alone: the audience entries
+#   that admit them (their id, and `group:` with each group they are in, from the
+#   directory or their own token) and the scopes they are cleared for. OPA keeps a function's result for the same
 #   arguments within a query, so deciding many records for one person works this
 #   out once and each record costs set look-ups (docs/operations.md, "Performance").
-sight_of(person) := object.union(object.filter(person, ["id", "tenant"]), {
+sight_of(person) := {
 	"entries": ({id | id := person.id} | {concat("", ["group:", group]) | some group in directory.groups_of(person)}),
 	"scopes": directory.clearances_of(person),
-})
+}
 
 # METADATA
 # description: the record's audience names the sight's id or one of its groups.
@@ -79,13 +78,13 @@ why_not(record, person) := unseen_because(record, person) if {
 # METADATA
 # description: why_not, for a person already known not to see the record (`hearers` asks once).
 unseen_because(record, person) := found if {
-	found := causes(record, sight_of(person))
+	found := causes(record, person)
 	count(found) > 0
 } else := {sprintf("not_visible:%s", [person.id])}
 
-causes(record, sight) := union({
-	{"tenant_mismatch" | record.tenant != sight.tenant},
+causes(record, person) := union({
+	{"tenant_mismatch" | record.tenant != person.tenant},
 	{"tenant_mismatch" | not record.tenant},
-	{sprintf("audience_excludes:%s", [sight.id]) | not admitted(record, sight)},
-	{sprintf("scope_not_cleared:%s", [sight.id]) | not cleared(record, sight)},
+	{sprintf("audience_excludes:%s", [person.id]) | not admitted(record, sight_of(person))},
+	{sprintf("scope_not_cleared:%s", [person.id]) | not cleared(record, sight_of(person))},
 })
