@@ -54,7 +54,7 @@ decision(record) := {
 	"obligations": obligations(use),
 	"reasons": (denied | notes(record, use)),
 } if {
-	denied := reasons_denied(record)
+	denied := object.get(denied_by_id, record.id, set())
 	use := usable_as(record)
 }
 
@@ -65,10 +65,14 @@ default allowed(_) := false
 allowed(denied) if count(denied) == 0
 
 # METADATA
-# description: every reason any denial rule gives this record (empty means allow).
-reasons_denied(record) := {reason |
-	some by_record in denials
-	some reason in object.get(by_record, record.id, set())
+# description: |
+#   Every reason any denial rule gives each record, by record id (none means allow).
+#   Gathered once per query: walking the package of denials for each record would
+#   assemble it again each time.
+denied_by_id := {id: union({object.get(by_record, id, set()) | some by_record in by_rule}) |
+	by_rule := [by_record | some by_record in denials]
+	some by_record in by_rule
+	some id, _ in by_record
 }
 
 # METADATA
@@ -85,6 +89,10 @@ members contains {"id": id, "tenant": input.asker.tenant} if {
 # METADATA
 # description: the instant asked about.
 as_of := object.get(input, "as_of", input.now)
+
+# METADATA
+# description: as_of in nanoseconds since 1970, parsed once per query.
+as_of_ns := time.parse_rfc3339_ns(as_of)
 
 # METADATA
 # description: |
@@ -106,7 +114,7 @@ explanation := {
 
 # METADATA
 # description: the record applied at the instant asked about (as_of); an input without one has no such instant.
-applies(record) if validity.current_at(record, as_of)
+applies(record) if validity.current_at_ns(record, as_of_ns)
 
 # METADATA
 # description: |
@@ -118,7 +126,11 @@ applies(record) if validity.current_at(record, as_of)
 #   unverified claim or common knowledge, and knowledge only as `known` with
 #   evidence tied to the knower. A perception (`observed`) is at most its holder's
 #   belief: witnessing is no evidence the evidence policy accepts for knowledge.
-usable_as(record) := "nested_belief" if {
+usable_as(record) := "belief" if {
+	# The common case first: a belief of its holder's own (no rule below can hold).
+	not record.modality in {"world_state", "known", "common_knowledge"}
+	not record.observed_id
+} else := "nested_belief" if {
 	sources.shared_claim_about_another(record)
 } else := "fact" if {
 	record.modality == "world_state"
@@ -146,7 +158,9 @@ obligations(use) := union({
 })
 
 # METADATA
-# description: why a record was downgraded (reported with allowed records too).
+# description: |
+#   Why a record was downgraded (reported with allowed records too). Only these
+#   modalities are ever downgraded; the rest skip the six checks.
 notes(record, use) := union({
 	{"not_authoritative" | record.modality == "world_state"; not sources.authoritative(record)},
 	{"not_current" | record.modality == "world_state"; not applies(record)},
@@ -154,4 +168,6 @@ notes(record, use) := union({
 	{"announcement_not_qualifying" | record.modality == "common_knowledge"; not sources.announced_to_group(record)},
 	{"common_knowledge_group_not_cleared" | record.modality == "common_knowledge"; not sources.reaches_every_member(record)},
 	{"nested_belief_not_shared" | sources.shared_claim_about_another(record)},
-})
+}) if record.modality in {"world_state", "known", "common_knowledge"}
+
+else := set()

@@ -537,3 +537,29 @@ test_common_knowledge_stops_when_a_member_who_was_not_there_joins if {
 	d.usable_as == "belief"
 	d.reasons == {"announcement_not_qualifying"}
 }
+
+# --- what is worked out once per query ---
+
+test_denied_by_id_gathers_every_rule_for_every_record if {
+	got := disclosure.denied_by_id with input as {
+		"asker": {"id": "bob", "tenant": "acme"},
+		"audience": ["carol"],
+		"purpose": "recall",
+		"now": now,
+		"records": [private_belief, team_belief, object.union(scoped_belief, {"valid_at": "2027-01-01T00:00:00Z"})],
+	}
+	got == {
+		"r1": {"audience_excludes:bob", "audience_excludes:carol"},
+		"r3": {"not_valid_at_as_of", "scope_not_cleared:bob"},
+	}
+}
+
+test_as_of_ns_is_as_of_parsed if {
+	disclosure.as_of_ns == 1796040000000000000 with input as {"now": now}
+	disclosure.as_of_ns == 0 with input as {"now": now, "as_of": "1970-01-01T00:00:00Z"}
+}
+
+test_only_world_state_knowledge_and_common_knowledge_are_downgraded if {
+	disclosure.notes(object.union(private_belief, {"observed_id": "bob"}), "nested_belief") == set()
+	disclosure.notes({"modality": "known"}, "belief") == {"evidence_insufficient"}
+}

@@ -474,10 +474,10 @@ def test_the_oracle_catches_a_broken_policy(tmp_path: Path) -> None:
     """With a scope check broken in the Rego, a small world shows the leak."""
     policies = tmp_path / "rego"
     shutil.copytree(POLICY_DIR, policies)
-    directory = policies / "whose" / "lib" / "directory.rego"
-    rule = "clears_scope(record, identity) if cleared_for(identity, record.access_scope)"
-    assert rule in directory.read_text()
-    directory.write_text(directory.read_text().replace(rule, "clears_scope(_, _)"))
+    visibility = policies / "whose" / "lib" / "visibility.rego"
+    check = "\trecord.access_scope in sight.scopes\n"  # visible_to's scope check
+    assert visibility.read_text().count(check) == 1
+    visibility.write_text(visibility.read_text().replace(check, ""))
     opa, opa_process = start_opa(policies, tmp_path / "opa.log")
     base, process = start_sidecar(tmp_path / "sidecar", env={"WHOSE_OPA_URL": opa})
     try:

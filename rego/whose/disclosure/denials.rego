@@ -22,8 +22,8 @@ import data.whose.lib.visibility
 # METADATA
 # description: an identity without a subject or a tenant is a wiring bug upstream; refuse.
 asker[record.id] contains "no_asker" if {
-	some record in disclosure.records
 	not known_asker
+	some record in disclosure.records
 }
 
 known_asker if {
@@ -36,20 +36,21 @@ known_asker if {
 hearers[record.id] contains reason if {
 	some record in disclosure.records
 	some member in disclosure.members
-	some reason in visibility.why_not(record, member)
+	not visibility.visible_to(record, member)
+	some reason in visibility.unseen_because(record, member)
 }
 
 # METADATA
 # description: an unknown purpose is a caller bug; refuse rather than guess which rules apply.
 purpose[record.id] contains "unknown_purpose" if {
-	some record in disclosure.records
 	not input.purpose in {"recall", "get", "history", "explain"}
+	some record in disclosure.records
 }
 
 # METADATA
 # description: recall asks for what applied at as_of; get and history show any version.
 instant[record.id] contains "not_valid_at_as_of" if {
-	some record in disclosure.records
 	input.purpose == "recall"
+	some record in disclosure.records
 	not disclosure.applies(record)
 }

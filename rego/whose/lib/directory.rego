@@ -30,6 +30,17 @@ members_of(tenant, group) := object.get(data.whose.directory.tenants, [tenant, "
 defines_group(tenant, group) if group in object.keys(data.whose.directory.tenants[tenant].groups)
 
 # METADATA
+# description: every group (bare name) identity belongs to, in its tenant's directory or by its own token.
+groups_of(identity) := {group |
+	some group, members in tenant_of(identity).groups
+	identity.id in members
+} | {group | some group in identity.groups}
+
+# METADATA
+# description: every scope identity is cleared for, in its tenant's directory or by its own token.
+clearances_of(identity) := {scope | some scope in tenant_of(identity).principals[identity.id].scopes} | {scope | some scope in identity.scopes}
+
+# METADATA
 # description: identity holds clearance for scope.
 cleared_for(identity, scope) if scope in tenant_of(identity).principals[identity.id].scopes
 

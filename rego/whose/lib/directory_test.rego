@@ -55,3 +55,43 @@ test_members_of_a_group if {
 	directory.members_of("acme", "nosuchgroup") == []
 	directory.members_of("nosuchtenant", "launch-team") == []
 }
+
+test_groups_of_the_directory_and_the_token if {
+	directory.groups_of(bob) == {"launch-team"}
+	directory.groups_of(object.union(bob, {"groups": ["ops"]})) == {"launch-team", "ops"}
+	directory.groups_of({"id": "dave", "tenant": "acme"}) == set()
+	directory.groups_of({"id": "alice", "tenant": "globex"}) == set()
+}
+
+test_clearances_of_the_directory_and_the_token if {
+	directory.clearances_of(alice) == {"launch-core"}
+	directory.clearances_of(object.union(bob, {"scopes": ["ops-core"]})) == {"ops-core"}
+	directory.clearances_of(bob) == set()
+	directory.clearances_of({"id": "nobody", "tenant": "acme"}) == set()
+}
+
+# groups_of and clearances_of say what member_of and cleared_for say, name by name.
+test_groups_of_and_clearances_of_agree_with_member_of_and_cleared_for if {
+	people := [
+		alice, bob, {"id": "alice", "tenant": "globex"}, {"id": "x"},
+		{"id": "dave", "tenant": "acme", "groups": ["ops", "launch-team"], "scopes": ["s"]},
+	]
+	every person in people {
+		every name in ["launch-team", "ops", "board"] {
+			member(person, name) == in_set(name, directory.groups_of(person))
+		}
+		every scope in ["launch-core", "s", "t"] {
+			cleared(person, scope) == in_set(scope, directory.clearances_of(person))
+		}
+	}
+}
+
+member(person, name) if directory.member_of(person, name)
+
+else := false
+
+cleared(person, scope) if directory.cleared_for(person, scope)
+
+else := false
+
+in_set(x, s) := x in s

@@ -1,5 +1,6 @@
 package whose.lib.visibility_test
 
+import data.whose.lib.directory
 import data.whose.lib.visibility
 
 bob := {"id": "bob", "tenant": "acme"}
@@ -41,4 +42,55 @@ test_an_unforeseen_cause_still_says_why if {
 	record := {"tenant": "acme", "audience": ["x"]}
 	not visibility.visible_to(record, {"id": "x"})
 	visibility.why_not(record, {"id": "x"}) == {"not_visible:x"}
+}
+
+test_a_sight_holds_the_entries_and_scopes_that_admit_the_person if {
+	visibility.sight_of(object.union(bob, {"groups": ["ops"], "scopes": ["s"]})) == {
+		"entries": {"bob", "group:launch-team", "group:ops"},
+		"scopes": {"s"},
+	}
+	visibility.sight_of({"id": "x"}) == {"entries": {"x"}, "scopes": set()}
+}
+
+test_admitted_and_cleared_with_a_sight if {
+	sight := visibility.sight_of(object.union(bob, {"scopes": ["s"]}))
+	visibility.admitted({"audience": ["x", "bob"]}, sight)
+	not visibility.admitted({"audience": ["launch-team"]}, sight)
+	visibility.cleared({}, sight)
+	not visibility.cleared({"access_scope": "launch-core"}, sight)
+}
+
+# visible_to says what the directory's admits and clears_scope say (which the write
+# policy and policy extensions use), for every person and record of a small grid.
+test_visible_to_agrees_with_the_directory if {
+	people := [
+		bob, {"id": "alice", "tenant": "acme"}, {"id": "alice", "tenant": "globex"},
+		{"id": "dave", "tenant": "acme", "groups": ["ops"], "scopes": ["launch-core"]},
+		{"id": "x"},
+	]
+	records := [{"tenant": tenant, "audience": audience} |
+		some tenant in ["acme", "globex"]
+		some audience in [[], ["bob"], ["alice", "group:ops"], ["group:launch-team"], ["launch-team"]]
+	]
+	scoped := [object.union(r, {"access_scope": "launch-core"}) | some r in records]
+	every person in people {
+		every record in array.concat(records, scoped) {
+			visible(record, person) == by_directory(record, person)
+		}
+	}
+}
+
+by_directory(record, person) if {
+	record.tenant == person.tenant
+	directory.admits(record, person)
+	directory.clears_scope(record, person)
+} else := false
+
+visible(record, person) if visibility.visible_to(record, person)
+
+else := false
+
+test_unseen_because_names_the_causes_or_says_not_visible if {
+	visibility.unseen_because({"tenant": "acme", "audience": ["alice"]}, bob) == {"audience_excludes:bob"}
+	visibility.unseen_because({"tenant": "acme", "audience": ["x"]}, {"id": "x"}) == {"not_visible:x"}
 }

@@ -1,0 +1,207 @@
+"""The shipped disclosure policy: evaluation per candidate, and batch vs single calls.
+
+    .venv/bin/python bench/rego_batch.py [--rounds 30] [--policy DIR]
+
+Builds 40 candidates of every shape the policy words (beliefs, knowledge with and
+without evidence, current and ended world state from a change record or not, common
+knowledge announced on a qualifying channel or witnessed, perceptions, views of
+another's mind, scoped records, records some hearer may not see), as
+sidecar/decisions.py shows them to OPA, for an asker with an audience of two. Then,
+in one run:
+
+- `opa bench` on data.whose.disclosure.batch with those 40: OPA's evaluation alone,
+  per candidate;
+- as the sidecar sees it (sidecar/opa.py's client over OPA's Unix socket): 40
+  single-record calls against one batch call of the same 40, median over rounds,
+  interleaved, and their ratio. The batch's decisions are checked to equal the single
+  calls' one by one.
+
+`--policy` names another policy directory (another revision's rego/, say) to compare.
+Figures on a busy machine move together; read the ratios, not the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sidecar.decisions import DisclosureQuestion  # noqa: E402
+from sidecar.identity import Identity  # noqa: E402
+from sidecar.opa import PolicyClient  # noqa: E402
+from sidecar.record import MemoryRecord  # noqa: E402
+from tests.conftest import OPA_BINARY, start_opa, stop  # noqa: E402
+
+CANDIDATES = 40
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+POLICY = REPO / "rego"
+
+
+def stored(**fields: Any) -> dict[str, Any]:
+    """A record as the sidecar stores it (tests/integration/test_policy_contract.py)."""
+    body = {
+        "id": str(uuid.uuid4()),
+        "tenant": "acme",
+        "content": "alice believes the launch is October 17",
+        "proposition": {"text": "the launch is October 17", "key": "launch", "value": "10-17"},
+        "observer_id": "alice",
+        "source_id": "private-session-42",
+        "source": {"kind": "conversation", "speaker": "alice"},
+        "modality": "reported_belief",
+        "audience": ["alice", "group:launch-team"],
+        "valid_at": "2026-10-01T00:00:00Z",
+        "recorded_at": "2026-10-01T00:00:01Z",
+        "provenance": {"writer": "alice"},
+    } | fields
+    return MemoryRecord.model_validate(body).payload()
+
+
+SHAPES: list[dict[str, Any]] = [
+    {},
+    {"modality": "believed", "audience": ["alice", "bob", "carol"]},
+    {"modality": "asserted", "access_scope": "launch-core"},
+    {"audience": ["alice"]},  # bob and carol may not see it
+    {
+        "modality": "known",
+        "evidence": [{"kind": "change_record", "ref": "CR-1", "at": "2026-09-30T00:00:00Z"}],
+    },
+    {"modality": "known", "evidence": [{"kind": "hearsay", "ref": "x"}]},
+    {
+        "modality": "known",
+        "observed_id": "bob",
+        "observed_attitude": "knows",
+        "evidence": [{"kind": "acknowledgement", "ref": "ack-7", "by": "bob"}],
+    },
+    {
+        "modality": "world_state",
+        "observer_id": None,
+        "source": {"kind": "change_record"},
+        "evidence": [{"kind": "change_record", "ref": "CR-2"}],
+    },
+    {
+        "modality": "world_state",
+        "observer_id": None,
+        "source": {"kind": "change_record"},
+        "invalid_at": "2026-11-01T00:00:00Z",
+    },
+    {"modality": "world_state", "observer_id": None, "source": {"kind": "conversation"}},
+    {
+        "modality": "common_knowledge",
+        "source": {"kind": "announcement", "channel": "all-hands"},
+        "audience": ["group:launch-team"],
+    },
+    {
+        "modality": "common_knowledge",
+        "source": {
+            "kind": "announcement",
+            "channel": "standup",
+            "participants": ["alice", "bob", "carol"],
+        },
+        "evidence": [{"kind": "witnessed", "ref": "w", "by": p} for p in ("alice", "bob", "carol")],
+        "audience": ["group:launch-team"],
+    },
+    {
+        "modality": "observed",
+        "source": {"kind": "perception", "participants": ["alice", "bob"]},
+        "evidence": [{"kind": "witnessed", "ref": "w", "by": "alice"}],
+    },
+    {"modality": "believed", "observed_id": "carol", "observed_attitude": "believes"},
+    {"audience": ["alice", "group:launch-team"], "access_scope": "launch-core", "tenant": "acme"},
+    {"modality": "inferred", "audience": ["group:launch-team", "carol"]},
+]
+
+
+def candidates() -> list[dict[str, Any]]:
+    return [stored(**SHAPES[i % len(SHAPES)]) for i in range(CANDIDATES)]
+
+
+def question() -> DisclosureQuestion:
+    asker = Identity("carol", "acme", groups=("launch-team",), scopes=("launch-core",))
+    return DisclosureQuestion(asker, ["alice", "bob"], "recall", NOW)
+
+
+def opa_bench(records: list[dict[str, Any]], policy: Path, tmp: Path) -> tuple[float, float]:
+    """`opa bench`'s evaluation of the batch rule over these records: median and
+    minimum ns (the minimum is the least disturbed by other work on the machine)."""
+    path = tmp / "input.json"
+    path.write_text(json.dumps(question().input(records)))
+    command = [str(OPA_BINARY), "bench", "--data", str(policy), "--ignore", "*_test.rego"]
+    command += ["--input", str(path), "--format", "json"]
+    command += ["data.whose.disclosure.batch"]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    extra = json.loads(out)["Extra"]
+    timer = "histogram_timer_rego_query_eval_ns"
+    return float(extra[f"{timer}_median"]), float(extra[f"{timer}_min"])
+
+
+async def calls(
+    records: list[dict[str, Any]], socket: str, rounds: int
+) -> tuple[float, float, float]:
+    """Median seconds for 40 single calls, for one batch of the same 40, and for OPA's
+    own evaluation of that batch (the rest is encoding, the socket, OPA parsing the
+    input, and reading the answer)."""
+    client = PolicyClient("http://opa", 10.0, unix_socket=socket)
+    await client.start()
+    q = question()
+    try:
+        batch = await client.disclosure(q, records)
+        for r in records:
+            alone = (await client.disclosure(q, [r])).decisions[r["id"]]
+            if alone != batch.decisions[r["id"]]:
+                raise SystemExit(f"batch and single disagree on {r['id']}")
+        singles, batches, evals = [], [], []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for r in records:
+                await client.disclosure(q, [r])
+            singles.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await client.disclosure(q, records)
+            batches.append(time.perf_counter() - started)
+            evals.append(await client.eval_seconds(q, records))
+        return statistics.median(singles), statistics.median(batches), statistics.median(evals)
+    finally:
+        await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--policy", type=Path, default=POLICY)
+    args = parser.parse_args()
+    records = candidates()
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        median, least = opa_bench(records, args.policy, tmp)
+        for name, ns in (("median", median), ("min", least)):
+            print(
+                f"opa bench, {CANDIDATES} candidates, {name}: {ns / 1e6:.3f} ms per batch, "
+                f"{ns / 1e3 / CANDIDATES:.1f} µs per candidate"
+            )
+        socket = str(tmp / "opa.sock")
+        _, opa = start_opa(args.policy, tmp / "opa.log", extra=("--addr", f"unix://{socket}"))
+        try:
+            single, batch, evaluation = asyncio.run(calls(records, socket, args.rounds))
+        finally:
+            stop(opa)
+    print(
+        f"over the Unix socket: {CANDIDATES} single calls {single * 1e3:.2f} ms, "
+        f"one batch {batch * 1e3:.2f} ms (OPA's evaluation {evaluation * 1e3:.2f} ms), "
+        f"ratio {single / batch:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
