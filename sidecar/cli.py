@@ -176,10 +176,10 @@ def bench(
         "bin/qdrant"
     ),
 ) -> None:
-    """Sweep recall cost and recall@10 over readable fractions, against the plain store.
+    r"""Sweep recall cost and recall@10 over readable fractions, against the plain store.
 
     With --backend: scale-out instead (scale.json), embedded vs server with N workers.
-    Needs the bench extra: pip install 'whose[bench]'."""
+    Needs the bench extra: pip install 'whose\[bench]'."""
     try:
         from sidecar.bench import report, scale, sweep
     except ImportError as exc:
