@@ -162,30 +162,12 @@ async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict
 
 
 async def _load(http: Any, corpus: list[dict[str, Any]]) -> None:
-    """As sidecar.bench.dataset.load does, through the application: each writer's run of
-    records in batches of at most 500, no two versions of one chain in a batch."""
-    batch: list[dict[str, Any]] = []
-    who: tuple[str, str] | None = None
+    """As sidecar.bench.dataset.load does, through the application (the newer version
+    loads the corpus)."""
+    from sidecar.bench.dataset import batches
 
-    async def flush() -> None:
-        if batch and who:
-            headers = {"X-Whose-Asker": who[0], "X-Whose-Tenant": who[1]}
-            (await http.post("/v1/memories", json=batch, headers=headers)).raise_for_status()
-        batch.clear()
-
-    for record in corpus:
-        body = {k: v for k, v in record.items() if not k.endswith("_hint")}
-        writer = (record["writer_hint"], record.get("tenant_hint", "acme"))
-        key = (record.get("proposition") or {}).get("key")
-        if (
-            writer != who
-            or len(batch) >= 500
-            or any((b.get("proposition") or {}).get("key") == key and key for b in batch)
-        ):
-            await flush()
-            who = writer
-        batch.append(body)
-    await flush()
+    for headers, batch in batches(corpus):
+        (await http.post("/v1/memories", json=batch, headers=headers)).raise_for_status()
 
 
 def start_child(

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,31 +40,12 @@ sys.path.insert(0, str(REPO))
 from sidecar.decisions import DisclosureQuestion  # noqa: E402
 from sidecar.identity import Identity  # noqa: E402
 from sidecar.opa import PolicyClient  # noqa: E402
-from sidecar.record import MemoryRecord  # noqa: E402
 from tests.conftest import OPA_BINARY, start_opa, stop  # noqa: E402
+from tests.integration.test_policy_contract import stored  # noqa: E402
 
 CANDIDATES = 40
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 POLICY = REPO / "rego"
-
-
-def stored(**fields: Any) -> dict[str, Any]:
-    """A record as the sidecar stores it (tests/integration/test_policy_contract.py)."""
-    body = {
-        "id": str(uuid.uuid4()),
-        "tenant": "acme",
-        "content": "alice believes the launch is October 17",
-        "proposition": {"text": "the launch is October 17", "key": "launch", "value": "10-17"},
-        "observer_id": "alice",
-        "source_id": "private-session-42",
-        "source": {"kind": "conversation", "speaker": "alice"},
-        "modality": "reported_belief",
-        "audience": ["alice", "group:launch-team"],
-        "valid_at": "2026-10-01T00:00:00Z",
-        "recorded_at": "2026-10-01T00:00:01Z",
-        "provenance": {"writer": "alice"},
-    } | fields
-    return MemoryRecord.model_validate(body).payload()
 
 
 SHAPES: list[dict[str, Any]] = [
