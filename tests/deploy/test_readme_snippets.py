@@ -25,13 +25,13 @@ import httpx
 import httpx2
 import jwt
 import pytest
-from llama_index.core.embeddings import BaseEmbedding
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
 from sidecar.embed import HashingEmbedder
+from tests.acceptance.test_llamaindex import SidecarEmbedding
 from tests.conftest import REPO, as_, start_sidecar, stop
 
 pytestmark = pytest.mark.filterwarnings(
@@ -55,17 +55,6 @@ def user_token(who: str) -> str:
     # As the README mints it for `make serve`.
     claims = {"sub": who, "tenant": "acme", "exp": int(time.time()) + 3600}
     return jwt.encode(claims, SECRET)
-
-
-class SidecarEmbedding(BaseEmbedding):
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return embed(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return embed(text)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return embed(query)
 
 
 @pytest.fixture(scope="module")
