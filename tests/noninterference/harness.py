@@ -382,7 +382,9 @@ def run_recall(side: Side, op: Op) -> None:
 
 
 def run_propositions(side: Side, op: Op) -> None:
-    params = {"audience": list(op.args["audience"])} if op.args["audience"] else None
+    params: dict[str, Any] = {"audience": list(op.args["audience"])} if op.args["audience"] else {}
+    if op.args.get("as_of"):
+        params["as_of"] = op.args["as_of"]
     label = f"GET /v1/propositions/{op.args['key']} {_show(op.args)}"
     path = f"/v1/propositions/{op.args['key']}"
     response = side.http.get(path, headers=side.headers, params=params)

@@ -410,13 +410,19 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
             "limit": draw(st.sampled_from((1, 2, 3, 10))),
             "about": draw(st.none() | st.sampled_from(KEYS)),
             "observer": draw(st.none() | people),
+            "observed": draw(st.none() | people),
+            "attitude": draw(st.none() | st.sampled_from(("believes", "knows"))),
             "source_id": draw(st.none() | st.sampled_from(("src-0", "src-1"))),
             "modality": draw(st.none() | st.sampled_from(MODALITIES)),
             "min_confidence": draw(st.none() | st.just(0.5)),
             "include_history": draw(st.booleans()),
         }
     elif kind == "propositions":
-        args = {"key": draw(st.sampled_from((*KEYS, "k9"))), "audience": draw(audience_lists)}
+        args = {
+            "key": draw(st.sampled_from((*KEYS, "k9"))),
+            "audience": draw(audience_lists),
+            "as_of": draw(st.none() | instants),
+        }
     elif kind == "get":
         args = {"ref": draw(refs), "as_of": draw(st.none() | instants)}
     elif kind in ("history", "point"):
