@@ -309,7 +309,7 @@ class Reader:
             # and "nothing allowed" must look the same.
             decisions = await disclosure.decide(found)
             allowed += [(r, decisions[r.id]) for r in found if decisions[r.id].allow]
-            if len(allowed) >= wanted or exhausted:
+            if exhausted or (len(allowed) >= wanted and not _tie_at_cut(allowed, wanted, found)):
                 return _counted(Candidates(allowed, rounds, truncated=False))
             if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:
                 return _counted(Candidates(allowed, rounds, truncated=True))
@@ -414,6 +414,17 @@ def _links_within(
         ]
         kept.append((record.without(hidden) if hidden else record, decision))
     return kept
+
+
+def _tie_at_cut(allowed: list[tuple[Stored, Decision]], wanted: int, found: list[Stored]) -> bool:
+    """Whether points the store has not returned yet may score as the `wanted`-th
+    allowed record: the engine chooses which of equally scored points fill a fetch,
+    and ties are shown in id order (docs/security.md, "ordering"), so a cut inside a
+    tie would let each page see a different part of it."""
+    if wanted <= 0 or not found:
+        return False
+    cut = sorted(allowed, key=_rank)[wanted - 1][0].score
+    return found[-1].score == cut
 
 
 def _rank(allowed: tuple[Stored, Decision]) -> tuple[float, str]:

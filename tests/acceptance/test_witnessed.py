@@ -14,7 +14,6 @@ import uuid
 from typing import Any
 
 import httpx
-import pytest
 
 from sidecar.embed import HashingEmbedder
 from sidecar.witnessed import MAX_WITNESSES
@@ -273,10 +272,6 @@ def test_sally_observes_nothing_of_a_move_she_did_not_witness(http: httpx.Client
 # --- the records of one event tie in score: ordered by id (docs/security.md) ---------
 
 
-# Known defect, open: offset pages over records of exactly equal score can disagree with
-# recall's order (about half the runs on 2026-12-02): each page over-fetches its own
-# candidates, and the engine picks which of the tied points fill a fetch.
-@pytest.mark.xfail(strict=False, reason="open defect: offset pages over exact ties")
 def test_records_of_one_event_are_ordered_by_score_then_id(http: httpx.Client) -> None:
     # Every record of an event embeds the same proposition: their scores are equal, and
     # the engine's order among them is not a function of what is shown.
