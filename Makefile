@@ -69,8 +69,8 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
-pytest:
-	$(BIN)/pytest
+pytest:  ## the suite; the slowest tests are listed at the end, to keep it under 15 minutes
+	$(BIN)/pytest --durations=15
 
 deploy-check: install test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy
