@@ -274,28 +274,33 @@ def test_sally_observes_nothing_of_a_move_she_did_not_witness(http: httpx.Client
 
 def test_records_of_one_event_are_ordered_by_score_then_id(http: httpx.Client) -> None:
     # Every record of an event embeds the same proposition: their scores are equal, and
-    # the engine's order among them is not a function of what is shown.
-    key = fresh_key()
-    text = f"the marble is in the basket {key}"
-    body = event(key, ["sally", "anne", "carol"], readers=["narrator"])
-    body["proposition"]["text"] = text
-    assert post(http, body).status_code == 201
-    narrator = as_("narrator")
-    recall = {"query": text, "limit": 100, "about": key}
-    items = http.post("/v1/recall", json=recall, headers=narrator).json()["items"]
-    assert len(items) == 9
-    assert len({i["score"] for i in items}) == 1
-    assert [i["id"] for i in items] == sorted(i["id"] for i in items)
-    # Pages by offset add up to every record once, in that order.
-    paged: list[str] = []
-    for start in range(0, 10, 2):
-        query = {
-            "query": HashingEmbedder(384).embed(text),
-            "limit": 2,
-            "offset": start,
-            "filter": {"must": [{"key": "proposition.key", "match": {"value": key}}]},
-        }
-        page = http.post("/collections/whose_memories/points/query", json=query, headers=narrator)
-        assert page.status_code == 200, page.text
-        paged += [str(p["id"]) for p in page.json()["result"]["points"]]
-    assert paged == [i["id"] for i in items]
+    # the engine's order among them is not a function of what is shown. Which of the
+    # tied points a fetch returns depends on their (random) ids, so several events are
+    # paged: a cut inside the tie was seen on about half of single events.
+    for _ in range(5):
+        key = fresh_key()
+        text = f"the marble is in the basket {key}"
+        body = event(key, ["sally", "anne", "carol"], readers=["narrator"])
+        body["proposition"]["text"] = text
+        assert post(http, body).status_code == 201
+        narrator = as_("narrator")
+        recall = {"query": text, "limit": 100, "about": key}
+        items = http.post("/v1/recall", json=recall, headers=narrator).json()["items"]
+        assert len(items) == 9
+        assert len({i["score"] for i in items}) == 1
+        assert [i["id"] for i in items] == sorted(i["id"] for i in items)
+        # Pages by offset add up to every record once, in that order.
+        paged: list[str] = []
+        for start in range(0, 10, 2):
+            query = {
+                "query": HashingEmbedder(384).embed(text),
+                "limit": 2,
+                "offset": start,
+                "filter": {"must": [{"key": "proposition.key", "match": {"value": key}}]},
+            }
+            page = http.post(
+                "/collections/whose_memories/points/query", json=query, headers=narrator
+            )
+            assert page.status_code == 200, page.text
+            paged += [str(p["id"]) for p in page.json()["result"]["points"]]
+        assert paged == [i["id"] for i in items], key
