@@ -29,17 +29,18 @@ not point back at it. That record is the evidence: `plan` relinks its
 neighbours whenever it is given it (`successors`: stored records whose
 `supersedes` names a record it was given; the writer fetches them where
 `possibly_left_open` says a write may have been cut short, `whose repair` for a
-whole tenant), and only then closes by time whatever a chain still has open
-twice (a fork from writers that did not share locks).
+whole tenant), and only then places whatever a chain still has open twice where
+its valid time puts it: a fork, from a version the store applied after its
+writer had given up and let go of the lock (so the next writer superseded the
+same head), or from writers that did not share locks (docs/design.md §4).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import pairwise
 from typing import Any
 
 from sidecar.filters import Absent, Condition, Exactly, Match, Scope
@@ -181,8 +182,9 @@ def plan(
 
     `open_versions` holds the stored versions without invalid_at of every chain
     the batch touches; `around` holds, for new versions that start before their
-    chain's head, the stored versions that applied then, those after them, and
-    the chain's first; `named` holds stored records that keyless new records name
+    chain's head and for the open versions of a chain with two, the stored
+    versions that applied then, those after them, and the chain's first (and
+    what those open versions name); `named` holds stored records that keyless new records name
     in `supersedes`; `undated` holds ids of new records whose valid_at was not
     given, which may move forward to a readable predecessor's (clock skew between
     replicas); `blind` holds ids of new records the writer may not read (nothing
@@ -196,11 +198,13 @@ def plan(
     _relink_cut_short(stored, successors, result)
     stored = _distinct(stored, successors)
     stored_ids = {r["id"] for r in stored}
-    heads = {chain: _repair(versions, result) for chain, versions in open_versions.items()}
     known: dict[Chain, list[Payload]] = defaultdict(list)
     for record in stored:
         if (chain := chain_of(record)) is not None:
             known[chain].append(record)
+    heads = {
+        chain: _repair(versions, known[chain], result) for chain, versions in open_versions.items()
+    }
     claimed: set[str] = set()
     # A chain's new versions in valid-time order; a keyless record where it stands.
     order = sorted(range(len(new)), key=lambda i: (chain_of(new[i]) is not None, _at(new[i])))
@@ -397,8 +401,15 @@ def _stored_order(record: Payload) -> tuple[datetime, str, str]:
     return _at(record), record.get("recorded_at", ""), record["id"]
 
 
-def _repair(versions: list[Payload], result: Plan) -> Payload | None:
-    """Close all but the latest of a chain's still open versions; returns the head."""
+def _repair(versions: list[Payload], known: list[Payload], result: Plan) -> Payload | None:
+    """Place each of a chain's still open versions but the latest where its valid time
+    puts it, among the `known` versions of the chain; returns the head.
+
+    Such a version is one its neighbours never heard of: a version a store applied
+    after its writer gave up and let go of the lock, so the next writer superseded
+    the same head (a fork), or one from writers that did not share locks. Closing it
+    by the next open version alone would relink that one away from the predecessor
+    still naming it (docs/design.md §4)."""
     still_open = [r for r in versions if "invalid_at" not in r]
     open_ids = {r["id"] for r in still_open}
 
@@ -407,12 +418,39 @@ def _repair(versions: list[Payload], result: Plan) -> Payload | None:
         return _at(r), r.get("recorded_at", ""), r.get("supersedes") in open_ids
 
     ordered = sorted(still_open, key=age)
-    for older, newer in pairwise(ordered):
-        # Link first: a repair cut short then leaves the evidence the next one reads.
-        if newer.get("supersedes") != older["id"]:
-            result.set(newer, {"supersedes": older["id"]}, stored=True)
-        result.set(older, _closed_by(newer), stored=True)
+    chain = _distinct(known, still_open) if len(ordered) > 1 else []
+    for left in ordered[:-1]:
+        _place(left, [v for v in chain if v["id"] != left["id"]], age, result)
     return ordered[-1] if ordered else None
+
+
+def _place(
+    left: Payload, others: list[Payload], age: Callable[[Payload], Any], result: Plan
+) -> None:
+    """Put a stored version left open between the version that applied at its start
+    and the one after (as `_insert` does for a new one). Each link is made before the
+    version it closes, so a repair cut short leaves the evidence the next one reads:
+    a stored version naming one that still covers its start, or is still open."""
+    by_id = {v["id"]: v for v in others}
+    older = [v for v in others if age(v) < age(left)]
+    previous = max((v for v in older if _applied_at(v, _at(left))), key=age, default=None)
+    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    if following is None or age(following) <= age(left):
+        following = min((v for v in others if age(v) > age(left)), key=age, default=None)
+    if previous is not None:
+        if left.get("supersedes") != previous["id"]:
+            result.set(left, {"supersedes": previous["id"]}, stored=True)
+        _close(previous, left, result)
+    if following is not None:
+        if following.get("supersedes") != left["id"]:
+            result.set(following, {"supersedes": left["id"]}, stored=True)
+        _close(left, following, result)
+
+
+def _close(record: Payload, successor: Payload, result: Plan) -> None:
+    fields = _closed_by(successor)
+    if any(record.get(name) != value for name, value in fields.items()):
+        result.set(record, fields, stored=True)
 
 
 def _closed_by(successor: Payload) -> Payload:

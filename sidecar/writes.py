@@ -10,6 +10,7 @@ consistent supersession chain (supersession.py), under a chain lock.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -159,22 +160,37 @@ class Writer:
     async def _around(
         self, payloads: list[dict[str, Any]], open_versions: dict[Chain, list[dict[str, Any]]]
     ) -> list[dict[str, Any]]:
-        """For each new version that starts before its chain's head: the stored versions
-        that applied at its start, the version after each, and the chain's first."""
-        found: dict[str, dict[str, Any]] = {}
+        """The stored versions around each place a version is put: the start of each new
+        version that starts before its chain's head, and of each open version left
+        behind a later one. Around each: the versions that applied then, the version
+        after each, and the chain's first; for a version left behind, also the one it
+        names, whose successors show what was written after it (docs/design.md §4)."""
+        starts: dict[Chain, set[datetime]] = defaultdict(set)
+        named: dict[Chain, set[str]] = defaultdict(set)
         for payload in payloads:
             chain = chain_of(payload)
             heads = open_versions.get(chain, []) if chain is not None else []
             start = datetime.fromisoformat(payload["valid_at"])
-            if chain is None or not any(
+            if chain is not None and any(
                 datetime.fromisoformat(h["valid_at"]) > start for h in heads
             ):
-                continue
-            then = await self.store.find(chain.applying_at(start), _MAX_OPEN_VERSIONS)
-            firsts = await self.store.find(chain.firsts(), _MAX_OPEN_VERSIONS)
-            nearby = then.records + firsts.records
-            following = [UUID(n) for r in then.records if (n := r.superseded_by)]
-            nearby += await self.store.get(chain.tenant, following)
+                starts[chain].add(start)
+        for chain, heads in open_versions.items():
+            # All but the latest are left behind; which is latest is `plan`'s to say.
+            for left in heads if len(heads) > 1 else ():
+                starts[chain].add(datetime.fromisoformat(left["valid_at"]))
+                if left.get("supersedes"):
+                    named[chain].add(str(left["supersedes"]))
+        found: dict[str, dict[str, Any]] = {}
+        for chain, instants in starts.items():
+            nearby = (await self.store.find(chain.firsts(), _MAX_OPEN_VERSIONS)).records
+            for start in sorted(instants):
+                then = await self.store.find(chain.applying_at(start), _MAX_OPEN_VERSIONS)
+                following = [UUID(n) for r in then.records if (n := r.superseded_by)]
+                nearby += then.records + await self.store.get(chain.tenant, following)
+            if named[chain]:
+                names = [UUID(n) for n in sorted(named[chain])]
+                nearby += await self.store.get(chain.tenant, names)
             found |= {r.id: r.payload for r in nearby}
         return list(found.values())
 

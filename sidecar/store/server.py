@@ -14,7 +14,8 @@ idempotent too, but they run under a chain lock with a lifetime: they are tried
 again only when the request provably never reached Qdrant (the connection
 could not be made), so a repeated write can never land after its lock
 expired. A write that may or may not have been applied answers 503; the chain
-is then mended like any write cut short (docs/design.md §4). Whatever still
+is then mended like any write cut short, or, when Qdrant applies it after the
+lock was let go, like a fork (docs/design.md §4). Whatever still
 fails is StoreUnavailable: 503 `store_unavailable`, and the next request tries
 again, so a Qdrant that comes back needs no sidecar restart.
 """

@@ -1,4 +1,5 @@
-"""Writes cut short between storing new versions and closing old ones, on both stores.
+"""Writes cut short between storing new versions and closing old ones, and writes the
+store applied after their writer gave up, on both stores.
 
 A write stores its new versions first, then closes the versions they replace.
 A process that dies in between leaves a stored record naming, in `supersedes`,
@@ -29,7 +30,7 @@ from sidecar.locks import LocalLocks
 from sidecar.opa import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.repair import repair
-from sidecar.store import Store
+from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
 from sidecar.writes import Writer, WriteRefused
 from tests.integration.conftest import BACKENDS, backend
@@ -158,6 +159,61 @@ async def test_the_next_write_closes_a_cut_short_batch_along_its_stored_link(
     assert after[v3]["superseded_by"] == v4
     assert after[v4]["supersedes"] == v3
     check_chains(list(after.values()))
+
+
+class LandsLate:
+    """A real store whose `put` answers like a request that timed out while `late` is
+    set, and is applied only at `land()`: a Qdrant node still applies a write whose
+    answer the sidecar stopped waiting for, after the chain lock was let go."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.late = False
+        self.pending: list[tuple[str, list[tuple[dict[str, Any], list[float]]]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+        if self.late:
+            self.pending.append((tenant, items))
+            raise StoreUnavailable("ReadTimeout: ")
+        await self.store.put(tenant, items)
+
+    async def land(self) -> None:
+        for tenant, items in self.pending:
+            await self.store.put(tenant, items)
+        self.pending = []
+
+
+@pytest.mark.parametrize("later", [1, 2])
+async def test_a_version_stored_after_its_writer_gave_up_is_mended_into_the_line(
+    store: Store, policy: PolicyClient, later: int
+) -> None:
+    """v2's store call fails (503), the lock is let go, `later` versions are written,
+    and only then is v2 stored: it and the version after v1 both supersede v1. The
+    next write puts v2 back where its valid time says: one line, links both ways."""
+    lands_late = LandsLate(store)
+    writer = Writer(lands_late, policy, embedder, LocalLocks())
+    [v1] = await write(writer, belief("k", "2026-10-01T00:00:00Z"))
+    lands_late.late = True
+    with pytest.raises(StoreUnavailable):
+        await write(writer, belief("k", "2026-10-02T00:00:00Z"))
+    lands_late.late = False
+    after_v2 = [
+        await write(writer, belief("k", f"2026-10-{3 + n:02d}T00:00:00Z")) for n in range(later)
+    ]
+    await lands_late.land()
+    forked = await everything(store)
+    [v2] = [i for i, r in forked.items() if r["valid_at"] == "2026-10-02T00:00:00Z"]
+    assert forked[v2]["supersedes"] == forked[after_v2[0][0]]["supersedes"] == v1
+
+    await write(writer, belief("k", "2026-10-20T00:00:00Z"))
+
+    records = await everything(store)
+    check_chains(list(records.values()))
+    line = sorted(records.values(), key=lambda r: r["valid_at"])
+    assert [r.get("supersedes") for r in line] == [None] + [r["id"] for r in line[:-1]]
 
 
 async def _cut_short_keyless(writer: Writer) -> tuple[str, str]:

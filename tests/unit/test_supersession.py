@@ -321,17 +321,35 @@ class _Chain:
 
     def __init__(self) -> None:
         self.stored: dict[str, dict[str, Any]] = {}
+        self.late: list[dict[str, Any]] = []
 
-    def write(self, batch: list[dict[str, Any]], cut_after: int | None = None) -> None:
+    def land(self) -> None:
+        """What a store applies after answering the writer with an error."""
+        for record in self.late:
+            self.stored[record["id"]] = record
+        self.late = []
+
+    def write(
+        self, batch: list[dict[str, Any]], cut_after: int | None = None, lands_late: bool = False
+    ) -> None:
+        """`lands_late`: the store call that stores the batch answers with an error but
+        is applied later, at `land()`, after other writes have read the chain."""
         heads = [dict(r) for r in self.stored.values() if "invalid_at" not in r]
-        around: dict[str, dict[str, Any]] = {}
-        for new in batch:
-            start = new["valid_at"]
-            if any(h["valid_at"] > start for h in heads):
-                then = [r for r in self.stored.values() if _applies(r, start)]
-                firsts = [r for r in self.stored.values() if "supersedes" not in r]
-                following = [self.stored[r["superseded_by"]] for r in then if "superseded_by" in r]
-                around |= {r["id"]: dict(r) for r in then + firsts + following}
+        # Where the writer looks around: each new version that starts before a head,
+        # and, when two are open, each open version, with what it names (writes.py,
+        # `_around`).
+        starts = [
+            new["valid_at"] for new in batch if any(h["valid_at"] > new["valid_at"] for h in heads)
+        ]
+        left = heads if len(heads) > 1 else []
+        starts += [h["valid_at"] for h in left]
+        named = [self.stored[n] for h in left if (n := h.get("supersedes")) in self.stored]
+        around: dict[str, dict[str, Any]] = {r["id"]: dict(r) for r in named}
+        for start in starts:
+            then = [r for r in self.stored.values() if _applies(r, start)]
+            firsts = [r for r in self.stored.values() if "supersedes" not in r]
+            following = [self.stored[r["superseded_by"]] for r in then if "superseded_by" in r]
+            around |= {r["id"]: dict(r) for r in then + firsts + following}
         suspects = {r["id"] for r in heads} if len(heads) > 1 else set()
         suspects |= set(around)
         successors = [dict(r) for r in self.stored.values() if r.get("supersedes") in suspects]
@@ -339,6 +357,9 @@ class _Chain:
             batch, {CHAIN: heads}, {}, successors=successors, around=list(around.values())
         )
         assert linked.problems == []
+        if lands_late:
+            self.late += [dict(new) for new in batch]
+            return  # the writer was told the store failed: it updates nothing
         for new in batch:
             self.stored[new["id"]] = dict(new)
         for count, (record_id, fields) in enumerate(linked.updates):
@@ -396,4 +417,61 @@ def test_any_arrival_order_keeps_one_line_and_a_cut_short_write_is_mended(
     # what an insertion left in the middle of the line.
     chain.write([rec("2026-11-01T00:00:00Z", recorded_at="9999")])
     chain.repair()
+    chain.check_one_line()
+
+
+# --- a store call that fails but is applied later -----------------------------------
+# A store that times out may still apply the write after the writer gave up and let
+# go of the lock: the version lands after the next writer read the chain and
+# superseded the same head. The next write must mend that fork into one line.
+
+
+def _forked(later: int) -> tuple[_Chain, list[dict[str, Any]]]:
+    """v1 stored; v2's store call fails but lands after `later` more versions."""
+    chain = _Chain()
+    versions = [rec(f"2026-10-{day:02d}T00:00:00Z", recorded_at=f"{day:04d}") for day in (1, 2)]
+    chain.write([versions[0]])
+    chain.write([versions[1]], lands_late=True)
+    for day in range(3, 3 + later):
+        versions.append(rec(f"2026-10-{day:02d}T00:00:00Z", recorded_at=f"{day:04d}"))
+        chain.write([versions[-1]])
+    chain.land()
+    return chain, versions
+
+
+def test_a_version_that_lands_after_the_next_one_is_placed_before_it() -> None:
+    chain, (v1, v2, v3) = _forked(later=1)
+    # The fork: v1 closed by v3, and both v2 and v3 name v1.
+    assert (chain.stored[v1["id"]]["superseded_by"], v2["supersedes"]) == (v3["id"], v1["id"])
+    chain.write([rec("2026-10-20T00:00:00Z", recorded_at="0020")])
+    chain.check_one_line()
+
+
+def test_a_version_that_lands_after_two_later_ones_is_placed_between_them() -> None:
+    chain, (_, v2, v3, v4) = _forked(later=2)
+    chain.write([rec("2026-10-20T00:00:00Z", recorded_at="0020")])
+    chain.check_one_line()
+    assert chain.stored[v3["id"]]["supersedes"] == v2["id"]
+    assert chain.stored[v4["id"]]["supersedes"] == v3["id"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(count=st.integers(2, 8), data=st.data(), cut=st.none() | st.integers(0, 3))
+def test_appends_one_of_which_lands_late_are_mended_by_the_next_write(
+    count: int, data: st.DataObject, cut: int | None
+) -> None:
+    """Appends in time order (as writers make them under the lock), one of which
+    lands after `after` more writes; the mending write may itself be cut short."""
+    which = data.draw(st.integers(0, count - 1), label="which")
+    after = data.draw(st.integers(1, count - which), label="after")
+    chain = _Chain()
+    for day in range(count):
+        version = rec(f"2026-10-{day + 1:02d}T00:00:00Z", recorded_at=f"{day:04d}")
+        chain.write([version], lands_late=day == which)
+        if day == which + after:
+            chain.land()
+    chain.land()
+    if cut is not None:
+        chain.write([rec("2026-10-20T00:00:00Z", recorded_at="0020")], cut_after=cut)
+    chain.write([rec("2026-10-21T00:00:00Z", recorded_at="0021")])
     chain.check_one_line()
