@@ -1,7 +1,7 @@
 """How much the noninterference property checks, per Hypothesis profile (tests/conftest.py).
 
 `ci` (the default profile, what `make test` runs) fits in about three minutes on
-two cores for the embedded backend, and as much again for fewer examples on a
+two cores: two thirds for the embedded backend, a third for fewer examples on a
 Qdrant server (each store call crosses HTTP); `long` sends at least 50 requests
 per example, so its 2 100 examples compare more than 100 000 request pairs:
 
@@ -21,8 +21,8 @@ from hypothesis import settings
 
 from tests.noninterference.strategies import Plan
 
-EXAMPLES = {"ci": 700, "long": 2100}
-SERVER_EXAMPLES = {"ci": 200, "long": 600}
+EXAMPLES = {"ci": 500, "long": 2100}
+SERVER_EXAMPLES = {"ci": 150, "long": 600}
 CONTROL_EXAMPLES = {"ci": 8, "long": 200}
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ci": {"ops": (1, 16)},
