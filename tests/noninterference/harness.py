@@ -50,7 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -251,7 +256,8 @@ def counters(text: str) -> dict[str, float]:
 class Side:
     """One store as the asker reaches it: native routes with dev identity headers,
     the Qdrant dialect through an unmodified qdrant-client with a bearer token (its
-    raw answers captured by a middleware), raw REST for what the client lacks."""
+    raw answers captured by a middleware), raw REST for what the client lacks, and
+    the MCP tools through the MCP SDK's client with the same token."""
 
     def __init__(self, name: str, store: Connection, tenant: str, asker: Asker) -> None:
         self.name = name
@@ -539,6 +545,90 @@ def run_observe(side: Side, op: Op) -> None:
     side.remember_mine(seen)
 
 
+def run_witness(side: Side, op: Op) -> None:
+    a = op.args
+    body: dict[str, Any] = {
+        "proposition": {
+            "text": f"event {a['seed']} on {a['key']} is {a['value']}",
+            "key": a["key"],
+            "value": a["value"],
+        },
+        "witnessed_by": list(a["witnessed_by"]),
+        "unnoticed": list(a["unnoticed"]),
+        "at": a["at"],
+        "source_id": "room-1",
+        "readers": list(a["readers"]),
+    }
+    if a.get("scope"):
+        body["access_scope"] = a["scope"]
+    if a["announced"]:
+        body["announcement"] = {"speaker": a["witnessed_by"][0], "to": "group:team"}
+    seen = side.native("POST", "/v1/witnessed", f"POST /v1/witnessed {_show(a)}", json=body)
+    side.remember_mine(seen)
+
+
+def _mcp_arguments(side: Side, a: dict[str, Any]) -> dict[str, Any]:
+    tool = a["tool"]
+    if tool in ("get_memory", "history"):
+        sent = {"id": side.ids.id(a["ref"]), "as_of": a.get("as_of")}
+    elif tool == "remember":
+        sent = {
+            "speaker": a["speaker"],
+            "source_id": "session-1",
+            "participants": list(a["participants"]),
+            "said_at": a["said_at"],
+            "access_scope": a.get("scope"),
+            "claims": [
+                {
+                    "proposition": {
+                        "text": f"claim {seed} on {key} is {value}",
+                        "key": key,
+                        "value": value,
+                    },
+                    "hedged": hedged,
+                }
+                | ({"about": about, "attitude": "believes"} if about is not None else {})
+                for seed, key, value, about, hedged in a["claims"]
+            ],
+        }
+    else:
+        sent = {k: list(v) if isinstance(v, tuple) else v for k, v in a.items() if k != "tool"}
+    return {k: v for k, v in sent.items() if v is not None}
+
+
+def run_mcp(side: Side, op: Op) -> None:
+    """One tool call in a session of its own, as a host would make it; observed: the
+    whole result (its text, its structured content, whether it is an error)."""
+    a = op.args
+    arguments = _mcp_arguments(side, a)
+
+    async def call() -> CallToolResult:
+        headers = {"Authorization": f"Bearer {side.bearer}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            streamable_http_client(f"{side.store.base}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(a["tool"], arguments)
+
+    result = anyio.run(call)
+    text = "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+    label = f"MCP {a['tool']} {_show({k: v for k, v in a.items() if k != 'tool'})}"
+    # Compared like the HTTP route's answer (the same model): a recall's items may
+    # differ in order only among exactly equal scores (`tie_only`), views of a
+    # proposition only as their generated ids do (`canonical`); the text with them.
+    answer = dict(result.structured_content or {}) | {
+        "mcp": {"is_error": result.is_error, "text": text}
+    }
+    if a["tool"] == "recall":
+        side.record(label, 200, answer, "ranked", limit=a["limit"])
+        return
+    side.record(label, 200, answer, "by_id" if a["tool"] == "what_do_people_think" else "as_sent")
+    if a["tool"] == "remember" and not result.is_error:
+        side.ids.mine += [r["id"] for r in (result.structured_content or {}).get("records", [])]
+
+
 RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "recall": run_recall,
     "propositions": run_propositions,
@@ -553,6 +643,8 @@ RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "write": run_write,
     "upsert": run_upsert,
     "observe": run_observe,
+    "witness": run_witness,
+    "mcp": run_mcp,
 }
 
 
@@ -676,7 +768,7 @@ def canonical(body: Any, order: str) -> Any:
     if not isinstance(body, dict):
         return body
     if isinstance(body.get("conflicts"), list) and _generated(body["conflicts"]):
-        body = body | {
+        body = _text_as_lines(body) | {
             "conflicts": [
                 {**c, "views": _sorted(c.get("views"))} if isinstance(c, dict) else c
                 for c in body["conflicts"]
@@ -698,11 +790,30 @@ def canonical(body: Any, order: str) -> Any:
             shape.append([status, rest, size, result.get("next_page_offset") is not None])
         return {"pages (sizes, continued)": shape, "points (as a set)": _sorted(points)}
     if "perspectives" in body:
-        return body | {
+        body = body | {
             "perspectives": _sorted(body.get("perspectives")),
             "minds": _minds_as_sets(body.get("minds")),
         }
+        body = _text_as_lines(body)
     return body
+
+
+def _text_as_lines(body: dict[str, Any]) -> dict[str, Any]:
+    """An MCP answer's text (run_mcp) renders its lists in the answer's order, numbered:
+    where that order is relaxed, the text is compared as a set of unnumbered lines,
+    each disagreement's views as a set too."""
+    mcp = body.get("mcp")
+    if not isinstance(mcp, dict) or not isinstance(mcp.get("text"), str):
+        return body
+    lines = []
+    for line in mcp["text"].splitlines():
+        line = re.sub(r"^\d+\. ", "", line)
+        head, colon, views = line.partition(": ")
+        if head.startswith("Disagreement about ") and views.endswith("."):
+            line = head + colon + "; ".join(sorted(views[:-1].split("; "))) + "."
+        lines.append(line)
+    rest = {k: v for k, v in mcp.items() if k != "text"}
+    return body | {"mcp": rest | {"text (lines, unnumbered)": sorted(lines)}}
 
 
 def _minds_as_sets(minds: Any) -> Any:
@@ -797,7 +908,8 @@ def tie_only(a: Observation, b: Observation) -> bool:
         return False
     if all(same) and not any(len(g) > 1 for g in groups):
         return False  # no tie at all: the difference is elsewhere
-    others = ("items", "verdict", "conflicts")
+    # An MCP recall's text ("mcp") renders the items, verdict and conflicts.
+    others = ("items", "verdict", "conflicts", "mcp")
     rest_a = {k: v for k, v in a.body.items() if k not in others}
     if rest_a != {k: v for k, v in b.body.items() if k not in others}:
         return False

@@ -55,7 +55,11 @@ OP_KINDS = (
     "write",
     "upsert",
     "observe",
+    "witness",
+    "mcp",
 )
+# The MCP tools (sidecar/mcp_server.py), over streamable HTTP with the asker's token.
+MCP_TOOLS = ("recall", "get_memory", "history", "what_do_people_think", "remember")
 HIDE_BY: tuple[HideBy, ...] = ("audience", "scope", "tenant")
 
 
@@ -453,22 +457,69 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
         args = {"records": written, "batch": len(written) > 1 or draw(st.booleans())}
         if kind == "upsert":
             args.pop("batch")
-    else:  # observe
-        speaker = draw(people) if asker.id == RELAY else asker.id
-        claim = st.tuples(
-            st.just(0), st.sampled_from(KEYS), st.integers(0, 2), st.none() | people, st.booleans()
-        )
-        # One claim per key: two versions of one chain dated alike in one write are
-        # ordered by their ids, which the sidecar may generate at random.
-        claims = tuple(draw(st.lists(claim, min_size=1, max_size=2, unique_by=lambda c: c[1])))
+    elif kind == "observe":
+        args = draw(observations(asker))
+    elif kind == "witness":
+        witnesses = draw(st.lists(people, min_size=1, max_size=3, unique=True))
         args = {
-            "speaker": speaker,
-            "participants": draw(st.lists(people, max_size=2, unique=True)),
-            "said_at": draw(times),
-            "claims": claims,
+            "seed": 0,
+            "key": draw(st.sampled_from(KEYS)),
+            "value": draw(st.integers(0, 2)),
+            "witnessed_by": tuple(witnesses),
+            "unnoticed": tuple(w for w in witnesses if draw(st.booleans()) and w != witnesses[0]),
+            "at": draw(times),
+            "readers": tuple(draw(st.lists(people, max_size=1))),
             "scope": draw(scopes),
+            "announced": draw(st.booleans()),
         }
+    else:  # mcp
+        args = draw(mcp_calls(asker))
     return Op(kind, args)
+
+
+@st.composite
+def observations(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
+    speaker = draw(people) if asker.id == RELAY else asker.id
+    claim = st.tuples(
+        st.just(0), st.sampled_from(KEYS), st.integers(0, 2), st.none() | people, st.booleans()
+    )
+    # One claim per key: two versions of one chain dated alike in one write are
+    # ordered by their ids, which the sidecar may generate at random.
+    claims = tuple(draw(st.lists(claim, min_size=1, max_size=2, unique_by=lambda c: c[1])))
+    return {
+        "speaker": speaker,
+        "participants": draw(st.lists(people, max_size=2, unique=True)),
+        "said_at": draw(times),
+        "claims": claims,
+        "scope": draw(scopes),
+    }
+
+
+@st.composite
+def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
+    """One MCP tool call: the tool and its arguments (refs resolved when sent)."""
+    tool = draw(st.sampled_from(MCP_TOOLS))
+    args: dict[str, Any] = {"tool": tool}
+    if tool == "recall":
+        args |= {
+            "query": draw(st.sampled_from(("claim on k0", "holds", "k1"))),
+            "about": draw(st.none() | st.sampled_from(KEYS)),
+            "as_of": draw(st.none() | instants),
+            "audience": tuple(draw(audience_lists)),
+            "limit": draw(st.sampled_from((1, 3, 10))),
+        }
+    elif tool == "get_memory":
+        args |= {"ref": draw(refs), "as_of": draw(st.none() | instants)}
+    elif tool == "history":
+        args |= {"ref": draw(refs)}
+    elif tool == "what_do_people_think":
+        args |= {
+            "key": draw(st.sampled_from((*KEYS, "k9"))),
+            "audience": tuple(draw(audience_lists)),
+        }
+    else:  # remember
+        args |= draw(observations(asker))
+    return args
 
 
 def _numbered_op(op: Op, n: int) -> Op:
@@ -481,6 +532,8 @@ def _numbered_op(op: Op, n: int) -> Op:
     if "claims" in op.args:
         claims = tuple((1000 + 10 * n + k, *c[1:]) for k, c in enumerate(op.args["claims"]))
         return Op(op.kind, op.args | {"claims": claims})
+    if "seed" in op.args:
+        return Op(op.kind, op.args | {"seed": 1000 + 10 * n})
     return op
 
 

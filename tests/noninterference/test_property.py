@@ -12,8 +12,9 @@ shared world written identically to store A and store B, hidden records written
 to store B only (in the asker's own chains, in other holders' chains on the same
 keys, before and after shared versions, future-dated, derived, in another tenant;
 hidden by audience, scope or tenant), and a sequence of requests (native reads,
-Qdrant reads through the unmodified qdrant-client with generated filters, writes
-and write refusals) run against both stores; see harness.py and strategies.py.
+Qdrant reads through the unmodified qdrant-client with generated filters, writes,
+observations, witnessed events and write refusals, and every MCP tool through the
+MCP SDK's client) run against both stores; see harness.py and strategies.py.
 A difference fails with the request, both normalised answers, what differs, and
 the (shrunk) example.
 
