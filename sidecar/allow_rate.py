@@ -4,8 +4,9 @@ Recall's first round asks the store for about 1.5 * limit / rate candidates, so
 an asker who may read one record in ten starts wide enough to finish in one round
 most of the time, while an asker who may read almost everything does not pay for
 forty candidates to return ten. The rate is an exponentially weighted moving
-average over that asker's requests, kept in Redis when there is one (replicas
-learn together) and in-process otherwise. It only sizes the first round: the
+average over that asker's searches (their candidates only: never records read by
+id, which may be ones the asker may not see), kept in Redis when there is one
+(replicas learn together) and in-process otherwise. It only sizes the first round: the
 loop still doubles until `limit` allowed records are found or a bound stops it.
 """
 

@@ -6,7 +6,7 @@ It gives the store filter the policy implies (`pushdown`, see pushdown.py) and
 the decision for each batch of candidates (`decide`): from the decision cache
 what it can, from one OPA call the rest. On leaving it writes one audit entry
 with every record allowed and withheld, and why, and updates the asker's allow
-rate (allow_rate.py), off the request path.
+rate (allow_rate.py) from the search candidates it decided, off the request path.
 
 No stale allow: a cached decision is used only under the policy revision OPA
 reported during this same request. The first batch is looked up under the last
@@ -124,6 +124,12 @@ class Disclosure:
     # kept with the payload it was made from (see `_view`).
     _views: dict[str, tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
     _pending: list[str] = field(default_factory=list)
+    # Search candidates decided and allowed (`overfetched`): the allow rate learns from
+    # these only. A read by id decides whatever ids the caller names, forbidden ones
+    # included, so counting it would let records the caller may not see size the
+    # caller's later searches (docs/security.md, "noninterference").
+    _searched: int = 0
+    _searched_allowed: int = 0
 
     async def __aenter__(self) -> Disclosure:
         return self
@@ -153,13 +159,13 @@ class Disclosure:
         if isinstance(exc, PolicyUnavailable) and exc.decision_id is None:
             exc.decision_id = self.decision_id
         self.gate.audit.record(self._entry(error))
-        allowed = sum(s.decision.allow for s in self.settled.values())
-        if exc is None and self.settled:
+        if exc is None and self._searched:
             self.gate.in_background(
-                self.gate.rates.observe(self._rate_key, allowed, len(self.settled))
+                self.gate.rates.observe(self._rate_key, self._searched_allowed, self._searched)
             )
         if not log.isEnabledFor(logging.INFO):
             return
+        allowed = sum(s.decision.allow for s in self.settled.values())
         log.info(
             "disclosure",
             extra={
@@ -178,6 +184,11 @@ class Disclosure:
     @functools.cached_property
     def _rate_key(self) -> str:
         return rate_key(self.question)
+
+    def overfetched(self, decided: int, allowed: int) -> None:
+        """One over-fetch round's candidates: what the allow rate learns from."""
+        self._searched += decided
+        self._searched_allowed += allowed
 
     async def allow_rate(self) -> float | None:
         """The share of candidates the policy allowed this asker and audience lately."""

@@ -308,7 +308,9 @@ class Reader:
             # Asked even for an empty batch: with the policy down, "nothing found"
             # and "nothing allowed" must look the same.
             decisions = await disclosure.decide(found)
-            allowed += [(r, decisions[r.id]) for r in found if decisions[r.id].allow]
+            round_allowed = [(r, decisions[r.id]) for r in found if decisions[r.id].allow]
+            disclosure.overfetched(len(found), len(round_allowed))
+            allowed += round_allowed
             if exhausted or (len(allowed) >= wanted and not _tie_at_cut(allowed, wanted, found)):
                 return _counted(Candidates(allowed, rounds, truncated=False))
             if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:

@@ -139,3 +139,26 @@ async def test_a_learned_allow_rate_finishes_in_one_round(
         warm = await reader.overfetch(second, vector, Scope(tenant="acme"), 5)
     assert warm.rounds == 1  # 1.5 * 5 / (5/105) = 158 candidates at once
     assert len(warm.allowed) == 5
+
+
+async def test_reads_by_id_teach_the_allow_rate_nothing(
+    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+) -> None:
+    """Bob naming Alice's private notes by id (get, history) is told what a missing id
+    is told; the allow rate that sizes his next search must not learn from them either,
+    or records he may not see would shape what his searches return."""
+    audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
+    gate = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5)
+    reader = Reader(crowded, gate, Bounds(4, 10, 1000))
+    page = await crowded.find(Scope(tenant="acme"), 200)
+    private = [uuid.UUID(r.id) for r in page.records if r.payload["audience"] == ["alice"]][:10]
+    assert len(private) == 10
+    get = DisclosureQuestion(asker=BOB, audience=[], purpose="get", now=NOW)
+    history = DisclosureQuestion(asker=BOB, audience=[], purpose="history", now=NOW)
+    answer = await reader.by_ids(get, "test", private)
+    assert answer.shown == []
+    for record_id in private:
+        assert await reader.history(history, "test", record_id) is None
+    await gate.idle()
+    assert await gate.begin(get, "test").allow_rate() is None
+    assert await gate.begin(history, "test").allow_rate() is None
