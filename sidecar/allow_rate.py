@@ -39,9 +39,11 @@ class AllowRates(Protocol):
     async def observe(self, key: str, allowed: int, decided: int) -> None: ...
 
 
-def rate_key(question: DisclosureQuestion) -> str:
+def rate_key(question: DisclosureQuestion, filtered: bool) -> str:
+    """Per tenant, asker, audience and purpose, and whether the search was filtered by
+    the policy's pushdown."""
     asker = question.asker
-    parts = [asker.tenant, asker.id, sorted(set(question.audience)), question.purpose]
+    parts = [asker.tenant, asker.id, sorted(set(question.audience)), question.purpose, filtered]
     return "whose:allow-rate:" + hashlib.sha256(orjson.dumps(parts)).hexdigest()[:32]
 
 

@@ -155,10 +155,13 @@ class Pushdown:
 
     Per constrained audience member, the audience entries that admit them; the scopes
     every member holds (None: not constrained). Empty: no narrowing at all.
+    `derived`: made from the policy (else pushdown is off or fell back, and a search
+    returns records the asker may not see, for the policy to withhold).
     """
 
     audience_any_of: tuple[tuple[str, ...], ...] = ()
     scopes: tuple[str, ...] | None = None
+    derived: bool = False
 
     def narrow(self, scope: Scope) -> Scope:
         return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)

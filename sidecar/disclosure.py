@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import uuid
 from collections.abc import Coroutine
@@ -181,9 +180,13 @@ class Disclosure:
             },
         )
 
-    @functools.cached_property
+    @property
     def _rate_key(self) -> str:
-        return rate_key(self.question)
+        # A search without the policy's filter (pushdown off, or a fallback) decides
+        # records the asker may not see: its estimate is kept apart, so that it never
+        # sizes a filtered search.
+        filtered = self.pushed_down is not None and self.pushed_down.derived
+        return rate_key(self.question, filtered)
 
     def overfetched(self, decided: int, allowed: int) -> None:
         """One over-fetch round's candidates: what the allow rate learns from."""
@@ -221,6 +224,7 @@ class Disclosure:
                 tuple(sorted(v.audience)) for v in seen if v.audience is not None
             ),
             scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
+            derived=True,
         )
         return self.pushed_down
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from sidecar.allow_rate import LocalAllowRates
 from sidecar.audit import AuditLog, SqliteSink
 from sidecar.cache import LocalCache
-from sidecar.decisions import DisclosureQuestion
+from sidecar.decisions import DisclosureQuestion, Pushdown
 from sidecar.disclosure import Disclosure, Gate
 from sidecar.embed import HashingEmbedder
 from sidecar.filters import Scope
@@ -159,6 +160,38 @@ async def test_reads_by_id_teach_the_allow_rate_nothing(
     assert answer.shown == []
     for record_id in private:
         assert await reader.history(history, "test", record_id) is None
+        # As of an instant: the id asked for is decided first, then its version then.
+        then = await reader.version_at(ask(), "test", record_id, NOW)
+        assert then.shown == []
     await gate.idle()
-    assert await gate.begin(get, "test").allow_rate() is None
-    assert await gate.begin(history, "test").allow_rate() is None
+    # What `nearest` reads: the estimates of filtered (pushdown) and unfiltered searches.
+    for question in (get, history, ask()):
+        for derived in (True, False):
+            asked = gate.begin(question, "test")
+            asked.pushed_down = Pushdown(derived=derived)
+            assert await asked.allow_rate() is None, (question.purpose, derived)
+
+
+async def test_a_search_without_pushdown_never_sizes_one_with_it(
+    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+) -> None:
+    """Without the policy's filter a search decides records the asker may not see (100
+    of Alice's notes crowd Bob's 5); what it learns must not size Bob's filtered
+    searches, which would otherwise start from a rate those records set."""
+    rates = LocalAllowRates()
+    audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
+    off = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5, rates=rates, pushdown=False)
+    on = Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5, rates=rates)
+    vector = embedder.embed("when is the launch date")
+    scope = Scope(tenant="acme", current_at=NOW)
+    unfiltered = await Reader(crowded, off, Bounds(4, 10, 1000)).nearest(
+        ask(), "test", vector, scope, 5
+    )
+    assert len(unfiltered.shown) == 5
+    await off.idle()
+    async with off.begin(ask(), "test") as again:
+        await again.pushdown()
+        assert await again.allow_rate() == pytest.approx(5 / 105, abs=0.01)
+    async with on.begin(ask(), "test") as filtered:
+        await filtered.pushdown()
+        assert await filtered.allow_rate() is None

@@ -619,7 +619,11 @@ def run_mcp(side: Side, op: Op) -> None:
     # differ in order only among exactly equal scores (`tie_only`), views of a
     # proposition only as their generated ids do (`canonical`); the text with them.
     answer = dict(result.structured_content or {}) | {
-        "mcp": {"is_error": result.is_error, "text": text}
+        "mcp": {
+            "is_error": result.is_error,
+            "content_types": [c.type for c in result.content],
+            "text": text,
+        }
     }
     if a["tool"] == "recall":
         side.record(label, 200, answer, "ranked", limit=a["limit"])
@@ -768,7 +772,7 @@ def canonical(body: Any, order: str) -> Any:
     if not isinstance(body, dict):
         return body
     if isinstance(body.get("conflicts"), list) and _generated(body["conflicts"]):
-        body = _text_as_lines(body) | {
+        body = _text_relaxed(body, items=False) | {
             "conflicts": [
                 {**c, "views": _sorted(c.get("views"))} if isinstance(c, dict) else c
                 for c in body["conflicts"]
@@ -794,26 +798,49 @@ def canonical(body: Any, order: str) -> Any:
             "perspectives": _sorted(body.get("perspectives")),
             "minds": _minds_as_sets(body.get("minds")),
         }
-        body = _text_as_lines(body)
+        body = _text_relaxed(body, items=True)
     return body
 
 
-def _text_as_lines(body: dict[str, Any]) -> dict[str, Any]:
-    """An MCP answer's text (run_mcp) renders its lists in the answer's order, numbered:
-    where that order is relaxed, the text is compared as a set of unnumbered lines,
-    each disagreement's views as a set too."""
+def _text_relaxed(body: dict[str, Any], *, items: bool) -> dict[str, Any]:
+    """An MCP answer's text (run_mcp) renders the answer's lists in the answer's order.
+    Where the answer's comparison relaxes an order, the text's is relaxed alike: each
+    disagreement's views as a set and, with `items`, each run of numbered items (an
+    item with its indented lines, unnumbered) as a set; every other line stays put."""
     mcp = body.get("mcp")
-    if not isinstance(mcp, dict) or not isinstance(mcp.get("text"), str):
+    if not isinstance(mcp, dict):
         return body
-    lines = []
-    for line in mcp["text"].splitlines():
-        line = re.sub(r"^\d+\. ", "", line)
+    text = mcp.get("text")
+    done = mcp.get("text (relaxed)")
+    if text is None and isinstance(done, list) and all(isinstance(p, str) for p in done):
+        # Relaxed already, but not its items (`tie_only` on a canonical body).
+        text = "\n".join(done) if items else None
+    if not isinstance(text, str):
+        return body
+    rest = {k: v for k, v in mcp.items() if k not in ("text", "text (relaxed)")}
+    return body | {"mcp": rest | {"text (relaxed)": text_relaxed(text, items=items)}}
+
+
+def text_relaxed(text: str, *, items: bool) -> list[Any]:
+    parts: list[Any] = []
+    run: list[list[str]] | None = None
+    for line in text.splitlines():
+        numbered = re.match(r"\d+\. ", line)
+        if items and numbered:
+            if run is None:
+                run = []
+                parts.append(run)
+            run.append([line[numbered.end() :]])
+            continue
+        if items and run and line.startswith("   "):
+            run[-1].append(line)
+            continue
+        run = None
         head, colon, views = line.partition(": ")
         if head.startswith("Disagreement about ") and views.endswith("."):
             line = head + colon + "; ".join(sorted(views[:-1].split("; "))) + "."
-        lines.append(line)
-    rest = {k: v for k, v in mcp.items() if k != "text"}
-    return body | {"mcp": rest | {"text (lines, unnumbered)": sorted(lines)}}
+        parts.append(line)
+    return [sorted(part) if isinstance(part, list) else part for part in parts]
 
 
 def _minds_as_sets(minds: Any) -> Any:
@@ -914,11 +941,28 @@ def tie_only(a: Observation, b: Observation) -> bool:
     if rest_a != {k: v for k, v in b.body.items() if k not in others}:
         return False
     if all(same):
-        # The same results in another order: the verdict and conflicts agree.
-        return a.body.get("verdict") == b.body.get("verdict") and _conflicts(a.body) == _conflicts(
-            b.body
+        # The same results in another order: the verdict, the conflicts and an MCP
+        # answer's text (its items as a set) agree.
+        return (
+            a.body.get("verdict") == b.body.get("verdict")
+            and _conflicts(a.body) == _conflicts(b.body)
+            and _relaxed_text(a.body) == _relaxed_text(b.body)
         )
-    return True
+    # Which of the equally scored results made the cut differs, and so may the text
+    # that lists them (its error flag and content types may not).
+    return bool(_mcp_flags(a.body) == _mcp_flags(b.body))
+
+
+def _relaxed_text(body: dict[str, Any]) -> Any:
+    mcp = _text_relaxed(body, items=True).get("mcp")
+    return None if mcp is None else json.dumps(mcp, sort_keys=True)
+
+
+def _mcp_flags(body: dict[str, Any]) -> Any:
+    mcp = body.get("mcp")
+    if not isinstance(mcp, dict):
+        return None
+    return {k: v for k, v in mcp.items() if k in ("is_error", "content_types")}
 
 
 def _dump(value: Any, limit: int = 2500) -> str:
