@@ -517,8 +517,9 @@ def run_upsert(side: Side, op: Op) -> None:
     side.remember_mine(seen, [str(p.id) for p in points])
 
 
-def run_observe(side: Side, op: Op) -> None:
-    a = op.args
+def observation(a: dict[str, Any]) -> dict[str, Any]:
+    """What was said (strategies.observations), as `POST /v1/observations` and the MCP
+    `remember` tool both take it."""
     claims = []
     for seed, key, value, about, hedged in a["claims"]:
         claim: dict[str, Any] = {
@@ -541,6 +542,12 @@ def run_observe(side: Side, op: Op) -> None:
     }
     if a.get("scope"):
         body["access_scope"] = a["scope"]
+    return body
+
+
+def run_observe(side: Side, op: Op) -> None:
+    a = op.args
+    body = observation(a)
     seen = side.native("POST", "/v1/observations", f"POST /v1/observations {_show(a)}", json=body)
     side.remember_mine(seen)
 
@@ -572,25 +579,7 @@ def _mcp_arguments(side: Side, a: dict[str, Any]) -> dict[str, Any]:
     if tool in ("get_memory", "history"):
         sent = {"id": side.ids.id(a["ref"]), "as_of": a.get("as_of")}
     elif tool == "remember":
-        sent = {
-            "speaker": a["speaker"],
-            "source_id": "session-1",
-            "participants": list(a["participants"]),
-            "said_at": a["said_at"],
-            "access_scope": a.get("scope"),
-            "claims": [
-                {
-                    "proposition": {
-                        "text": f"claim {seed} on {key} is {value}",
-                        "key": key,
-                        "value": value,
-                    },
-                    "hedged": hedged,
-                }
-                | ({"about": about, "attitude": "believes"} if about is not None else {})
-                for seed, key, value, about, hedged in a["claims"]
-            ],
-        }
+        sent = observation(a)
     else:
         sent = {k: list(v) if isinstance(v, tuple) else v for k, v in a.items() if k != "tool"}
     return {k: v for k, v in sent.items() if v is not None}
@@ -954,8 +943,7 @@ def tie_only(a: Observation, b: Observation) -> bool:
 
 
 def _relaxed_text(body: dict[str, Any]) -> Any:
-    mcp = _text_relaxed(body, items=True).get("mcp")
-    return None if mcp is None else json.dumps(mcp, sort_keys=True)
+    return _text_relaxed(body, items=True).get("mcp")
 
 
 def _mcp_flags(body: dict[str, Any]) -> Any:
