@@ -57,7 +57,7 @@ def serve(
         except ValueError as exc:
             typer.echo(f"configuration error: {exc}", err=True)
             raise typer.Exit(code=2) from exc
-        except SystemExit as exc:  # a socket uvicorn could not bind
+        except OSError as exc:  # a socket that could not be bound (serving.listen)
             typer.echo(f"cannot serve: {exc}", err=True)
             raise typer.Exit(code=2) from exc
         if status:
@@ -68,8 +68,11 @@ def serve(
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    except (OSError, SystemExit) as exc:
+    except OSError as exc:
         typer.echo(f"cannot serve: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    except SystemExit as exc:  # uvicorn's exit when the application's startup failed
+        typer.echo("cannot serve: the sidecar failed to start (see the log above)", err=True)
         raise typer.Exit(code=2) from exc
 
 
@@ -113,6 +116,9 @@ def mcp(
         raise typer.Exit(code=2) from exc
     except OSError as exc:
         typer.echo(f"cannot serve: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    except SystemExit as exc:  # uvicorn's exit when the application's startup failed
+        typer.echo("cannot serve: the sidecar failed to start (see the log above)", err=True)
         raise typer.Exit(code=2) from exc
 
 

@@ -394,11 +394,22 @@ class Endpoint:
         await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
 def resource_url(request: Request, settings: Settings) -> str:
-    """The MCP endpoint's own URL, as hosts know it (behind a proxy: configured)."""
+    """The MCP endpoint's own URL, as hosts know it: configured (behind a proxy), else
+    the request's Host only where the sidecar checks it (a loopback bind, the names
+    the DNS-rebinding protection admits), else the bind address. Never a Host that
+    nothing checked: the metadata would name whatever resource a caller wrote there."""
     if settings.mcp_resource_url:
         return settings.mcp_resource_url
-    return str(request.base_url).rstrip("/") + PATH
+    if is_loopback(settings.host):
+        name, _, port = request.headers.get("host", "").rpartition(":")
+        if name in LOOPBACK_NAMES and port.isdigit():
+            return f"{request.url.scheme}://{name}:{port}{PATH}"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}{PATH}"
 
 
 def metadata_url(request: Request, settings: Settings) -> str:

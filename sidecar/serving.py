@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import socket
 from collections.abc import Iterator
 
 import uvicorn
@@ -16,6 +18,26 @@ import uvicorn
 from sidecar.app import create_app
 from sidecar.ops import create_ops_app
 from sidecar.settings import Settings
+
+
+class CannotListen(OSError):
+    """A listener's socket could not be bound; the message names the setting."""
+
+
+def listen(host: str, port: int, setting: str) -> socket.socket:
+    """Bind one listener's socket before any server starts, so a port in use is one
+    line naming the setting to change (uvicorn would log a traceback, then exit 3)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+        raise CannotListen(f"{host}:{port} {why}: change {setting}") from exc
+    sock.set_inheritable(True)
+    return sock
 
 
 class _Quiet(uvicorn.Server):
@@ -28,8 +50,14 @@ class _Quiet(uvicorn.Server):
 
 async def serve(settings: Settings) -> None:
     """Serve until a signal stops the API server. Raises ValueError on a bad
-    configuration, OSError when the operations port cannot be bound."""
+    configuration, CannotListen when either port cannot be bound."""
     api = create_app(settings)
+    ops_socket = listen(settings.ops_host or settings.host, settings.ops_port, "WHOSE_OPS_PORT")
+    try:
+        api_socket = listen(settings.host, settings.port, "WHOSE_PORT")
+    except CannotListen:
+        ops_socket.close()
+        raise
     ops = _Quiet(
         uvicorn.Config(
             create_ops_app(api),
@@ -39,7 +67,7 @@ async def serve(settings: Settings) -> None:
             lifespan="off",
         )
     )
-    ops_task = asyncio.create_task(ops.serve())
+    ops_task = asyncio.create_task(ops.serve(sockets=[ops_socket]))
     while not ops.started:
         if ops_task.done():
             ops_task.result()  # raises the reason it stopped
@@ -49,7 +77,7 @@ async def serve(settings: Settings) -> None:
         uvicorn.Config(api, host=settings.host, port=settings.port, log_config=None)
     )
     try:
-        await server.serve()
+        await server.serve(sockets=[api_socket])
     finally:
         ops.should_exit = True
         await ops_task

@@ -129,8 +129,9 @@ class Settings(BaseSettings):
     jwt_jwks_max_bytes: int = Field(default=262_144, ge=1024, le=16 * 2**20)
 
     # The MCP endpoint's public URL (`https://memory.example.com/mcp`), named in its
-    # protected-resource metadata; unset: the URL the request came in on (wrong behind
-    # a proxy that terminates TLS or rewrites the host).
+    # protected-resource metadata; unset: on a loopback bind the loopback name the
+    # request came in on, elsewhere the bind address (an unchecked Host header is
+    # never echoed). Set it behind a proxy that terminates TLS or rewrites the host.
     mcp_resource_url: str | None = None
 
 

@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
+from sidecar.serving import CannotListen, listen
 from sidecar.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -79,7 +80,12 @@ def serve_workers(settings: Settings, workers: int) -> int:
         port=settings.ops_port,
         log_config=None,
     )
-    api_socket, ops_socket = api.bind_socket(), ops.bind_socket()
+    ops_socket = listen(ops.host, ops.port, "WHOSE_OPS_PORT")
+    try:
+        api_socket = listen(api.host, api.port, "WHOSE_PORT")
+    except CannotListen:
+        ops_socket.close()
+        raise
     # Workers rebuild their settings from the environment: flags go through it too.
     os.environ.update(
         {

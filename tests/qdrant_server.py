@@ -72,7 +72,7 @@ class QdrantNode:
     def p2p_url(self) -> str:
         return f"http://127.0.0.1:{self.p2p_port}"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,

@@ -39,6 +39,15 @@ decisions := {record.id: decision(record) | some record in records}
 single := decision(input.record)
 
 # METADATA
+# description: |
+#   The asker has a subject and a tenant. Kept here, not in whose.disclosure.denials,
+#   where every rule must be a set of reasons per record: explanation walks that package.
+known_asker if {
+	is_string(input.asker.id)
+	is_string(input.asker.tenant)
+}
+
+# METADATA
 # description: the records asked about, a batch or one.
 records := input.records if {
 	is_array(input.records)

@@ -223,7 +223,7 @@ def test_redis_killed_then_restarted(world: World) -> None:
     )
     assert mallory.json()["items"] == []
     assert metric(world.base, "whose_decision_cache_total", result="bypass") > bypassed
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while metric(world.base, "whose_audit_buffered_total") <= buffered:
         assert time.monotonic() < deadline, "the outage's audit entries were not buffered"
         time.sleep(0.1)
@@ -242,7 +242,7 @@ def test_redis_killed_then_restarted(world: World) -> None:
     assert sees_note(world)  # the next audit write replays the spilled entries first
     assert readiness(world) == {"opa": True, "store": True, "redis": True}
     decision_id = during.json()["decision_id"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while True:
         audit = httpx.get(f"{world.base}/v1/audit", params={"asker": "carol"}, headers=AUDITOR)
         assert audit.status_code == 200, audit.text

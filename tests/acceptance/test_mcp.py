@@ -260,6 +260,24 @@ def test_no_tool_without_a_verified_token(
     assert httpx.get(f"{served}/.well-known/oauth-protected-resource").json() == metadata
 
 
+def test_a_hostile_host_header_is_never_named_as_the_resource(served: str) -> None:
+    """/mcp refuses a foreign Host (421); its challenge and the protected-resource
+    metadata must not name it either, or a caller picks the resource a host trusts."""
+    evil = {"Host": "evil.example", "Accept": "application/json, text/event-stream"}
+    answer = httpx.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 1}, headers=evil)
+    assert answer.status_code == 401
+    assert "evil.example" not in answer.headers["www-authenticate"]
+    assert (
+        f"{served}/.well-known/oauth-protected-resource/mcp" in (answer.headers["www-authenticate"])
+    )
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ):
+        metadata = httpx.get(f"{served}{path}", headers={"Host": "evil.example"}).json()
+        assert metadata["resource"] == f"{served}/mcp"
+
+
 async def test_the_real_client_is_refused_without_a_token(served: str) -> None:
     statuses: list[int] = []
 

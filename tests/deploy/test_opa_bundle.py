@@ -182,7 +182,7 @@ def start_deployed_opa(
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"OPA exited:\n{log.read_text(errors='replace')[-3000:]}")

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +26,35 @@ def test_serve_without_identity_provider_refuses_to_start() -> None:
     result = whose("serve", "--port", "1")
     assert result.returncode == 2
     assert "no identity provider" in result.stderr
+
+
+@pytest.mark.parametrize(("taken", "setting"), [("ops", "WHOSE_OPS_PORT"), ("api", "WHOSE_PORT")])
+def test_serve_on_a_port_in_use_says_which_setting_in_one_line(
+    tmp_path: Path, taken: str, setting: str
+) -> None:
+    with socket.socket() as held, socket.socket() as free:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        free.bind(("127.0.0.1", 0))
+        ports = {"api": free.getsockname()[1], "ops": free.getsockname()[1]}
+        ports[taken] = held.getsockname()[1]
+        free.close()
+        result = whose(
+            "serve",
+            "--dev",
+            "--port",
+            str(ports["api"]),
+            "--ops-port",
+            str(ports["ops"]),
+            "--data-dir",
+            str(tmp_path),
+        )
+    assert result.returncode == 2
+    port = ports[taken]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"cannot serve: 127.0.0.1:{port} is in use: change {setting}"
+    )
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

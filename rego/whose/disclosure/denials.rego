@@ -22,13 +22,8 @@ import data.whose.lib.visibility
 # METADATA
 # description: an identity without a subject or a tenant is a wiring bug upstream; refuse.
 asker[record.id] contains "no_asker" if {
-	not known_asker
+	not disclosure.known_asker
 	some record in disclosure.records
-}
-
-known_asker if {
-	is_string(input.asker.id)
-	is_string(input.asker.tenant)
 }
 
 # METADATA
