@@ -85,7 +85,7 @@ class Clock:
 async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict[str, Any]:
     import httpx
 
-    from sidecar.app import create_app
+    from sidecar.http.app import create_app
 
     try:
         from sidecar.bench.dataset import dataset, headers, queries
@@ -95,7 +95,7 @@ async def child(data: Path, records: int, recalls: int, load_only: bool) -> dict
             headers,
             queries,
         )
-    from sidecar.opa import PolicyClient
+    from sidecar.policy.opa import PolicyClient
     from sidecar.settings import Settings
     from sidecar.store.measured import MeasuredStore
 

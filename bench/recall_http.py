@@ -39,16 +39,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.audit import AuditLog, SqliteSink  # noqa: E402
+from sidecar.auth.identity import Identity  # noqa: E402
 from sidecar.bench.measure import summary as latency_summary  # noqa: E402
-from sidecar.cache import LocalCache  # noqa: E402
-from sidecar.decisions import DisclosureQuestion  # noqa: E402
-from sidecar.disclosure import Gate  # noqa: E402
-from sidecar.embed import HashingEmbedder  # noqa: E402
-from sidecar.filters import Scope  # noqa: E402
-from sidecar.identity import Identity  # noqa: E402
-from sidecar.opa import PolicyClient  # noqa: E402
-from sidecar.reads import Bounds, Reader  # noqa: E402
+from sidecar.embed.hashing import HashingEmbedder  # noqa: E402
+from sidecar.policy.cache import LocalCache  # noqa: E402
+from sidecar.policy.contract import DisclosureQuestion  # noqa: E402
+from sidecar.policy.opa import PolicyClient  # noqa: E402
+from sidecar.reads.gate import Gate  # noqa: E402
+from sidecar.reads.reader import Bounds, Reader  # noqa: E402
 from sidecar.store.edge import EdgeStore  # noqa: E402
+from sidecar.store.filters import Scope  # noqa: E402
 from tests.conftest import start_opa, start_sidecar, stop  # noqa: E402
 from tests.integration.test_policy_client import data_calls  # noqa: E402
 

@@ -6,12 +6,12 @@ Builds 40 candidates of every shape the policy words (beliefs, knowledge with an
 without evidence, current and ended world state from a change record or not, common
 knowledge announced on a qualifying channel or witnessed, perceptions, views of
 another's mind, scoped records, records some hearer may not see), as
-sidecar/decisions.py shows them to OPA, for an asker with an audience of two. Then,
+sidecar/policy/contract.py shows them to OPA, for an asker with an audience of two. Then,
 in one run:
 
 - `opa bench` on data.whose.disclosure.batch with those 40: OPA's evaluation alone,
   per candidate;
-- as the sidecar sees it (sidecar/opa.py's client over OPA's Unix socket): 40
+- as the sidecar sees it (sidecar/policy/opa.py's client over OPA's Unix socket): 40
   single-record calls against one batch call of the same 40, median over rounds,
   interleaved, and their ratio. The batch's decisions are checked to equal the single
   calls' one by one.
@@ -37,9 +37,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.decisions import DisclosureQuestion  # noqa: E402
-from sidecar.identity import Identity  # noqa: E402
-from sidecar.opa import PolicyClient  # noqa: E402
+from sidecar.auth.identity import Identity  # noqa: E402
+from sidecar.policy.contract import DisclosureQuestion  # noqa: E402
+from sidecar.policy.opa import PolicyClient  # noqa: E402
 from tests.conftest import OPA_BINARY, start_opa, stop  # noqa: E402
 from tests.integration.test_policy_contract import stored  # noqa: E402
 

@@ -96,7 +96,7 @@ def mcp(
     import os
 
     from sidecar import logs
-    from sidecar.mcp_server import dev_identity, serve_stdio
+    from sidecar.mcp.server import dev_identity, serve_stdio
 
     settings = Settings()
     if data_dir is not None:
@@ -142,8 +142,8 @@ def repair(
     """
     import asyncio
 
-    from sidecar.app import chain_locks, open_redis, open_store
-    from sidecar.repair import repair as repair_chains
+    from sidecar.services import chain_locks, open_redis, open_store
+    from sidecar.writes.repair import repair as repair_chains
 
     settings = Settings()
     if data_dir is not None:

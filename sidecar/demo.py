@@ -19,7 +19,7 @@ import uvicorn
 from rich.console import Console
 from rich.table import Table
 
-from sidecar.app import create_app
+from sidecar.http.app import create_app
 from sidecar.settings import Settings
 
 SESSION = "private-session-42"

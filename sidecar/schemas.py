@@ -16,11 +16,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.decisions import Decision, DisclosureInput, IngestInput, WriteDecision
+from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse
+from sidecar.policy.contract import Decision, DisclosureInput, IngestInput, WriteDecision
 from sidecar.record import MemoryRecord, MemoryWrite, Name
-from sidecar.witnessed import WitnessedEvent
-from sidecar.wording import Vocabulary
+from sidecar.writes.witnessed import WitnessedEvent
 
 MODELS: dict[str, type[BaseModel]] = {
     "memory-record": MemoryRecord,

@@ -1,22 +1,36 @@
-"""What a request handler can reach: built once at start-up by app.py."""
+"""The composition root: what a request handler (HTTP or MCP) can reach, opened once
+at start-up in order (OPA, store, Redis, audit) and closed in reverse."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated
 
 import redis.asyncio as aioredis
-from fastapi import Depends, Request
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sidecar.audit import AuditLog
-from sidecar.disclosure import Gate
-from sidecar.embed import HashingEmbedder
-from sidecar.identity import Authenticator, Identity
-from sidecar.opa import PolicyClient
-from sidecar.reads import Reader
+from sidecar.audit import AuditLog, RedisSink, SqliteSink
+from sidecar.auth.tokens import Authenticator
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
+from sidecar.policy.local_opa import LocalOpa
+from sidecar.policy.opa import PolicyClient
+from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
+from sidecar.reads.gate import Gate
+from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
-from sidecar.store import Store
-from sidecar.writes import Writer
+from sidecar.store import Search, Store
+from sidecar.store.edge import EdgeStore
+from sidecar.store.measured import MeasuredStore
+from sidecar.store.server import Layout, ServerStore
+from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
+from sidecar.writes.writer import Writer
+
+log = logging.getLogger("whose")
 
 
 @dataclass
@@ -33,17 +47,140 @@ class Services:
     authenticate: Authenticator
 
 
-# Both are `async def` so FastAPI calls them on the event loop: a plain `def`
-# dependency costs every request two hops through the thread pool.
-async def services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+def open_store(settings: Settings, quiet_for: Callable[[], float] | None = None) -> Store:
+    """The configured store, not yet opened. `quiet_for`: seconds since the server last
+    had a request in flight, so the embedded engine optimizes between requests."""
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    if settings.store == "server":
+        if not settings.qdrant_url:
+            raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+        if settings.qdrant_write_consistency > settings.qdrant_replication:
+            raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return ServerStore.connect(
+            [url.strip() for url in settings.qdrant_url.split(",") if url.strip()],
+            settings.collection,
+            settings.vector_size,
+            api_key=api_key,
+            timeout_s=settings.qdrant_timeout_s,
+            layout=Layout(
+                settings.qdrant_shards,
+                settings.qdrant_replication,
+                settings.qdrant_write_consistency,
+            ),
+            retries=settings.qdrant_retries,
+            search=search,
+        )
+    path = settings.data_dir / "store" / settings.collection
+    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for, search)
 
 
-async def asker(request: Request, svc: Annotated[Services, Depends(services)]) -> Identity:
-    """The verified identity of whoever sent the request (or 401)."""
-    return await svc.authenticate(request)
+async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:
+    if settings.opa_url:
+        policy = PolicyClient(settings.opa_url, settings.opa_timeout_s)
+    else:
+        opa = LocalOpa(
+            settings.opa_binary,
+            settings.policy_dir,
+            settings.data_dir / "opa.log",
+            settings.data_dir / "opa-bundle",
+        )
+        await opa.start()
+        stack.push_async_callback(opa.stop)
+        policy = PolicyClient(opa.url, settings.opa_timeout_s, unix_socket=str(opa.socket_path))
+    await policy.start()
+    stack.push_async_callback(policy.close)
+    return policy
 
 
-# Route parameters: `svc: Svc` reaches the services, `who: Asker` is the caller.
-Svc = Annotated[Services, Depends(services)]
-Asker = Annotated[Identity, Depends(asker)]
+@asynccontextmanager
+async def open_redis(settings: Settings) -> AsyncIterator[aioredis.Redis | None]:
+    """One client for locks, cache and audit; None on embedded defaults."""
+    if not settings.redis_url:
+        yield None
+        return
+    # Short socket timeouts: a hung Redis must cost a request little, never hang it.
+    # A pooled connection left dead by a Redis restart fails its next command: retry
+    # once at once (a fresh connection) on connection errors, never on timeouts.
+    client = aioredis.from_url(
+        settings.redis_url,
+        socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+        retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
+    )
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def chain_locks(settings: Settings, redis: aioredis.Redis | None) -> ChainLocks:
+    if redis is None:
+        return LocalLocks()
+    return RedisLocks(redis, settings.lock_ttl_s, settings.lock_wait_s)
+
+
+def decision_cache(settings: Settings, redis: aioredis.Redis | None) -> DecisionCache:
+    if redis is None:
+        return LocalCache(settings.cache_size, ttl_s=2 * settings.cache_bucket_s)
+    return RedisCache(redis)
+
+
+def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
+    if redis is None:
+        local = SqliteSink(settings.data_dir / "audit.sqlite3", settings.audit_max_entries)
+        return AuditLog(local, None, settings.audit_queue)
+    sink = RedisSink(redis, settings.audit_stream, settings.audit_maxlen)
+    # Where entries wait while Redis is down: never rotated, bounded by its own setting.
+    spill = settings.data_dir / "audit-spill.jsonl"
+    return AuditLog(
+        sink, spill, settings.audit_queue, spill_max_bytes=settings.audit_spill_max_bytes
+    )
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings,
+    authenticate: Authenticator,
+    quiet_for: Callable[[], float] | None = None,
+) -> AsyncIterator[Services]:
+    """Everything a request handler reaches, opened in order (OPA, store, Redis, audit)
+    and closed in reverse: the API's lifespan and `whose mcp` over stdio share it."""
+    async with AsyncExitStack() as stack:
+        policy = await _start_policy(settings, stack)
+        store = MeasuredStore(open_store(settings, quiet_for))
+        await store.open()
+        stack.push_async_callback(store.close)
+        redis = await stack.enter_async_context(open_redis(settings))
+        audit = audit_log(settings, redis)
+        await audit.start()
+        stack.push_async_callback(audit.close)
+        gate = Gate(
+            policy,
+            decision_cache(settings, redis),
+            audit,
+            settings.cache_bucket_s,
+            rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
+            pushdown=settings.pushdown,
+        )
+        # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
+        stack.push_async_callback(gate.idle)
+        bounds = Bounds(
+            settings.overfetch_factor,
+            settings.max_rounds,
+            settings.max_candidates,
+            settings.max_count_scan,
+        )
+        embedder = HashingEmbedder(settings.vector_size)
+        yield Services(
+            settings=settings,
+            store=store,
+            policy=policy,
+            gate=gate,
+            audit=audit,
+            redis=redis,
+            reader=Reader(store, gate, bounds),
+            writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
+            embedder=embedder,
+            authenticate=authenticate,
+        )

@@ -2,7 +2,7 @@
 
 Both are uvicorn servers on one event loop. The API server owns the process's
 signals and the application's lifespan (store, OPA, Redis); the operations
-server (ops.py) stops when it does.
+server (http/ops.py) stops when it does.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from sidecar.app import create_app
-from sidecar.ops import create_ops_app
+from sidecar.http.app import create_app
+from sidecar.http.ops import create_ops_app
 from sidecar.settings import Settings
 
 

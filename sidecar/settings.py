@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     lock_wait_s: float = Field(default=5.0, gt=0)
 
     # Decision cache: in Redis when redis_url is set, else in-process (cache_size entries).
-    # A cached decision is reused within one time bucket at most (see cache.py).
+    # A cached decision is reused within one time bucket at most (see policy/cache.py).
     cache_size: int = Field(default=100_000, ge=0)
     cache_bucket_s: float = Field(default=5.0, gt=0, le=3600)
 
@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     # Largest request body accepted (413 body_too_large above it): room for a batch
     # of MAX_BATCH records with 384-dimension vectors; raise it with vector_size.
     max_body_bytes: int = Field(default=16 * 2**20, ge=1024)
-    # The proxy's count examines at most this many matching points (see proxy.py).
+    # The proxy's count examines at most this many matching points (see http/qdrant/routes.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 
     # Verified identity, from exactly one key source: an HS256 secret, a PEM public

@@ -8,7 +8,7 @@ while starting (a bad configuration, OPA missing) stops them all: the same start
 would fail on every restart, so `whose serve` exits with status 2 instead.
 
 Each worker is one uvicorn server on both sockets. A request goes to the operations
-app (health, readiness, metrics: ops.py) when it came in on the operations socket,
+app (health, readiness, metrics: http/ops.py) when it came in on the operations socket,
 else to the API: the socket's own address decides, never anything a caller sends.
 
 What workers must share lives outside them: records in a Qdrant server, chain locks,
@@ -137,8 +137,8 @@ class Listeners:
 def worker_app() -> ASGIApp:
     """Run in each worker by uvicorn (an import string, so the workers can be spawned)."""
     from sidecar import logs
-    from sidecar.app import create_app
-    from sidecar.ops import create_ops_app
+    from sidecar.http.app import create_app
+    from sidecar.http.ops import create_ops_app
 
     settings = Settings()
     logs.configure(settings)

@@ -39,7 +39,7 @@ WRITER = "librarian"
 # Noise around a centre, per coordinate: about 0.75 of the centre's length in all, so
 # a cluster's members have cosine about 0.65 with each other and about 0 with others.
 NOISE = 0.75 / np.sqrt(DIM)
-# Records per write request (the API takes up to 1000: writes.py MAX_BATCH).
+# Records per write request (the API takes up to 1000: writes/writer.py MAX_BATCH).
 BATCH = 500
 
 

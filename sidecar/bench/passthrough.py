@@ -17,11 +17,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from sidecar.app import open_store
-from sidecar.decisions import policy_view
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.contract import policy_view
+from sidecar.services import open_store
 from sidecar.settings import Settings
+from sidecar.store.filters import Scope
 
 
 def passthrough_app(data_dir: Path) -> FastAPI:

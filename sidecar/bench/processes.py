@@ -1,7 +1,7 @@
 """The processes a benchmark serves: the sidecar, the passthrough, a Qdrant server,
 Redis; each on free loopback ports until its block ends, with its CPU time readable.
 
-The sidecar is ready when its operations listener (WHOSE_OPS_PORT, sidecar/ops.py)
+The sidecar is ready when its operations listener (WHOSE_OPS_PORT, sidecar/http/ops.py)
 answers /healthz; its metrics are read there too, never on the API port.
 """
 

@@ -37,7 +37,7 @@ import httpx
 from sidecar.bench.dataset import DIM, LIMIT, dataset, headers, load, queries
 from sidecar.bench.measure import closed_loop, summary
 from sidecar.bench.processes import Proc, passthrough, qdrant, redis, sidecar
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 
 IN_FLIGHT = (8, 32)
 ASKER = "carol"

@@ -27,7 +27,15 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
-from sidecar.filters import (
+from sidecar.record import Stored
+from sidecar.store import (
+    Page,
+    Search,
+    StoreUnavailable,
+    dense,
+    records,
+)
+from sidecar.store.filters import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
@@ -38,14 +46,6 @@ from sidecar.filters import (
     iso,
     point_id,
     to_qdrant,
-)
-from sidecar.record import Stored
-from sidecar.store import (
-    Page,
-    Search,
-    StoreUnavailable,
-    dense,
-    records,
 )
 
 log = logging.getLogger(__name__)
@@ -275,12 +275,12 @@ def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
     try:
         return to_edge(to_qdrant(scope, exclude))
     except Exception as exc:
-        # filters.py admits only what the engine takes; this is the engine's own word.
+        # store/filters.py admits only what the engine takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
 
 
 def to_edge(flt: qm.Filter) -> qe.Filter:
-    """A Qdrant filter (qdrant-client's models, see filters.py) in the engine's types."""
+    """A Qdrant filter (qdrant-client's models, see store/filters.py) in the engine's types."""
     min_should = None
     if flt.min_should is not None:
         conditions = [_edge(c) for c in flt.min_should.conditions]
@@ -367,5 +367,5 @@ def _edge_range(bounds: Any) -> Any:
 
 
 def _instant(value: Any) -> str | None:
-    # filters.py gives every bound as a UTC datetime.
+    # store/filters.py gives every bound as a UTC datetime.
     return None if value is None else iso(value)

@@ -9,9 +9,9 @@ from typing import Any
 from uuid import UUID
 
 from sidecar import metrics
-from sidecar.filters import Scope
 from sidecar.record import Stored
 from sidecar.store import Page, Store
+from sidecar.store.filters import Scope
 
 
 @asynccontextmanager

@@ -40,7 +40,15 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from sidecar.filters import (
+from sidecar.record import Stored
+from sidecar.store import (
+    Page,
+    Search,
+    StoreUnavailable,
+    dense,
+    records,
+)
+from sidecar.store.filters import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
@@ -49,14 +57,6 @@ from sidecar.filters import (
     Scope,
     point_id,
     to_qdrant,
-)
-from sidecar.record import Stored
-from sidecar.store import (
-    Page,
-    Search,
-    StoreUnavailable,
-    dense,
-    records,
 )
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import jwt
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 
 SECRET = "proxy-tests-hs256-secret-of-32-bytes!!"
 ISSUER, AUDIENCE = "https://idp.test", "whose"

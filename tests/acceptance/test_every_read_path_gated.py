@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 from starlette.routing import Route
 
-from sidecar.app import create_app
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.http.app import create_app
 from sidecar.settings import Settings
 from tests.conftest import as_, free_port, start_opa, start_sidecar, stop
 

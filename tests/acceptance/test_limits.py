@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 from tests.acceptance.story import said_by
 from tests.conftest import as_, start_sidecar, stop
 

@@ -18,8 +18,8 @@ from qdrant_client import models as qm
 from qdrant_client.common.version_check import get_server_version, is_compatible
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from sidecar.identity import Identity
-from sidecar.writes import record_id
+from sidecar.auth.identity import Identity
+from sidecar.writes.writer import record_id
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
 from tests.conftest import Backend, start_sidecar, stop
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 from tests.acceptance.story import fresh_key, recall, said_by, stored
 from tests.conftest import as_
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from sidecar.embed import HashingEmbedder
-from sidecar.witnessed import MAX_WITNESSES
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.writes.witnessed import MAX_WITNESSES
 from tests.acceptance.story import fresh_key
 from tests.conftest import as_
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from sidecar.identity import Authenticator
+from sidecar.auth.tokens import Authenticator
 from sidecar.settings import Settings, is_loopback
 from tests.conftest import free_port, ops
 

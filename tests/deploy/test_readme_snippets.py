@@ -30,7 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 from tests.acceptance.test_llamaindex import SidecarEmbedding
 from tests.conftest import REPO, as_, start_sidecar, stop
 

@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from sidecar.app import create_app
+from sidecar.http.app import create_app
 from sidecar.settings import Settings
 from tests.conftest import REPORT, as_, start_sidecar, stop
 

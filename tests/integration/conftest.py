@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.opa import PolicyClient
+from sidecar.policy.opa import PolicyClient
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.server import ServerStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from sidecar.allow_rate import RedisAllowRates
+from sidecar.reads.allow_rate import RedisAllowRates
 
 
 async def test_one_replica_learns_what_another_observed(redis_url: str) -> None:

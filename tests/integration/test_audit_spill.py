@@ -21,8 +21,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from sidecar.app import audit_log
 from sidecar.audit import AuditedRecord, AuditEntry
+from sidecar.services import audit_log
 from sidecar.settings import Settings
 from tests.conftest import free_port, start_redis, stop
 

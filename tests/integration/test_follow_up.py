@@ -15,12 +15,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from sidecar.audit import AuditLog, SqliteSink
-from sidecar.cache import LocalCache
-from sidecar.decisions import DisclosureQuestion
-from sidecar.disclosure import Gate
-from sidecar.identity import Identity
-from sidecar.local_opa import LocalOpa
-from sidecar.opa import DISCLOSURE_RULE, PolicyClient
+from sidecar.auth.identity import Identity
+from sidecar.policy.cache import LocalCache
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.local_opa import LocalOpa
+from sidecar.policy.opa import DISCLOSURE_RULE, PolicyClient
+from sidecar.reads.gate import Gate
 from sidecar.record import Stored
 from sidecar.settings import Settings
 

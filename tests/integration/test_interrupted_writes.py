@@ -23,16 +23,16 @@ from typing import Any
 
 import pytest
 
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import KEYWORD_FIELDS, Scope
-from sidecar.identity import Identity
-from sidecar.locks import LocalLocks
-from sidecar.opa import PolicyClient
+from sidecar.auth.identity import Identity
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.opa import PolicyClient
 from sidecar.record import MemoryWrite
-from sidecar.repair import repair
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
-from sidecar.writes import Writer, WriteRefused
+from sidecar.store.filters import KEYWORD_FIELDS, Scope
+from sidecar.writes.locks import LocalLocks
+from sidecar.writes.repair import repair
+from sidecar.writes.writer import Writer, WriteRefused
 from tests.integration.conftest import BACKENDS, backend
 from tests.integration.test_supersession import check_chains
 

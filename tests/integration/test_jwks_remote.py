@@ -18,7 +18,8 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from sidecar.identity import Authenticator, Identity
+from sidecar.auth.identity import Identity
+from sidecar.auth.tokens import Authenticator
 from sidecar.settings import Settings
 from tests.integration.idp_server import ISSUED_FOR, LocalIdp, SigningKey
 

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from sidecar.allow_rate import LocalAllowRates
+from sidecar.answers.verdict import decide
 from sidecar.audit import AuditLog, SqliteSink
-from sidecar.cache import LocalCache
-from sidecar.decisions import DisclosureQuestion, Pushdown
-from sidecar.disclosure import Disclosure, Gate
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
-from sidecar.identity import Identity
-from sidecar.opa import PolicyClient
-from sidecar.reads import Bounds, Reader
+from sidecar.auth.identity import Identity
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.cache import LocalCache
+from sidecar.policy.contract import DisclosureQuestion, Pushdown
+from sidecar.policy.opa import PolicyClient
+from sidecar.reads.allow_rate import LocalAllowRates
+from sidecar.reads.gate import Disclosure, Gate
+from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
-from sidecar.verdict import decide
+from sidecar.store.filters import Scope
 from tests.integration.test_policy_client import data_calls
 
 DIM = 64

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.decisions import DisclosureQuestion
-from sidecar.identity import Identity
-from sidecar.opa import PolicyClient, PolicyUnavailable
+from sidecar.auth.identity import Identity
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from tests.conftest import free_port, start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

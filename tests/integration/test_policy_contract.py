@@ -15,8 +15,8 @@ import httpx
 import jsonschema
 import pytest
 
-from sidecar.decisions import DisclosureQuestion, write_input
-from sidecar.identity import Identity
+from sidecar.auth.identity import Identity
+from sidecar.policy.contract import DisclosureQuestion, write_input
 from sidecar.record import MemoryRecord
 from tests.conftest import POLICY_DIR, REPO
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from sidecar.audit import AuditLog, SqliteSink
-from sidecar.cache import LocalCache
-from sidecar.decisions import DisclosureQuestion
-from sidecar.disclosure import Gate
-from sidecar.filters import Scope
-from sidecar.identity import Identity
-from sidecar.opa import PolicyClient
-from sidecar.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.auth.identity import Identity
+from sidecar.policy.cache import LocalCache
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.opa import PolicyClient
+from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.reads.gate import Gate
 from sidecar.store.edge import EdgeStore
+from sidecar.store.filters import Scope
 from tests.conftest import start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from sidecar.app import open_redis
+from sidecar.services import open_redis
 from sidecar.settings import Settings
 from tests.conftest import free_port, start_redis, stop
 

@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
+from sidecar.embed.hashing import HashingEmbedder
 from sidecar.store.edge import EdgeStore
+from sidecar.store.filters import Scope
 from tests.conftest import REPO
 
 embed = HashingEmbedder(384).embed

@@ -19,10 +19,10 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
-from sidecar.app import open_store
-from sidecar.filters import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, TENANT_FIELD, Scope
+from sidecar.services import open_store
 from sidecar.settings import Settings
 from sidecar.store import StoreUnavailable
+from sidecar.store.filters import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, TENANT_FIELD, Scope
 from sidecar.store.server import ServerStore
 from tests.acceptance.story import said_by, stored
 from tests.conftest import as_, free_port, ops, start_sidecar, stop

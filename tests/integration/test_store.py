@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
-from sidecar.request_metrics import Traffic
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
+from sidecar.store.filters import Scope
 from tests.integration.conftest import BACKENDS, backend
 
 DIM = 64

@@ -23,18 +23,18 @@ import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.embed import HashingEmbedder
-from sidecar.filters import Scope
-from sidecar.identity import Identity
-from sidecar.locks import LocalLocks, LockUnavailable, RedisLocks
-from sidecar.opa import PolicyClient
+from sidecar.auth.identity import Identity
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.opa import PolicyClient
 from sidecar.record import MemoryWrite
-from sidecar.repair import repair
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
+from sidecar.store.filters import Scope
 from sidecar.store.server import ServerStore
-from sidecar.supersession import chain_of
-from sidecar.writes import Writer, WriteRefused
+from sidecar.writes.locks import LocalLocks, LockUnavailable, RedisLocks
+from sidecar.writes.repair import repair
+from sidecar.writes.supersession import chain_of
+from sidecar.writes.writer import Writer, WriteRefused
 from tests.integration.conftest import BACKENDS, backend
 
 DIM = 32

@@ -834,7 +834,7 @@ def text_relaxed(text: str, *, items: bool) -> list[Any]:
 
 def _minds_as_sets(minds: Any) -> Any:
     """A holder's views (and views of another mind) come by valid time, then record
-    id (sidecar/minds.py): views that start together are in generated-id order."""
+    id (sidecar/answers/minds.py): views that start together are in generated-id order."""
     if not isinstance(minds, list):
         return minds
     return [

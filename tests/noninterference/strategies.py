@@ -58,7 +58,7 @@ OP_KINDS = (
     "witness",
     "mcp",
 )
-# The MCP tools (sidecar/mcp_server.py), over streamable HTTP with the asker's token.
+# The MCP tools (sidecar/mcp/server.py), over streamable HTTP with the asker's token.
 MCP_TOOLS = ("recall", "get_memory", "history", "what_do_people_think", "remember")
 HIDE_BY: tuple[HideBy, ...] = ("audience", "scope", "tenant")
 

@@ -33,7 +33,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 from tests.conftest import POLICY_DIR, REPORT, Backend, as_, start_opa, start_sidecar, stop
 from tests.oracle.reference import (
     Config,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.allow_rate import ALPHA, LocalAllowRates, first_batch, updated
+from sidecar.reads.allow_rate import ALPHA, LocalAllowRates, first_batch, updated
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-RUNTIME = ["sidecar.app", "sidecar.serving", "sidecar.workers", "sidecar.cli"]
+RUNTIME = ["sidecar.http.app", "sidecar.serving", "sidecar.workers", "sidecar.cli"]
 
 
 def python(code: str) -> subprocess.CompletedProcess[str]:
@@ -30,7 +30,7 @@ def test_serving_imports_no_bench_module_and_no_plotting_library() -> None:
     result = python(code)
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
-    assert "sidecar.app" in loaded  # the probe did import the runtime
+    assert "sidecar.http.app" in loaded  # the probe did import the runtime
     leaked = [
         name
         for name in loaded

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sidecar.cache import Keys, LocalCache
-from sidecar.decisions import DisclosureQuestion
-from sidecar.identity import Identity
+from sidecar.auth.identity import Identity
+from sidecar.policy.cache import Keys, LocalCache
+from sidecar.policy.contract import DisclosureQuestion
 
 NOW = datetime(2026, 11, 30, 12, 0, 1, tzinfo=UTC)
 QUESTION = DisclosureQuestion(Identity("bob", "acme", groups=("g",)), ["carol"], "recall", NOW)

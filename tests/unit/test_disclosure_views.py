@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sidecar.decisions import DisclosureQuestion, policy_view
-from sidecar.disclosure import Disclosure
-from sidecar.identity import Identity
+from sidecar.auth.identity import Identity
+from sidecar.policy.contract import DisclosureQuestion, policy_view
+from sidecar.reads.gate import Disclosure
 from sidecar.record import Stored
 
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)

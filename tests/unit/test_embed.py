@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from sidecar.embed import HashingEmbedder
+from sidecar.embed.hashing import HashingEmbedder
 
 
 def _cos(a: list[float], b: list[float]) -> float:

@@ -1,5 +1,5 @@
 """A caller's Qdrant filter is bounded, keyed on what the caller is shown, and scoped to
-the caller's tenant before anything runs it (sidecar/filters.py)."""
+the caller's tenant before anything runs it (sidecar/store/filters.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from qdrant_client.http import models as qm
 
-from sidecar.filters import (
+from sidecar.store.filters import (
     MAX_CONDITIONS,
     MAX_DEPTH,
     FilterRefused,

@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from sidecar.identity import Authenticator, Identity
+from sidecar.auth.identity import Identity
+from sidecar.auth.tokens import Authenticator
 from sidecar.settings import Settings
 
 SECRET = "a-test-secret-of-at-least-32-bytes!!"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar import local_opa
-from sidecar.local_opa import LocalOpa
+from sidecar.policy import local_opa
+from sidecar.policy.local_opa import LocalOpa
 from tests.conftest import OPA_BINARY, POLICY_DIR
 
 

@@ -1,12 +1,12 @@
-"""Views grouped by whose mind they are in (sidecar/minds.py)."""
+"""Views grouped by whose mind they are in (sidecar/answers/minds.py)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from sidecar.answers.minds import minds
 from sidecar.messages import Item
-from sidecar.minds import minds
 
 
 def item(holder: str | None, value: str, **extra: Any) -> Item:

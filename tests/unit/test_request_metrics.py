@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from sidecar.request_metrics import RequestTimer, Traffic
+from sidecar.http.request_metrics import RequestTimer, Traffic
 
 
 class App:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sidecar.filters import EmptyOrAfter, Match, NotAfter, Scope, point_id
+from sidecar.store.filters import EmptyOrAfter, Match, NotAfter, Scope, point_id
 
 
 def test_tenant_is_always_the_first_condition() -> None:

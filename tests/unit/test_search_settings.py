@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.app import open_store
+from sidecar.services import open_store
 from sidecar.settings import Settings
 from sidecar.store import Search
 

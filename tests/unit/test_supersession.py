@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.supersession import Chain, chain_of, plan, possibly_left_open
+from sidecar.writes.supersession import Chain, chain_of, plan, possibly_left_open
 
 
 def rec(
@@ -336,7 +336,7 @@ class _Chain:
         is applied later, at `land()`, after other writes have read the chain."""
         heads = [dict(r) for r in self.stored.values() if "invalid_at" not in r]
         # Where the writer looks around: each new version that starts before a head,
-        # and, when two are open, each open version, with what it names (writes.py,
+        # and, when two are open, each open version, with what it names (writes/writer.py,
         # `_around`).
         starts = [
             new["valid_at"] for new in batch if any(h["valid_at"] > new["valid_at"] for h in heads)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sidecar import verdict
+from sidecar.answers import verdict
+from sidecar.answers.verdict import settle
 from sidecar.messages import Conflict, Item, Verdict
-from sidecar.verdict import settle
 from tests.unit.vocabulary import VOCABULARY
 
 

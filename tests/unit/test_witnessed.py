@@ -1,4 +1,4 @@
-"""Witnessed events as records (sidecar/witnessed.py): who gets which view, told to whom."""
+"""Witnessed events as records (sidecar/writes/witnessed.py): who gets which view, told to whom."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.witnessed import MAX_WITNESSES, WitnessedEvent, to_records
+from sidecar.writes.witnessed import MAX_WITNESSES, WitnessedEvent, to_records
 
 
 def event(**fields: Any) -> WitnessedEvent:
@@ -135,7 +135,7 @@ def test_refused_before_anything_is_written(fields: dict[str, Any], error: str) 
 
 
 def test_the_largest_event_fits_one_write() -> None:
-    from sidecar.writes import MAX_BATCH
+    from sidecar.writes.writer import MAX_BATCH
 
     largest = event(
         witnessed_by=[f"p{i}" for i in range(MAX_WITNESSES)],

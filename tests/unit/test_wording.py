@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.wording import PLACEHOLDERS, Vocabulary
+from sidecar.answers.wording import PLACEHOLDERS, Vocabulary
 from tests.unit.vocabulary import VOCABULARY
 
 P = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}

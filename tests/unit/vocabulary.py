@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sidecar.wording import Vocabulary
+from sidecar.answers.wording import Vocabulary
 from tests.conftest import POLICY_DIR
 
 VOCABULARY = Vocabulary.parse(

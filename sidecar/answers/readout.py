@@ -1,0 +1,151 @@
+"""What an LLM reads: an answer of the API as plain text. Pure.
+
+The MCP tools (mcp/server.py) hand this text to the model and the JSON answer to
+the host. The text holds only what the answer itself discloses, worded as the
+answer words it: each item's attribution sentence (never the writer's own
+wording, `as_written`), what the policy lets it support, its obligations in
+words ("cite private-session-42", "verify before acting"), and the verdict in
+words. An abstention says so, and says nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sidecar.messages import (
+    Conflict,
+    HistoryResponse,
+    Item,
+    MemoryResponse,
+    PropositionResponse,
+    RecallResponse,
+    StoredRecords,
+    Verdict,
+)
+
+VERDICTS: dict[Verdict, str] = {
+    "answer": (
+        "answer: an authoritative, current fact is below; you may answer with it, and "
+        "any beliefs stay attributed to their holders."
+    ),
+    "attributed": (
+        "attributed: only beliefs, each someone's view. Present each as its holder's "
+        '("alice believes ..."), never as a fact.'
+    ),
+    "conflict": (
+        "conflict: people disagree about this. Present every view with its holder; do "
+        "not pick one as true."
+    ),
+    "abstain": "abstain: nothing you may be told: verify or abstain.",
+}
+
+
+def obligation(code: str, item: Item) -> str:
+    """One obligation in words; a code this sidecar does not know is shown as is, so a
+    new obligation in the policy is never dropped."""
+    if code == "attribute":
+        holder = item.observer_id or (item.source.speaker if item.source else None)
+        return f"attribute it to {holder}" if holder else "say whose claim it is"
+    if code == "cite_source":
+        return f"cite {item.source_id}"
+    if code == "verify_before_acting":
+        return "verify before acting"
+    return code
+
+
+def item_lines(number: int, item: Item) -> list[str]:
+    lines = [f"{number}. {item.attribution}"]
+    use = f"usable as: {item.usable_as}"
+    if item.status != "current":
+        use += f" ({item.status}: no longer held)"
+    if item.obligations:
+        use += "; obligations: " + "; ".join(obligation(o, item) for o in item.obligations)
+    lines.append(f"   {use}")
+    if item.notes:
+        lines.append("   policy notes: " + ", ".join(item.notes))
+    lines.append(f"   id: {item.id}")
+    return lines
+
+
+def _items(items: Sequence[Item]) -> list[str]:
+    return [line for n, item in enumerate(items, 1) for line in item_lines(n, item)]
+
+
+def _conflicts(conflicts: Sequence[Conflict]) -> list[str]:
+    lines = []
+    for conflict in conflicts:
+        views = "; ".join(
+            f"{view.holder or 'an unnamed source'}: {view.value} ({view.usable_as})"
+            for view in conflict.views
+        )
+        lines.append(f"Disagreement about {conflict.key}: {views}.")
+    return lines
+
+
+def recall(answer: RecallResponse) -> str:
+    lines = [VERDICTS[answer.verdict]]
+    lines += _items(answer.items)
+    lines += _conflicts(answer.conflicts)
+    if answer.truncated:
+        lines.append("(The search stopped at its bound: more may exist.)")
+    return "\n".join(lines)
+
+
+def propositions(answer: PropositionResponse) -> str:
+    lines = [f"What people think about {answer.key}.", VERDICTS[answer.verdict]]
+    if answer.world_state is not None:
+        lines.append("The fact:")
+        lines += item_lines(1, answer.world_state)
+    if answer.perspectives:
+        lines.append("Views:")
+        lines += _items(answer.perspectives)
+    lines += _conflicts(answer.conflicts)
+    if answer.truncated:
+        lines.append("(The listing stopped at its bound: more views may exist.)")
+    return "\n".join(lines)
+
+
+def memory(answer: MemoryResponse) -> str:
+    return "\n".join(item_lines(1, answer.item))
+
+
+def history(answer: HistoryResponse) -> str:
+    lines = ["The versions of this memory you may see, oldest first:"]
+    lines += _items(answer.items)
+    return "\n".join(lines)
+
+
+def stored(answer: StoredRecords) -> str:
+    lines = [f"Remembered {len(answer.records)} claim(s), each as its speaker's own view:"]
+    for n, record in enumerate(answer.records, 1):
+        audience = ", ".join(record.audience)
+        lines.append(f"{n}. {record.content} (visible to {audience}; id {record.id})")
+    return "\n".join(lines)
+
+
+def refusal(error: str, reasons: Sequence[object]) -> str:
+    """A refusal: the stable code first, so a model (and a person) can act on it."""
+    words = {
+        "unauthenticated": "not authenticated",
+        "invalid_request": "the arguments are not valid",
+        "not_found": "no such memory, or none you may see",
+        "write_refused": "the write was refused and nothing was stored",
+        "policy_unavailable": "the policy could not be asked: nothing may be disclosed; "
+        "verify or abstain",
+        "store_unavailable": "the memory store is unavailable; try again later",
+        "lock_unavailable": "the memory is busy; try again later",
+    }
+    text = f"{error}: {words.get(error, 'refused')}"
+    if reasons:
+        text += "\nreasons: " + "; ".join(_reason(r) for r in reasons)
+    return text
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, dict):
+        if "reasons" in reason:  # a write refusal: per record of the batch
+            return f"record {reason.get('index')}: " + ", ".join(map(str, reason["reasons"]))
+        if "loc" in reason:  # a validation error
+            where = ".".join(map(str, reason["loc"]))
+            return f"{where}: {reason.get('type')} ({reason.get('msg')})"
+    return str(reason)

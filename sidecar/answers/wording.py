@@ -1,0 +1,227 @@
+"""How a disclosed record is worded: always whose claim it is, never a bare fact
+unless the policy said it may be used as one.
+
+The policy decides what a record may be used as (`usable_as`); its vocabulary
+(policy data, `data.whose.vocabulary`, sent with every batch of decisions) says
+how each use is worded and what it means for a verdict. A security team adds a
+use in Rego and data alone: a use without wording is a malformed answer, and
+nothing is disclosed (fail closed).
+
+The sentence is what an LLM reads: it is served as the item's `content` and as
+the Qdrant payload's `content` (the document text RAG libraries use), so the
+writer's own wording, which may flatten a point of view into a fact, is kept
+apart in `as_written`.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sidecar.messages import Item
+from sidecar.policy.contract import Decision
+from sidecar.record import Stored
+
+# What a sentence template may name (see `_placeholders`).
+PLACEHOLDERS = frozenset(
+    {
+        "claim",
+        "Claim",
+        "holder",
+        "observed",
+        "knower",
+        "verb",
+        "attitude",
+        "groups",
+        "whose",
+        "source",
+        "confidence",
+    }
+)
+
+
+class MalformedVocabulary(ValueError):
+    """The policy's vocabulary cannot word its own decisions."""
+
+
+class Use(BaseModel):
+    """How one `usable_as` is worded, and what it means for a verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    sentence: str = Field(description="A template over the placeholders in wording.PLACEHOLDERS.")
+    answers: bool = Field(
+        default=False,
+        description="A current one, unopposed, makes the verdict `answer` (the policy's facts).",
+    )
+    view_of_claim: bool = Field(
+        default=True,
+        description="A value for the proposition itself, compared in conflicts (a belief "
+        "about someone else's mind is not).",
+    )
+
+
+class Vocabulary(BaseModel):
+    """data.whose.vocabulary: the words for the policy's decisions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    uses: dict[str, Use]
+    verbs: dict[str, str] = Field(
+        default_factory=dict, description="By modality: how a holder holds the claim."
+    )
+    attitudes: dict[str, str] = Field(
+        default_factory=dict, description="By observed_attitude: what the observed holds."
+    )
+    source: str = Field(default="", description="Appended to every sentence.")
+
+    @classmethod
+    def parse(cls, raw: Any) -> Vocabulary:
+        try:
+            vocabulary = cls.model_validate(raw)
+        except ValidationError as exc:
+            raise MalformedVocabulary(f"vocabulary: {exc.errors()[0]['msg']}") from None
+        for template in [vocabulary.source, *(use.sentence for use in vocabulary.uses.values())]:
+            _template(template)
+        return vocabulary
+
+    def check(self, decisions: dict[str, Decision]) -> None:
+        """Every allowed decision names a use this vocabulary can word."""
+        for decision in decisions.values():
+            if decision.allow and decision.usable_as not in self.uses:
+                raise MalformedVocabulary(f"no wording for usable_as {decision.usable_as!r}")
+
+    def answers(self, usable_as: str) -> bool:
+        use = self.uses.get(usable_as)
+        return use is not None and use.answers
+
+    def view_of_claim(self, usable_as: str) -> bool:
+        use = self.uses.get(usable_as)
+        return use is not None and use.view_of_claim
+
+    def sentence(self, record: dict[str, Any], usable_as: str) -> str:
+        use = self.uses[usable_as]
+        values = _Values(self, record)
+        return use.sentence.format_map(values) + self.source.format_map(values)
+
+
+class _Values(dict[str, str]):
+    """A record's placeholder values, each worked out only when a template names it
+    (a sentence names a few of the eleven)."""
+
+    def __init__(self, vocabulary: Vocabulary, record: dict[str, Any]) -> None:
+        super().__init__()
+        self.vocabulary = vocabulary
+        self.record = record
+
+    def __missing__(self, name: str) -> str:
+        value = _VALUES[name](self)
+        self[name] = value
+        return value
+
+
+def _holder(values: _Values) -> str:
+    record = values.record
+    source = record.get("source") or {}
+    return str(record.get("observer_id") or source.get("speaker") or "an unnamed source")
+
+
+def _claim_capitalised(values: _Values) -> str:
+    claim = values["claim"]
+    return claim[:1].upper() + claim[1:]
+
+
+_VALUES: dict[str, Callable[[_Values], str]] = {
+    "claim": lambda v: _claim(v.record),
+    "Claim": _claim_capitalised,
+    "holder": _holder,
+    "observed": lambda v: v.record.get("observed_id") or "",
+    "knower": lambda v: v["observed"] or v["holder"],
+    "verb": lambda v: v.vocabulary.verbs.get(v.record.get("modality", ""), "believes"),
+    "attitude": lambda v: v.vocabulary.attitudes.get(
+        v.record.get("observed_attitude", ""), "believes"
+    ),
+    "groups": lambda v: ", ".join(
+        a for a in v.record.get("audience", []) if a.startswith("group:")
+    ),
+    "whose": lambda v: _whose_claim(v.record),
+    "source": lambda v: str(v.record.get("source_id")),
+    "confidence": lambda v: f"{float(v.record.get('confidence', 1.0)):.2f}",
+}
+assert _VALUES.keys() == PLACEHOLDERS
+
+
+def _template(text: str) -> str:
+    try:
+        named = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as exc:
+        raise MalformedVocabulary(f"sentence {text!r}: {exc}") from None
+    unknown = named - PLACEHOLDERS
+    if unknown:
+        raise MalformedVocabulary(f"sentence {text!r} names unknown {sorted(unknown)}")
+    return text
+
+
+def _whose_claim(record: dict[str, Any]) -> str:
+    """Who stands behind a claim with no verified source: its holder, the speaker
+    whose words a relay recorded, else the writer that recorded it.
+
+    A world-state claim may have no holder; then the wording must still say whose
+    it is rather than pass it off as anonymous."""
+    if observer := record.get("observer_id"):
+        return f" (claimed by {observer})"
+    if speaker := (record.get("source") or {}).get("speaker"):
+        return f" (claimed by {speaker})"
+    if writer := (record.get("provenance") or {}).get("writer"):
+        return f" (recorded by {writer})"
+    return ""
+
+
+def _claim(record: dict[str, Any]) -> str:
+    proposition = record.get("proposition") or {}
+    text = proposition.get("text")
+    if text:
+        return str(text)
+    # Without a bare proposition the content is the claim; quote it, do not restate it.
+    return f"“{record.get('content', '')}”"
+
+
+def disclosed_item(
+    record: Stored, decision: Decision, vocabulary: Vocabulary, at: datetime
+) -> Item:
+    """An allowed record as the agent receives it: attributed, with its obligations.
+
+    `at` is the instant asked about: the status says whether the version still
+    applied then."""
+    payload = record.payload
+    sentence = vocabulary.sentence(payload, decision.usable_as)
+    fields = {k: v for k, v in payload.items() if k in _ITEM_FIELDS}
+    return Item.model_validate(
+        fields
+        | {
+            "content": sentence,
+            "as_written": payload.get("content"),
+            "attribution": sentence,
+            "usable_as": decision.usable_as,
+            "obligations": sorted(decision.obligations),
+            "notes": sorted(decision.reasons),
+            "status": record.status_at(at),
+            "score": record.score,
+        }
+    )
+
+
+_ITEM_FIELDS = set(Item.model_fields) - {
+    "content",
+    "as_written",
+    "attribution",
+    "usable_as",
+    "obligations",
+    "notes",
+    "status",
+    "score",
+}

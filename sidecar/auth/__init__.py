@@ -1,0 +1,1 @@
+"""Who is asking: verified tokens, their keys, and the identity they carry."""

@@ -1,0 +1,50 @@
+"""Who is asking, once verified: the identity every decision is made for, and what
+counts as a name in it. Pure: where it comes from is tokens.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+# Names (sub, tenant, each group, role, scope) and list claims are bounded: the
+# policy input and every audit entry carry them.
+MAX_NAME_CHARS = 200
+MAX_LIST_ENTRIES = 100
+# Audiences name groups as "group:<name>": a principal of that name would be
+# admitted wherever the group is.
+GROUP_PREFIX = "group:"
+
+
+@dataclass(frozen=True)
+class Identity:
+    id: str
+    tenant: str
+    groups: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+
+    def policy_view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "groups": list(self.groups),
+            "roles": list(self.roles),
+            "scopes": list(self.scopes),
+        }
+
+
+class Refused(Exception):
+    """A token or dev identity that is not accepted, with the reason code for the 401."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def is_name(value: Any) -> TypeGuard[str]:
+    # A blank or padded name would name nobody, or someone else to a stricter reader.
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS and value == value.strip()
+
+
+def is_principal(value: Any) -> TypeGuard[str]:
+    return is_name(value) and not value.startswith(GROUP_PREFIX)

@@ -1,0 +1,1 @@
+"""Text to vectors, for queries and records that come without one."""

@@ -1,0 +1,1 @@
+"""The HTTP transport: the FastAPI app, the native API, admin and operations routes."""

@@ -1,0 +1,1 @@
+"""The Model Context Protocol transport: whose's memory as tools an agent can call."""

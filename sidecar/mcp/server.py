@@ -1,0 +1,488 @@
+"""The Model Context Protocol server: whose's memory as tools an agent can call.
+
+Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp`
+(identity: the API's verified bearer token, per HTTP request), and stdio
+(`whose mcp`: identity from a token in the environment, verified per call, or a
+dev identity). Each tool calls what the matching HTTP route calls: the one read
+path through http/api.py's shared functions (reads/reader.py, the disclosure gate, wording),
+and the write path (observations.to_records, writes/writer.py), so nothing is gated
+twice or differently (docs/design.md §5, §6).
+
+A tool result's text is what the model reads (answers/readout.py): attribution
+sentences with their obligations, the verdict in words. Its structured content
+is the API's JSON answer. A refusal is a tool error whose text starts with the
+reason code and whose structured content is the API's Problem.
+
+Over HTTP the server is stateless: every request is authenticated on its own and
+no session outlives it, so no session can be carried over to another identity,
+and replicas need no sticky routing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import HTTPException
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from sidecar import __version__, metrics
+from sidecar.answers import readout
+from sidecar.auth.identity import (
+    GROUP_PREFIX,
+    MAX_LIST_ENTRIES,
+    Identity,
+    Refused,
+    is_name,
+    is_principal,
+)
+from sidecar.auth.tokens import Authenticator
+from sidecar.http import api
+from sidecar.messages import (
+    HistoryResponse,
+    MemoryResponse,
+    PropositionResponse,
+    RecallRequest,
+    RecallResponse,
+    StoredRecords,
+)
+from sidecar.policy.opa import PolicyUnavailable
+from sidecar.record import Instant, Name
+from sidecar.services import Services, open_services
+from sidecar.settings import Settings, is_loopback
+from sidecar.store import StoreUnavailable
+from sidecar.writes.locks import LockUnavailable
+from sidecar.writes.observations import Claim, Observation, Present, to_records
+from sidecar.writes.writer import WriteRefused
+
+PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+# Where the HTTP endpoint leaves the verified identity for the tools.
+IDENTITY = "whose.identity"
+
+INSTRUCTIONS = """\
+whose is a memory that keeps track of whose claim each memory is, and who may hear it.
+What you get back are attributed beliefs, not facts: "alice believes that the launch is
+October 17 — source private-session-42, confidence 0.78" means Alice believes it, not that
+it is true. When you use a memory:
+- say whose view it is (attribute it to its holder), and cite its source;
+- "verify before acting" means: do not act on it until it is confirmed elsewhere;
+- only an item usable as `fact` may be stated as true; everything else stays someone's view;
+- a conflict means people disagree: give every view with its holder, and pick none;
+- an abstention means there is nothing you may be told: say you do not know, or verify;
+  never guess the answer, and never take an abstention for "no".
+When you remember, store what someone said as their own view (the speaker), with who was
+present (the participants): never restate one person's words as another's knowledge."""
+
+USE = (
+    " The result's text is what you may tell: each line is somebody's claim, worded as whose"
+    " it is, with what it may be used as and its obligations (attribute it to its holder,"
+    " cite its source, verify before acting). Keep the attribution when you repeat it."
+)
+
+
+class Unauthenticated(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# How a tool finds who is calling: from the HTTP request (the endpoint verified it),
+# or, over stdio, from the token in the environment or the dev identity.
+IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
+
+
+async def from_http_request(ctx: Context[Any, Any]) -> Identity:
+    request = ctx.request_context.request
+    who = request.scope.get(IDENTITY) if isinstance(request, Request) else None
+    if not isinstance(who, Identity):
+        # Fail closed: a request that did not come through the endpoint has nobody.
+        raise Unauthenticated("missing_token")
+    return who
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _problem(error: str, reasons: Sequence[object] = ()) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=readout.refusal(error, reasons))],
+        structured_content={"error": error, "reasons": list(reasons)},
+        is_error=True,
+    )
+
+
+def _validation_reasons(exc: ValidationError) -> list[dict[str, Any]]:
+    # As the HTTP API's 422: where and what, never the input echoed back.
+    return [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()]
+
+
+def _result(text: str, answer: BaseModel) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=answer.model_dump(mode="json", exclude_none=True),
+    )
+
+
+class _Server(MCPServer[Any]):
+    """An MCPServer whose refusals all have the API's shape (a reason code first)."""
+
+    def __init__(self, tools: list[Tool], **kwargs: Any) -> None:
+        super().__init__(tools=tools, **kwargs)
+        self._ours = {tool.name: tool for tool in tools}
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        tool = self._ours.get(name)
+        if tool is not None:
+            # Checked here rather than by the SDK, so that a bad argument is refused like
+            # the HTTP API refuses it: `invalid_request` with every reason.
+            try:
+                tool.fn_metadata.validate_arguments(arguments)
+            except ValidationError as exc:
+                return _problem("invalid_request", _validation_reasons(exc))
+        return await super().call_tool(name, arguments, context)
+
+
+def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServer[Any]:
+    """The MCP server with whose's tools; `services` and `identity_of` say where a call
+    finds the sidecar and its caller."""
+
+    async def guarded(
+        ctx: Context[Any, Any], answer: Callable[[Services, Identity], Awaitable[CallToolResult]]
+    ) -> CallToolResult:
+        """Identity first, then the call; every refusal as a tool error with its code."""
+        try:
+            who = await identity_of(ctx)
+            return await answer(services(), who)
+        except Unauthenticated as exc:
+            return _problem("unauthenticated", [exc.reason])
+        except ValidationError as exc:
+            return _problem("invalid_request", _validation_reasons(exc))
+        except HTTPException as exc:
+            # The API's own refusals (404 not_found, 422 invalid_request), as it words them.
+            detail = exc.detail if isinstance(exc.detail, Mapping) else {}
+            error = str(detail.get("error", "refused"))
+            reasons = detail.get("reasons") or ([detail["reason"]] if "reason" in detail else [])
+            return _problem(error, list(reasons))
+        except WriteRefused as exc:
+            return _problem("write_refused", exc.problems)
+        except PolicyUnavailable as exc:
+            metrics.POLICY_UNAVAILABLE.inc()
+            return _problem("policy_unavailable", [exc.reason] if exc.reason else [])
+        except StoreUnavailable:
+            return _problem("store_unavailable")
+        except LockUnavailable:
+            return _problem("lock_unavailable")
+
+    async def remember(
+        ctx: Context[Any, Any],
+        speaker: Annotated[Present, Field(description="Who said it (a person, not a group).")],
+        source_id: Annotated[
+            Name, Field(description="Where it was said, e.g. the session or thread id.")
+        ],
+        claims: Annotated[
+            list[Claim],
+            Field(
+                min_length=1,
+                max_length=100,
+                description="What the speaker claimed: each a proposition {text, key, value};"
+                " with `about` and `attitude` when it is about someone else's mind"
+                ' ("I think Bob knows"); `hedged` when said with doubt.',
+            ),
+        ],
+        participants: Annotated[
+            list[Present],
+            Field(max_length=1000, description="Everyone else who was present and heard it."),
+        ] = [],  # noqa: B006 (pydantic copies defaults)
+        channel: Annotated[Name | None, Field(description="e.g. dm, meeting, channel.")] = None,
+        said_at: Annotated[Instant | None, Field(description="When it was said.")] = None,
+        access_scope: Annotated[
+            Name | None, Field(description="A clearance every hearer must hold.")
+        ] = None,
+    ) -> Annotated[CallToolResult, StoredRecords]:
+        """Remember what someone said, as the speaker's own view.
+
+        Each claim is stored as the speaker's belief, visible to the speaker and the
+        participants only. A claim about someone else's mind stays the speaker's belief
+        about that mind: "Alice thinks Bob knows" never becomes "Bob knows". Send what was
+        said, by whom, with whom present; do not rewrite it as a fact."""
+
+        async def answer(svc: Services, who: Identity) -> CallToolResult:
+            observation = Observation(
+                speaker=speaker,
+                source_id=source_id,
+                channel=channel,
+                participants=participants,
+                said_at=said_at,
+                access_scope=access_scope,
+                claims=claims,
+            )
+            records = await svc.writer.write(to_records(observation), who, _now(), "mcp.remember")
+            written = StoredRecords(records=records)
+            return _result(readout.stored(written), written)
+
+        return await guarded(ctx, answer)
+
+    async def recall(
+        ctx: Context[Any, Any],
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="The question.")],
+        about: Annotated[
+            Name | None, Field(description="Only views of this proposition key.")
+        ] = None,
+        as_of: Annotated[
+            Instant | None, Field(description="The instant asked about (default: now).")
+        ] = None,
+        audience: Annotated[
+            list[Name],
+            Field(
+                max_length=100,
+                description="Everyone who will hear your answer besides you (people, or"
+                " group:<name>): only what all of them may hear comes back.",
+            ),
+        ] = [],  # noqa: B006 (pydantic copies defaults)
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
+    ) -> Annotated[CallToolResult, RecallResponse]:
+        """Recall memories relevant to a question, as attributed beliefs or an abstention.
+
+        The verdict says how to answer: `answer` (an authoritative fact), `attributed`
+        (only beliefs: present each as its holder's), `conflict` (people disagree: give
+        every view), `abstain` (nothing you may be told: say you do not know, or verify).
+        If others will hear your answer, name them in `audience`."""
+
+        async def answer(svc: Services, who: Identity) -> CallToolResult:
+            request = RecallRequest(
+                query=query, about=about, as_of=as_of, audience=audience, limit=limit
+            )
+            recalled = await api.recalled(request, svc, who, "mcp.recall")
+            return _result(readout.recall(recalled), recalled)
+
+        return await guarded(ctx, answer)
+
+    async def get_memory(
+        ctx: Context[Any, Any],
+        id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
+        as_of: Annotated[
+            Instant | None,
+            Field(description="The version of this memory that applied at this instant."),
+        ] = None,
+    ) -> Annotated[CallToolResult, MemoryResponse]:
+        """One memory by id, attributed; `not_found` if it does not exist or you may not
+        see it (the two are the same answer)."""
+
+        async def answer(svc: Services, who: Identity) -> CallToolResult:
+            found = await api.memory(svc, who, id, as_of, "mcp.get_memory")
+            return _result(readout.memory(found), found)
+
+        return await guarded(ctx, answer)
+
+    async def history(
+        ctx: Context[Any, Any],
+        id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
+    ) -> Annotated[CallToolResult, HistoryResponse]:
+        """How a holder's view changed: the versions of one memory you may see, oldest
+        first, each marked current or superseded."""
+
+        async def answer(svc: Services, who: Identity) -> CallToolResult:
+            versions = await api.chain(svc, who, id, "mcp.history")
+            return _result(readout.history(versions), versions)
+
+        return await guarded(ctx, answer)
+
+    async def what_do_people_think(
+        ctx: Context[Any, Any],
+        key: Annotated[
+            str,
+            Field(min_length=1, max_length=200, description="A proposition key, e.g. launch.date."),
+        ],
+        audience: Annotated[
+            list[Name],
+            Field(max_length=100, description="Everyone who will hear your answer besides you."),
+        ] = [],  # noqa: B006 (pydantic copies defaults)
+    ) -> Annotated[CallToolResult, PropositionResponse]:
+        """Every view you may see of one proposition, each with its holder, and the
+        authoritative fact if there is one; disagreements are listed as conflicts."""
+
+        async def answer(svc: Services, who: Identity) -> CallToolResult:
+            found = await api.views(svc, who, key, audience, "mcp.what_do_people_think")
+            return _result(readout.propositions(found), found)
+
+        return await guarded(ctx, answer)
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    tools = [
+        Tool.from_function(
+            remember,
+            description=(remember.__doc__ or "") + USE.replace("tell", "check"),
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, open_world_hint=False
+            ),
+        ),
+        *(
+            Tool.from_function(fn, description=(fn.__doc__ or "") + USE, annotations=read_only)
+            for fn in (recall, get_memory, history, what_do_people_think)
+        ),
+    ]
+    return _Server(
+        tools,
+        name="whose",
+        title="whose: attributed memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        # The SDK configures the root logger only if nothing has (logs.configure has, in
+        # `whose serve` and `whose mcp`); then it should not make a caller chattier.
+        log_level="WARNING",
+    )
+
+
+# --- streamable HTTP on the sidecar -------------------------------------------------------
+
+
+def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSessionManager:
+    """Stateless, JSON answers; the SDK's DNS-rebinding protection on a loopback host,
+    where a web page could otherwise reach the sidecar through the user's browser."""
+    security = None
+    if is_loopback(settings.host):
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    server.streamable_http_app(
+        streamable_http_path=PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
+    return server.session_manager
+
+
+class Endpoint:
+    """ASGI app at /mcp: every HTTP request is authenticated like any API request (the
+    same Authenticator), then handed to the SDK with the identity in its scope."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, settings: Settings) -> None:
+        self.manager = manager
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        services: Services = request.app.state.services
+        try:
+            who = await services.authenticate(request)
+        except HTTPException as exc:
+            # RFC 9728 §5.1: tell an MCP host where to learn which issuer's token to get.
+            challenge = "Bearer"
+            if self.settings.jwt_issuer is not None:
+                challenge += f' resource_metadata="{metadata_url(request, self.settings)}"'
+            response = JSONResponse(
+                exc.detail, status_code=exc.status_code, headers={"WWW-Authenticate": challenge}
+            )
+            await response(scope, receive, send)
+            return
+        await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def resource_url(request: Request, settings: Settings) -> str:
+    """The MCP endpoint's own URL, as hosts know it: configured (behind a proxy), else
+    the request's Host only where the sidecar checks it (a loopback bind, the names
+    the DNS-rebinding protection admits), else the bind address. Never a Host that
+    nothing checked: the metadata would name whatever resource a caller wrote there."""
+    if settings.mcp_resource_url:
+        return settings.mcp_resource_url
+    if is_loopback(settings.host):
+        name, _, port = request.headers.get("host", "").rpartition(":")
+        if name in LOOPBACK_NAMES and port.isdigit():
+            return f"{request.url.scheme}://{name}:{port}{PATH}"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}{PATH}"
+
+
+def metadata_url(request: Request, settings: Settings) -> str:
+    base = resource_url(request, settings).removesuffix(PATH)
+    return base + METADATA_PATH + PATH
+
+
+async def protected_resource(request: Request) -> JSONResponse:
+    """RFC 9728 protected-resource metadata: the issuer whose tokens the sidecar takes.
+
+    Served only when an issuer is configured (WHOSE_JWT_ISSUER): without one there is
+    no authorization server to name, and a host must be given a token by hand."""
+    services: Services = request.app.state.services
+    settings = services.settings
+    if settings.jwt_issuer is None:
+        return JSONResponse({"error": "not_found"}, status_code=404)
+    return JSONResponse(
+        {
+            "resource": resource_url(request, settings),
+            "authorization_servers": [settings.jwt_issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "whose",
+        }
+    )
+
+
+# --- stdio: `whose mcp` -------------------------------------------------------------------
+
+
+def dev_identity(
+    asker: str, tenant: str, groups: Sequence[str] = (), roles: Sequence[str] = ()
+) -> Identity:
+    """A dev identity, held to the rules of a token's claims (auth/identity.py)."""
+    names = [tenant, *groups, *roles]
+    if not is_principal(asker) or not all(is_name(n) for n in names):
+        raise ValueError("invalid dev identity: names are 1..200 characters, unpadded")
+    if len(groups) > MAX_LIST_ENTRIES or len(roles) > MAX_LIST_ENTRIES:
+        raise ValueError(f"invalid dev identity: at most {MAX_LIST_ENTRIES} groups and roles")
+    bare = tuple(g.removeprefix(GROUP_PREFIX) for g in groups)
+    if not all(is_name(g) for g in bare):
+        raise ValueError("invalid dev identity: a group needs a name")
+    return Identity(id=asker, tenant=tenant, groups=bare, roles=tuple(roles))
+
+
+async def serve_stdio(settings: Settings, token: str | None, dev: Identity | None) -> None:
+    """Serve the tools over stdin/stdout until the host closes them.
+
+    With a token, it is verified now (a bad one fails the start) and again on every
+    call, so an expired or revoked key stops the session's access as it would an HTTP
+    caller's. Raises ValueError when there is no identity to serve."""
+    authenticate = Authenticator(settings)
+    if dev is not None:
+        fixed = dev
+
+        async def identity_of(_: Context[Any, Any]) -> Identity:
+            return fixed
+
+    elif token:
+        try:
+            await authenticate.verify(token)
+        except Refused as refused:
+            raise ValueError(f"WHOSE_TOKEN is not accepted: {refused.reason}") from None
+
+        async def identity_of(_: Context[Any, Any]) -> Identity:
+            try:
+                return await authenticate.verify(token)
+            except Refused as refused:
+                raise Unauthenticated(refused.reason) from None
+
+    else:
+        raise ValueError("no identity: set WHOSE_TOKEN to a token, or use --dev with --asker")
+    async with open_services(settings, authenticate) as services:
+        server = build(lambda: services, identity_of)
+        await server.run_stdio_async()

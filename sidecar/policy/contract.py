@@ -1,0 +1,225 @@
+"""What the sidecar asks the policy, and what it hears back: pure data, no I/O.
+
+The questions (`DisclosureQuestion`, the writer and records of a write) are turned
+into OPA input here; the answers (`Decision`, `WriteDecision`, `Explanation`) are
+validated here. The OPA client (policy/opa.py) only carries them.
+
+The claim itself stays out of the policy input: the free text and the bare value
+(`content`, `proposition.text`, `proposition.value`) are what a policy guards,
+not what it decides on, and the input is logged by OPA and shown by explain.
+Everything else about a record is there, so new rules need no Python change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
+
+from sidecar.auth.identity import Identity
+from sidecar.record import MemoryRecord, Name
+from sidecar.store.filters import Scope, iso
+
+_NOT_FOR_POLICY = ("content",)
+_PROPOSITION_FOR_POLICY = ("key",)
+
+# The purposes the disclosure policy knows (an unknown one is denied there).
+Purpose = str
+
+
+# --- the policy's input, as a contract (schemas/policy/, referenced by the Rego) ----
+
+
+class PolicyIdentity(BaseModel):
+    """An asker, audience member or writer as the policy sees them. Token claims
+    (`groups`, `roles`, `scopes`) are the bearer's own; others carry none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name
+    tenant: Name
+    groups: list[Name] = Field(default_factory=list)
+    roles: list[Name] = Field(default_factory=list)
+    scopes: list[Name] = Field(default_factory=list)
+
+
+class PolicyProposition(BaseModel):
+    """The claim as the policy sees it: only what it is about, never the claim."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Name | None = None
+
+
+# A stored record as the policy sees it: every field of the record but the claim
+# itself (`content`, `proposition.text`, `proposition.value`); see policy_view.
+_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field)
+    for name, field in MemoryRecord.model_fields.items()
+    if name not in (*_NOT_FOR_POLICY, "proposition")
+}
+PolicyRecord = create_model(
+    "PolicyRecord",
+    __config__=ConfigDict(extra="forbid"),
+    proposition=(PolicyProposition | None, None),
+    **_FIELDS,
+)
+
+
+class DisclosureInput(BaseModel):
+    """data.whose.disclosure.batch (`records`) and explanation (`record`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    audience: list[Name]
+    purpose: str
+    now: str = Field(description="RFC 3339, UTC")
+    as_of: str = Field(description="RFC 3339, UTC: the instant asked about")
+    records: list[PolicyRecord] | None = None
+    record: PolicyRecord | None = None
+
+
+class IngestInput(BaseModel):
+    """data.whose.ingest.decisions (`records`; `record` for the single-record rule)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity
+    records: list[PolicyRecord] | None = None
+    record: PolicyRecord | None = None
+    premises: list[PolicyRecord] = Field(default_factory=list)
+
+
+class Decision(BaseModel):
+    """What the disclosure policy says about one record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    # Checked against the policy's vocabulary (see answers/wording.py): a use the policy
+    # cannot word is a malformed answer, and nothing is disclosed.
+    usable_as: str = Field(min_length=1)
+    obligations: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
+# What a record gets when the policy said nothing about it.
+NO_DECISION = Decision(allow=False, usable_as="none", reasons=["no_decision"])
+
+
+class WriteDecision(BaseModel):
+    """What the write policy says about one record of a batch."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+    # Whether the writer may read the record it writes (the policy's visible_to):
+    # a writer that may not is told nothing about the records stored beside it.
+    readable: StrictBool = False
+
+
+class RuleReasons(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    rule: str
+    reasons: list[str]
+
+
+class Explanation(BaseModel):
+    """whose.disclosure.explanation: the decision and, per rule, what it contributed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: Decision
+    rules: list[RuleReasons]
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The decisions for one batch, and which OPA decision and revision made them."""
+
+    decisions: dict[str, Decision]
+    decision_id: str | None
+    revision: str | None
+    # The policy's vocabulary under that revision (see answers/wording.py).
+    vocabulary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pushdown:
+    """What every disclosable record meets, for the store to filter on (see policy/pushdown.py).
+
+    Per constrained audience member, the audience entries that admit them; the scopes
+    every member holds (None: not constrained). Empty: no narrowing at all.
+    `derived`: made from the policy (else pushdown is off or fell back, and a search
+    returns records the asker may not see, for the policy to withhold).
+    """
+
+    audience_any_of: tuple[tuple[str, ...], ...] = ()
+    scopes: tuple[str, ...] | None = None
+    derived: bool = False
+
+    def narrow(self, scope: Scope) -> Scope:
+        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
+
+    def describe(self) -> dict[str, Any]:
+        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
+
+
+def policy_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as the policy sees it: everything but the claim itself."""
+    view = {k: v for k, v in record.items() if k not in _NOT_FOR_POLICY}
+    proposition = view.get("proposition")
+    if isinstance(proposition, dict):
+        view["proposition"] = {k: v for k, v in proposition.items() if k in _PROPOSITION_FOR_POLICY}
+    return view
+
+
+@dataclass(frozen=True)
+class DisclosureQuestion:
+    """Who asks, who else will hear the answer, for what, and at which instant."""
+
+    asker: Identity
+    audience: list[str]
+    purpose: Purpose
+    now: datetime
+    as_of: datetime | None = None
+
+    @property
+    def at(self) -> datetime:
+        """The instant asked about: as_of, else now."""
+        return self.as_of or self.now
+
+    def input(self, records: list[dict[str, Any]], *, viewed: bool = False) -> dict[str, Any]:
+        """The batch input (`decisions`). `viewed`: the records are already policy views
+        (the read path makes each once, for the cache key and this input alike)."""
+        views = records if viewed else [policy_view(r) for r in records]
+        return self._context() | {"records": views}
+
+    def single_input(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The single-record input (`single`, `explanation`)."""
+        return self._context() | {"record": policy_view(record)}
+
+    def _context(self) -> dict[str, Any]:
+        return {
+            "asker": self.asker.policy_view(),
+            "audience": self.audience,
+            "purpose": self.purpose,
+            "now": iso(self.now),
+            "as_of": iso(self.at),
+        }
+
+
+def write_input(
+    writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The write policy's input: the writer, the batch, and the records it derives from."""
+    return {
+        "writer": writer.policy_view(),
+        "records": [policy_view(r) for r in records],
+        "premises": [policy_view(p) for p in premises],
+    }

@@ -1,0 +1,1 @@
+"""The write path: writer, supersession, locks, repair, observations and witnessed events."""

@@ -1,0 +1,485 @@
+"""Supersession: a holder's new view of a proposition replaces their earlier one.
+
+A chain is one holder's successive views of one proposition, told to one
+audience: (tenant, holder, observed, proposition key, audience, access scope).
+The holder is the record's observer. A claim without one (world state) is held
+by its voice: the speaker whose words it records (`source.speaker`), else the
+writer that asserted it; so nobody else's write replaces an authority's fact,
+and two speakers relayed by one extractor keep two chains.
+
+The audience and scope are part of the chain so that every version of a chain
+is seen by exactly the same people: whoever may see one version may see its
+links, its end and its status, and a version nobody in an answer may see never
+changes anything in that answer (docs/security.md). A holder who tells someone
+else what they think starts a chain for that audience; their private notes keep
+their own.
+
+Versions are ordered by valid time. A new version normally starts after the
+current one and supersedes it: the new one names it in `supersedes`, the old one
+gets `invalid_at` and `superseded_by`, nothing is deleted. A version that starts
+before the current one (a conversation processed late) is inserted where its
+valid time puts it, between the version that applied then and the one after it:
+whether a write is stored never depends on versions the writer may not see.
+
+Everything here is pure: the writer reads the chain under its lock (writes/writer.py),
+this module decides what to change, the writer applies it. New records are
+stored first, carrying their links, and the records they sit beside are updated
+after; a process that dies in between leaves a stored record whose neighbours do
+not point back at it. That record is the evidence: `plan` relinks its
+neighbours whenever it is given it (`successors`: stored records whose
+`supersedes` names a record it was given; the writer fetches them where
+`possibly_left_open` says a write may have been cut short, `whose repair` for a
+whole tenant), and only then places whatever a chain still has open twice where
+its valid time puts it: a fork, from a version the store applied after its
+writer had given up and let go of the lock (so the next writer superseded the
+same head), or from writers that did not share locks (docs/design.md §4).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sidecar.store.filters import Absent, Condition, Exactly, Match, Scope
+
+Payload = dict[str, Any]
+
+# How far a version without a valid_at of its own may move forward to follow its
+# predecessor (clocks of replicas disagree a little); beyond it, it is inserted
+# before that predecessor, at the instant it was stored.
+CLOCK_SKEW = timedelta(seconds=5)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One holder's successive views of one proposition, told to one audience."""
+
+    tenant: str
+    observer: str | None
+    observed: str | None
+    key: str
+    # The voice of a claim without an observer: whoever the source says spoke,
+    # else the writer that asserted it.
+    writer: str | None = None
+    speaker: str | None = None
+    audience: tuple[str, ...] = ()
+    scope: str | None = None
+
+    def lock_key(self) -> str:
+        parts = (self.tenant, self.observer, self.observed, self.key, self.writer, self.speaker)
+        return "\x00".join([*(part or "" for part in parts), "\x01".join(self.audience)]) + (
+            f"\x00{self.scope}" if self.scope else ""
+        )
+
+    def versions(self, **narrower: Any) -> Scope:
+        """Every stored version of this chain (optionally narrowed, e.g. current_at)."""
+        extra: list[Condition] = [Exactly("audience", self.audience)]
+        extra.append(Match("access_scope", self.scope) if self.scope else Absent("access_scope"))
+        absent = list(narrower.pop("absent", ()))
+        if self.observer is None:
+            absent.append("observer_id")
+            if self.speaker is not None:
+                extra.append(Match("source.speaker", self.speaker))
+            else:
+                absent.append("source.speaker")
+                extra.append(Match("provenance.writer", self.writer or ""))
+        if self.observed is None:
+            absent.append("observed_id")
+        return Scope(
+            tenant=self.tenant,
+            about=self.key,
+            observer=self.observer,
+            observed=self.observed,
+            absent=tuple(absent),
+            extra=tuple(extra),
+            **narrower,
+        )
+
+    def open_versions(self) -> Scope:
+        return self.versions(absent=("invalid_at",))
+
+    def applying_at(self, instant: datetime) -> Scope:
+        return self.versions(current_at=instant)
+
+    def firsts(self) -> Scope:
+        """Versions that supersede nothing: in a whole chain, its first."""
+        return self.versions(absent=("supersedes",))
+
+
+def predecessor_lock_key(record_id: str) -> str:
+    """The lock held to supersede, or to close, the keyless version `record_id`.
+
+    The bare id, as every running writer spells it (a different key would let an
+    older replica and a newer one both supersede one version during a rollout).
+    """
+    return record_id
+
+
+def chain_of(record: Payload) -> Chain | None:
+    key = (record.get("proposition") or {}).get("key")
+    if not key:
+        return None
+    observer = record.get("observer_id")
+    speaker = None if observer else (record.get("source") or {}).get("speaker")
+    writer = None if observer or speaker else (record.get("provenance") or {}).get("writer")
+    return Chain(
+        record["tenant"],
+        observer,
+        record.get("observed_id"),
+        key,
+        writer,
+        speaker,
+        tuple(sorted(set(record.get("audience") or ()))),
+        record.get("access_scope"),
+    )
+
+
+def _same_holder(previous: Payload, record: Payload) -> bool:
+    """Keyless records: one holder's line, told to one audience."""
+    for name in ("observer_id", "observed_id", "access_scope"):
+        if previous.get(name) != record.get(name):
+            return False
+    if set(previous.get("audience") or ()) != set(record.get("audience") or ()):
+        return False
+    if record.get("observer_id") is None:
+        return bool(_voice(previous)) and _voice(previous) == _voice(record)
+    return True
+
+
+def _voice(record: Payload) -> str | None:
+    voice = (record.get("source") or {}).get("speaker") or (record.get("provenance") or {}).get(
+        "writer"
+    )
+    return str(voice) if voice else None
+
+
+@dataclass
+class Plan:
+    # (record id, fields to set) on records already stored, applied after the new ones.
+    updates: list[tuple[str, Payload]] = field(default_factory=list)
+    # (batch index, reason) for records that cannot be written as asked.
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+    def set(self, record: Payload, fields: Payload, stored: bool) -> None:
+        record.update(fields)
+        if stored:
+            self.updates.append((record["id"], fields))
+
+
+def plan(
+    new: list[Payload],
+    open_versions: dict[Chain, list[Payload]],
+    named: dict[str, Payload],
+    undated: frozenset[str] | set[str] = frozenset(),
+    successors: Sequence[Payload] = (),
+    around: Sequence[Payload] = (),
+    blind: frozenset[str] | set[str] = frozenset(),
+) -> Plan:
+    """Link each new record into its chain; mutates the new payloads in place.
+
+    `open_versions` holds the stored versions without invalid_at of every chain
+    the batch touches; `around` holds, for new versions that start before their
+    chain's head and for the open versions of a chain with two, the stored
+    versions that applied then, those after them, and the chain's first (and
+    what those open versions name); `named` holds stored records that keyless new records name
+    in `supersedes`; `undated` holds ids of new records whose valid_at was not
+    given, which may move forward to a readable predecessor's (clock skew between
+    replicas); `blind` holds ids of new records the writer may not read (nothing
+    it may not read decides their fate, and they may not name what to supersede);
+    `successors` holds stored records whose `supersedes` names one of the stored
+    records above (at least those `possibly_left_open` lists). With no new
+    records, the plan is a repair.
+    """
+    result = Plan()
+    stored = _distinct([r for vs in open_versions.values() for r in vs], around, named.values())
+    _relink_cut_short(stored, successors, result)
+    stored = _distinct(stored, successors)
+    stored_ids = {r["id"] for r in stored}
+    known: dict[Chain, list[Payload]] = defaultdict(list)
+    for record in stored:
+        if (chain := chain_of(record)) is not None:
+            known[chain].append(record)
+    heads = {
+        chain: _repair(versions, known[chain], result) for chain, versions in open_versions.items()
+    }
+    claimed: set[str] = set()
+    # A chain's new versions in valid-time order; a keyless record where it stands.
+    order = sorted(range(len(new)), key=lambda i: (chain_of(new[i]) is not None, _at(new[i])))
+    for index in order:
+        record = new[index]
+        chain = chain_of(record)
+        if chain is None:
+            reason = _keyless(record, named, claimed, undated, blind, result)
+        else:
+            reason = _keyed(record, chain, heads, known[chain], undated, blind, stored_ids, result)
+        if reason is None and "invalid_at" in record and _at(record, "invalid_at") < _at(record):
+            # A start chosen at commit time (or moved to follow the predecessor)
+            # can pass the end the caller gave.
+            reason = "invalid_at_before_valid_at"
+        if reason is not None:
+            result.problems.append((index, reason))
+    result.problems.sort()
+    return result
+
+
+def _keyed(
+    record: Payload,
+    chain: Chain,
+    heads: dict[Chain, Payload | None],
+    versions: list[Payload],
+    undated: frozenset[str] | set[str],
+    blind: frozenset[str] | set[str],
+    stored_ids: set[str],
+    result: Plan,
+) -> str | None:
+    """Append the record to its chain, or insert it where its valid time falls."""
+    head = heads.get(chain)
+    if (
+        head is not None
+        and _at(head) > _at(record)
+        and record["id"] in undated
+        and record["id"] not in blind
+        and _at(head) - _at(record) <= CLOCK_SKEW
+    ):
+        # Stored after its predecessor, in lock order, by a replica whose clock is a
+        # little behind: it follows that predecessor rather than slip before it.
+        record["valid_at"] = head["valid_at"]
+    wanted = record.get("supersedes")
+    if wanted is not None:
+        # Naming what to replace asserts something about a version: only one the
+        # writer may read, and only the current one. One reason for missing, someone
+        # else's and already replaced: the writer learns nothing it could not see.
+        if record["id"] in blind or head is None or str(wanted) != head["id"]:
+            return "cannot_supersede"
+        if _at(head) > _at(record):
+            return "valid_at_before_current_version"
+    if head is None or _at(head) <= _at(record):
+        if head is not None:
+            record["supersedes"] = head["id"]
+            result.set(head, _closed_by(record), stored=head["id"] in stored_ids)
+        heads[chain] = record
+    else:
+        _insert(record, versions, stored_ids, result)
+    versions.append(record)
+    return None
+
+
+def _insert(record: Payload, versions: list[Payload], stored_ids: set[str], result: Plan) -> None:
+    """Place a version between the one that applied at its start and the next."""
+    by_id = {v["id"]: v for v in versions}
+    applying = [v for v in versions if _applied_at(v, _at(record))]
+    previous = max(applying, key=_stored_order, default=None)
+    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    if following is None:
+        later = [v for v in versions if _at(v) > _at(record) and v is not previous]
+        following = min(later, key=_stored_order, default=None)
+    if previous is not None:
+        record["supersedes"] = previous["id"]
+        result.set(previous, _closed_by(record), stored=previous["id"] in stored_ids)
+    if following is not None:
+        record.update(_closed_by(following))
+        result.set(following, {"supersedes": record["id"]}, stored=following["id"] in stored_ids)
+
+
+def _keyless(
+    record: Payload,
+    named: dict[str, Payload],
+    claimed: set[str],
+    undated: frozenset[str] | set[str],
+    blind: frozenset[str] | set[str],
+    result: Plan,
+) -> str | None:
+    """A keyless record replaces only what it names: the same holder's open, keyless
+    version, told to the same audience, which the writer may read."""
+    wanted = record.get("supersedes")
+    if wanted is None:
+        return None
+    previous = named.get(str(wanted))
+    if (
+        previous is None
+        or record["id"] in blind
+        or previous["id"] in claimed  # a second successor would fork the line
+        or "invalid_at" in previous
+        or (previous.get("proposition") or {}).get("key")  # keyed versions live in chains
+        or not _same_holder(previous, record)
+    ):
+        return "cannot_supersede"
+    if _at(previous) > _at(record):
+        if not (record["id"] in undated and _at(previous) - _at(record) <= CLOCK_SKEW):
+            return "valid_at_before_current_version"
+        record["valid_at"] = previous["valid_at"]
+    if "invalid_at" in record and _at(record, "invalid_at") < _at(record):
+        return "invalid_at_before_valid_at"
+    claimed.add(previous["id"])
+    result.set(previous, _closed_by(record), stored=True)
+    return None
+
+
+def possibly_left_open(
+    open_versions: dict[Chain, list[Payload]],
+    named: dict[str, Payload],
+    around: Iterable[Payload] = (),
+) -> list[str]:
+    """Ids of stored records a write cut short may have left unlinked from a successor.
+
+    A cut-short append always leaves its chain with two open versions (the old
+    head and the batch's last), so a chain with one needs no look; a keyless
+    version shows nothing, so every open one a new record names is looked at, and
+    so is every version a backdated write will sit beside. The common write (one
+    open version, nothing named, nothing backdated) needs no lookup.
+    """
+    suspects = [
+        r["id"] for versions in open_versions.values() if len(versions) > 1 for r in versions
+    ]
+    suspects += [r["id"] for r in named.values() if "invalid_at" not in r and chain_of(r) is None]
+    suspects += [r["id"] for r in around]
+    return list(dict.fromkeys(suspects))
+
+
+def _relink_cut_short(stored: list[Payload], successors: Sequence[Payload], result: Plan) -> None:
+    """Repair what a write cut short left: a stored version its neighbours skip.
+
+    A new version is stored naming both neighbours before they are updated. If its
+    predecessor still ends after it starts, without naming it, the write stopped
+    before closing that predecessor: it now ends where the new version starts.
+    If the version after it still names the new version's predecessor (or nothing),
+    the write stopped before relinking it: it now names the new version.
+    """
+    known = _distinct(stored, successors)
+    by_id = {r["id"]: r for r in known}
+    named_by: dict[str, list[Payload]] = defaultdict(list)
+    for successor in successors:
+        named_by[str(successor.get("supersedes"))].append(successor)
+    for record in stored:
+        follows = _earliest(s for s in named_by[record["id"]] if _skipped(record, s))
+        if follows is not None:
+            result.set(record, _closed_by(follows), stored=True)
+    for record in known:
+        later = by_id.get(str(record.get("superseded_by")))
+        if later is not None and _names_an_earlier_predecessor(later, record, by_id):
+            result.set(later, {"supersedes": record["id"]}, stored=True)
+
+
+def _names_an_earlier_predecessor(
+    later: Payload, record: Payload, by_id: dict[str, Payload]
+) -> bool:
+    """`record` names `later` as its successor, but `later` names nothing, or a
+    version that starts before `record`: `record` was inserted and `later` never
+    heard. (A predecessor `later` names that is not at hand proves nothing.)"""
+    named = later.get("supersedes")
+    if named == record["id"] or chain_of(later) != chain_of(record) or _at(later) < _at(record):
+        return False
+    if named is None:
+        return True
+    predecessor = by_id.get(str(named))
+    return predecessor is not None and _at(predecessor) <= _at(record)
+
+
+def _skipped(previous: Payload, successor: Payload) -> bool:
+    """Only a link the writer could have made is trusted: same line, not earlier,
+    and the predecessor still covers the successor's start."""
+    chain = chain_of(previous)
+    if chain_of(successor) != chain or (chain is None and not _same_holder(previous, successor)):
+        return False
+    if successor["id"] == previous["id"] or previous.get("superseded_by") == successor["id"]:
+        return False
+    if _at(successor) < _at(previous):
+        return False
+    return "invalid_at" not in previous or _at(previous, "invalid_at") > _at(successor)
+
+
+def _earliest(candidates: Iterable[Payload]) -> Payload | None:
+    # Two successors of one version is a fork made before writers checked for
+    # one; the first continues the line.
+    return min(candidates, key=_stored_order, default=None)
+
+
+def _stored_order(record: Payload) -> tuple[datetime, str, str]:
+    return _at(record), record.get("recorded_at", ""), record["id"]
+
+
+def _repair(versions: list[Payload], known: list[Payload], result: Plan) -> Payload | None:
+    """Place each of a chain's still open versions but the latest where its valid time
+    puts it, among the `known` versions of the chain; returns the head.
+
+    Such a version is one its neighbours never heard of: a version a store applied
+    after its writer gave up and let go of the lock, so the next writer superseded
+    the same head (a fork), or one from writers that did not share locks. Closing it
+    by the next open version alone would relink that one away from the predecessor
+    still naming it (docs/design.md §4)."""
+    still_open = [r for r in versions if "invalid_at" not in r]
+    open_ids = {r["id"] for r in still_open}
+
+    def age(r: Payload) -> tuple[datetime, str, bool]:
+        # On a tie in time, a version that names another open one is the newer.
+        return _at(r), r.get("recorded_at", ""), r.get("supersedes") in open_ids
+
+    ordered = sorted(still_open, key=age)
+    chain = _distinct(known, still_open) if len(ordered) > 1 else []
+    for left in ordered[:-1]:
+        _place(left, [v for v in chain if v["id"] != left["id"]], age, result)
+    return ordered[-1] if ordered else None
+
+
+def _place(
+    left: Payload, others: list[Payload], age: Callable[[Payload], Any], result: Plan
+) -> None:
+    """Put a stored version left open between the version that applied at its start
+    and the one after (as `_insert` does for a new one). Each link is made before the
+    version it closes, so a repair cut short leaves the evidence the next one reads:
+    a stored version naming one that still covers its start, or is still open."""
+    by_id = {v["id"]: v for v in others}
+    older = [v for v in others if age(v) < age(left)]
+    previous = max((v for v in older if _applied_at(v, _at(left))), key=age, default=None)
+    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    if following is None or age(following) <= age(left):
+        following = min((v for v in others if age(v) > age(left)), key=age, default=None)
+    if previous is not None:
+        if left.get("supersedes") != previous["id"]:
+            result.set(left, {"supersedes": previous["id"]}, stored=True)
+        _close(previous, left, result)
+    if following is not None:
+        if following.get("supersedes") != left["id"]:
+            result.set(following, {"supersedes": left["id"]}, stored=True)
+        _close(left, following, result)
+
+
+def _close(record: Payload, successor: Payload, result: Plan) -> None:
+    fields = _closed_by(successor)
+    if any(record.get(name) != value for name, value in fields.items()):
+        result.set(record, fields, stored=True)
+
+
+def _closed_by(successor: Payload) -> Payload:
+    return {"invalid_at": successor["valid_at"], "superseded_by": successor["id"]}
+
+
+def _applied_at(record: Payload, instant: datetime) -> bool:
+    return _at(record) <= instant and (
+        "invalid_at" not in record or _at(record, "invalid_at") > instant
+    )
+
+
+def _at(record: Payload, name: str = "valid_at") -> datetime:
+    return datetime.fromisoformat(record[name])
+
+
+def _distinct(*groups: Iterable[Payload]) -> list[Payload]:
+    seen: dict[str, Payload] = {}
+    for group in groups:
+        for record in group:
+            seen.setdefault(record["id"], record)
+    return list(seen.values())
+
+
+def chains(records: list[Payload]) -> dict[Chain, list[Payload]]:
+    """Group keyed records by chain (for `whose repair`)."""
+    chains: dict[Chain, list[Payload]] = defaultdict(list)
+    for record in records:
+        chain = chain_of(record)
+        if chain is not None:
+            chains[chain].append(record)
+    return chains

@@ -1,0 +1,186 @@
+"""Witnessed events: what several people saw together becomes each one's own view.
+
+An extractor that knows who was present when something happened (the marble moved,
+a statement was announced) posts the event once. Each witness gets their belief of
+it (modality `observed`, with evidence of their witnessing), and each witness gets,
+for every other witness they saw there, their belief that that one saw it too
+(B_a(B_b p), `observed_attitude: believes`). A witnessed announcement to a directory
+group also yields the announcer's common-knowledge record, which the policy accepts
+only if every member of the group was there (docs/design.md §3). The records then
+take the ordinary write path (write policy, supersession), all or none.
+
+Audience (docs/design.md §4, a chain is seen whole by one audience): a witness's own
+view is told to that witness alone (and the event's `readers`), a view of another
+witness's mind to the two of them. A person's views of one key then form one chain
+whoever else was in the room, so each later event they witness supersedes their
+earlier view; and every version of a chain is made at an event its whole audience
+witnessed, so nobody learns from a chain's links, status or end of a move they did
+not see.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from sidecar.record import Evidence, Instant, MemoryWrite, Name, Proposition
+from sidecar.writes.observations import Present
+
+# N witnesses make N + N(N-1) = N² records (and one more for an announcement): 16
+# keeps one event at 257 records, a fraction of a write batch (writes.MAX_BATCH).
+MAX_WITNESSES = 16
+MAX_READERS = 100
+# The evidence kind and provenance method that say a record came from witnessing.
+WITNESSED = "witnessed"
+
+
+def _keyed(proposition: Proposition) -> Proposition:
+    # Without a key there is no chain: a witness's view would never be superseded by
+    # what they see next, and they would hold every position the marble ever had.
+    if not proposition.key:
+        raise PydanticCustomError("proposition_key_required", "a witnessed proposition needs a key")
+    return proposition
+
+
+def _a_group(name: str) -> str:
+    if not name.startswith("group:") or name == "group:":
+        raise PydanticCustomError(
+            "announcement_to_a_group", "an announcement is made to a `group:` of the directory"
+        )
+    return name
+
+
+class Announcement(BaseModel):
+    """Who announced the proposition, to which directory group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Present
+    to: Annotated[Name, AfterValidator(_a_group)] = Field(
+        description="The directory group, as `group:<name>`, every member of which was present."
+    )
+
+
+class WitnessedEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Annotated[Proposition, AfterValidator(_keyed)]
+    witnessed_by: list[Present] = Field(
+        min_length=1, max_length=MAX_WITNESSES, description="Everyone who was present."
+    )
+    unnoticed: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_WITNESSES,
+        description="Witnesses nobody else saw there (watching through a window): "
+        "they get their own view and their views of the others, nobody gets a view of theirs.",
+    )
+    at: Instant | None = None
+    source_id: Name
+    channel: Name | None = None
+    readers: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_READERS,
+        description="Who else may read every record of the event (a narrator). Keep them "
+        "the same across a story: a chain's audience is fixed (docs/design.md §4).",
+    )
+    access_scope: Name | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    announcement: Announcement | None = None
+
+    @model_validator(mode="after")
+    def _unnoticed_were_there(self) -> WitnessedEvent:
+        if not set(self.unnoticed) <= set(self.witnessed_by):
+            raise PydanticCustomError(
+                "unnoticed_not_a_witness", "everyone in `unnoticed` must be in `witnessed_by`"
+            )
+        return self
+
+
+def to_records(event: WitnessedEvent) -> list[MemoryWrite]:
+    """Each witness's view, then each one's view of every other witness they saw
+    there, then (for an announcement) the announcer's common-knowledge record."""
+    witnesses = list(dict.fromkeys(event.witnessed_by))
+    unnoticed = set(event.unnoticed)
+    noticed = [w for w in witnesses if w not in unnoticed]
+    text = event.proposition.text
+
+    def present(holder: str) -> list[str]:
+        # Who was there as the holder knows it: an unnoticed witness is in nobody
+        # else's record, not even as a participant.
+        return [w for w in witnesses if w in noticed or w == holder]
+
+    records = [
+        _record(event, present(holder), holder, None, f"{holder} saw that {text}")
+        for holder in witnesses
+    ]
+    records += [
+        _record(event, present(holder), holder, other, f"{holder} saw {other} see that {text}")
+        for holder in witnesses
+        for other in noticed
+        if other != holder
+    ]
+    if event.announcement is not None:
+        # Common knowledge is among those everyone saw hear it: an unnoticed member
+        # heard it, but nobody knows they did (the policy then finds them absent).
+        records.append(_announced(event, noticed, event.announcement))
+    return records
+
+
+def _record(
+    event: WitnessedEvent, present: list[str], holder: str, other: str | None, content: str
+) -> MemoryWrite:
+    seen_by = [holder] if other is None else [holder, other]
+    return MemoryWrite(
+        content=content,
+        proposition=event.proposition,
+        observer_id=holder,
+        observed_id=other,
+        observed_attitude="believes" if other else None,
+        source_id=event.source_id,
+        source=_source(event, present, "perception"),
+        modality="observed",
+        evidence=[_witnessing(event, who) for who in seen_by],
+        confidence=event.confidence,
+        audience=_audience(seen_by, event.readers),
+        access_scope=event.access_scope,
+        valid_at=event.at,
+        provenance={"method": WITNESSED},
+    )
+
+
+def _announced(
+    event: WitnessedEvent, witnesses: list[str], announcement: Announcement
+) -> MemoryWrite:
+    speaker, group = announcement.speaker, announcement.to
+    return MemoryWrite(
+        content=f"{speaker} announced to {group} that {event.proposition.text}, "
+        f"before {', '.join(witnesses)}",
+        proposition=event.proposition,
+        observer_id=speaker,
+        source_id=event.source_id,
+        source=_source(event, witnesses, "announcement") | {"speaker": speaker},
+        modality="common_knowledge",
+        evidence=[_witnessing(event, who) for who in witnesses],
+        confidence=event.confidence,
+        audience=_audience([group], event.readers),
+        access_scope=event.access_scope,
+        valid_at=event.at,
+        provenance={"method": WITNESSED},
+    )
+
+
+def _source(event: WitnessedEvent, present: list[str], kind: str) -> dict[str, Any]:
+    source: dict[str, Any] = {"kind": kind, "participants": present}
+    if event.channel is not None:
+        source["channel"] = event.channel
+    return source
+
+
+def _witnessing(event: WitnessedEvent, who: str) -> Evidence:
+    return Evidence(kind=WITNESSED, ref=event.source_id, by=who, at=event.at)
+
+
+def _audience(first: list[str], readers: list[str]) -> list[str]:
+    return list(dict.fromkeys([*first, *readers]))

@@ -1,0 +1,358 @@
+"""The write path: prepare each record, ask the write policy about the whole batch, then
+link it into its chains and store it whole or not at all.
+
+The tenant and the writer come from the verified identity. The write policy
+(Rego, `whose.ingest`) decides whether each record keeps its point of view;
+this module enforces what must hold for any policy: ids, vectors, and a
+consistent supersession chain (writes/supersession.py), under a chain lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from sidecar.audit import AuditEntry, AuditLog, WriteOutcome, WriteRoute, audited_write, write_entry
+from sidecar.auth.identity import Identity
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.policy.opa import PolicyClient, PolicyUnavailable
+from sidecar.record import MemoryRecord, MemoryWrite, Provenance
+from sidecar.store import Store, StoreUnavailable
+from sidecar.store.filters import Scope, iso
+from sidecar.writes.locks import ChainLocks, LockUnavailable
+from sidecar.writes.supersession import (
+    Chain,
+    chain_of,
+    plan,
+    possibly_left_open,
+    predecessor_lock_key,
+)
+
+# Bounds one chain lookup; more open versions than this means something else is wrong.
+_MAX_OPEN_VERSIONS = 16
+# Ids per successor lookup (one `supersedes` match-any condition) and records per page.
+_LOOKUP_CHUNK = 1000
+# Records per write request, through every write path.
+MAX_BATCH = 1000
+# Where the ids writers choose live (see record_id).
+_CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
+# What a chain sets on a keyed version (writes/supersession.py).
+_CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
+
+
+@dataclass
+class WriteRefused(Exception):
+    """422: every reason, per record index; nothing was stored."""
+
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    payload: dict[str, Any]
+    vector: list[float]
+
+
+class Writer:
+    def __init__(
+        self,
+        store: Store,
+        policy: PolicyClient,
+        embedder: HashingEmbedder,
+        locks: ChainLocks,
+        audit: AuditLog | None = None,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.embedder = embedder
+        self.locks = locks
+        self.audit = audit
+
+    async def write(
+        self,
+        bodies: list[MemoryWrite],
+        writer: Identity,
+        now: datetime,
+        route: WriteRoute = "memories",
+    ) -> list[MemoryRecord]:
+        """Store every record of the batch, or none (WriteRefused, with every reason).
+
+        Every write and every refusal is audited: who wrote, which records and whose
+        they are, stored or refused and why, under which policy revision; never the
+        claim itself."""
+        attempt = _Attempt([b.model_dump(mode="json", exclude={"id", "vector"}) for b in bodies])
+        try:
+            stored = await self._write(bodies, writer, now, attempt)
+        except WriteRefused as refused:
+            attempt.refused(refused.problems)
+            raise
+        except (PolicyUnavailable, LockUnavailable, StoreUnavailable) as exc:
+            attempt.failed(_error_code(exc))
+            raise
+        finally:
+            if self.audit is not None:
+                self.audit.record(attempt.entry(writer, route))
+        return stored
+
+    async def _write(
+        self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
+    ) -> list[MemoryRecord]:
+        _refuse_if(_body_problems(bodies, writer, now), [b.model_dump(mode="json") for b in bodies])
+        prepared = [self._prepare(body, writer, now) for body in bodies]
+        payloads = [p.payload for p in prepared]
+        attempt.records = payloads
+        _refuse_if(_prepared_problems(prepared, self.embedder.dim), payloads)
+        premises = await self._premises(payloads, writer.tenant)
+        decisions, answer = await self.policy.ingest(writer, payloads, premises)
+        attempt.revision = answer.revision
+        attempt.opa_decision_ids = [answer.decision_id] if answer.decision_id else []
+        _refuse_if(
+            [
+                (i, reason)
+                for i, p in enumerate(payloads)
+                for reason in sorted(decisions[p["id"]].reasons)
+                if not decisions[p["id"]].allow
+            ],
+            payloads,
+        )
+        # What the writer may not read is never shown to it, nor lets it name a version.
+        blind = {p["id"] for p in payloads if not decisions[p["id"]].readable}
+        chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
+        named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
+        # New ids are locked too: two writers choosing one id must not both find it free.
+        fresh_ids = [f"id\x00{writer.tenant}\x00{p['id']}" for p in payloads]
+        keys = [c.lock_key() for c in chains] + [predecessor_lock_key(n) for n in named]
+        async with self.locks.hold(keys + fresh_ids) as held:
+            # Without a valid_at of its own, a version starts when it is stored: in
+            # lock order, so concurrent updates of one belief line up instead of
+            # one being refused for starting before the other.
+            committed = iso(datetime.now(UTC))
+            undated = set()
+            for body, payload in zip(bodies, payloads, strict=True):
+                payload["recorded_at"] = committed
+                if body.valid_at is None:
+                    payload["valid_at"] = committed
+                    undated.add(payload["id"])
+            await self._refuse_taken_ids(payloads, writer.tenant)
+            open_versions = {c: await open_versions_of(self.store, c) for c in chains}
+            around = await self._around(payloads, open_versions)
+            stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
+            named_records = {r.id: r.payload for r in stored}
+            suspects = possibly_left_open(open_versions, named_records, around)
+            successors = await successors_of(self.store, writer.tenant, suspects)
+            linked = plan(
+                payloads, open_versions, named_records, undated, successors, around, blind
+            )
+            _refuse_if(linked.problems, payloads)
+            await held.confirm()
+            # New versions first: if we stop half-way, each names its predecessor,
+            # which still looks current until `plan` is next given both.
+            await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
+            for record_id, fields in linked.updates:
+                await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
+        attempt.outcome = "stored"
+        return [_as_told(p, p["id"] in blind) for p in payloads]
+
+    async def _around(
+        self, payloads: list[dict[str, Any]], open_versions: dict[Chain, list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """The stored versions around each place a version is put: the start of each new
+        version that starts before its chain's head, and of each open version left
+        behind a later one. Around each: the versions that applied then, the version
+        after each, and the chain's first; for a version left behind, also the one it
+        names, whose successors show what was written after it (docs/design.md §4)."""
+        starts: dict[Chain, set[datetime]] = defaultdict(set)
+        named: dict[Chain, set[str]] = defaultdict(set)
+        for payload in payloads:
+            chain = chain_of(payload)
+            heads = open_versions.get(chain, []) if chain is not None else []
+            start = datetime.fromisoformat(payload["valid_at"])
+            if chain is not None and any(
+                datetime.fromisoformat(h["valid_at"]) > start for h in heads
+            ):
+                starts[chain].add(start)
+        for chain, heads in open_versions.items():
+            # All but the latest are left behind; which is latest is `plan`'s to say.
+            for left in heads if len(heads) > 1 else ():
+                starts[chain].add(datetime.fromisoformat(left["valid_at"]))
+                if left.get("supersedes"):
+                    named[chain].add(str(left["supersedes"]))
+        found: dict[str, dict[str, Any]] = {}
+        for chain, instants in starts.items():
+            nearby = (await self.store.find(chain.firsts(), _MAX_OPEN_VERSIONS)).records
+            for start in sorted(instants):
+                then = await self.store.find(chain.applying_at(start), _MAX_OPEN_VERSIONS)
+                following = [UUID(n) for r in then.records if (n := r.superseded_by)]
+                nearby += then.records + await self.store.get(chain.tenant, following)
+            if named[chain]:
+                names = [UUID(n) for n in sorted(named[chain])]
+                nearby += await self.store.get(chain.tenant, names)
+            found |= {r.id: r.payload for r in nearby}
+        return list(found.values())
+
+    async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
+        ids = {
+            source
+            for p in payloads
+            for source in (p.get("provenance") or {}).get("derived_from", [])
+        }
+        if not ids:
+            return []
+        found = await self.store.get(tenant, [uuid.UUID(i) for i in sorted(ids)])
+        return [r.payload for r in found]
+
+    def _prepare(self, body: MemoryWrite, writer: Identity, now: datetime) -> Prepared:
+        provenance = body.provenance or Provenance()
+        record = MemoryRecord.model_validate(
+            {
+                **body.model_dump(exclude={"vector", "provenance"}),
+                "id": record_id(writer, body.id),
+                "tenant": writer.tenant,
+                "recorded_at": now,
+                "valid_at": body.valid_at or now,
+                "provenance": provenance.model_copy(update={"writer": writer.id}),
+            }
+        )
+        text = record.proposition.text if record.proposition else record.content
+        vector = body.vector if body.vector is not None else self.embedder.embed(text)
+        return Prepared(record.payload(), vector)
+
+    async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
+        taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
+        taken_ids = {r.id for r in taken}
+        _refuse_if(
+            [(i, "id_exists") for i, p in enumerate(payloads) if p["id"] in taken_ids], payloads
+        )
+
+
+@dataclass
+class _Attempt:
+    """What one write request did, for its audit entry (built whatever happens)."""
+
+    records: list[dict[str, Any]]
+    revision: str | None = None
+    opa_decision_ids: list[str] = field(default_factory=list)
+    outcome: WriteOutcome = "refused"
+    reasons: dict[int, list[str]] = field(default_factory=dict)
+    error: str | None = None
+
+    def refused(self, problems: list[dict[str, Any]]) -> None:
+        self.reasons = {p["index"]: list(p["reasons"]) for p in problems}
+
+    def failed(self, code: str) -> None:
+        self.error = code
+        self.reasons = {i: [code] for i in range(len(self.records))}
+
+    def entry(self, writer: Identity, route: WriteRoute) -> AuditEntry:
+        written = [
+            audited_write(i, record, self.outcome, self.reasons.get(i, ()))
+            for i, record in enumerate(self.records)
+        ]
+        return write_entry(
+            uuid.uuid4(),
+            (writer.id, writer.tenant),
+            route,
+            self.revision,
+            written,
+            error=self.error,
+            opa_decision_ids=self.opa_decision_ids,
+        )
+
+
+def _error_code(exc: Exception) -> str:
+    if isinstance(exc, PolicyUnavailable):
+        return "policy_unavailable"
+    if isinstance(exc, LockUnavailable):
+        return "lock_unavailable"
+    return "store_unavailable"
+
+
+def record_id(writer: Identity, chosen: UUID | None) -> UUID:
+    """A new record's id. An id the writer chose names the record in the writer's own
+    namespace: the stored id is derived from it, the writer and the tenant, so a
+    writer retrying a write meets its own record (`id_exists`), and nobody's write
+    can meet, or learn of, a record someone else stored."""
+    if chosen is None:
+        return uuid.uuid4()
+    return uuid.uuid5(_CHOSEN_IDS, f"{writer.tenant}\x00{writer.id}\x00{chosen}")
+
+
+def _as_told(payload: dict[str, Any], blind: bool) -> MemoryRecord:
+    """A stored record as its writer is told it: a writer that may not read the record
+    (a relay) is not told which versions it sits beside, or when the next begins."""
+    if blind and chain_of(payload) is not None:
+        payload = {k: v for k, v in payload.items() if k not in _CHAIN_FIELDS}
+    return MemoryRecord.model_validate(payload)
+
+
+async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
+    page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
+    return [r.payload for r in page.records]
+
+
+async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Stored records whose `supersedes` names one of `ids` (no store call for none)."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(ids), _LOOKUP_CHUNK):
+        scope = Scope(tenant=tenant, supersedes_any_of=tuple(ids[start : start + _LOOKUP_CHUNK]))
+        found += await find_all(store, scope)
+    return found
+
+
+async def find_all(store: Store, scope: Scope) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    offset: str | None = None
+    while True:
+        page = await store.find(scope, _LOOKUP_CHUNK, offset=offset)
+        records += [r.payload for r in page.records]
+        if (offset := page.next_offset) is None:
+            return records
+
+
+def _body_problems(
+    bodies: list[MemoryWrite], writer: Identity, now: datetime
+) -> list[tuple[int, str]]:
+    problems: list[tuple[int, str]] = []
+    for i, body in enumerate(bodies):
+        if body.tenant is not None and body.tenant != writer.tenant:
+            problems.append((i, "tenant_not_writers"))
+        if body.superseded_by is not None:
+            problems.append((i, "superseded_by_is_set_by_the_sidecar"))
+        if body.invalid_at is not None and body.proposition and body.proposition.key:
+            # A keyed version ends when its holder's next version supersedes it.
+            problems.append((i, "invalid_at_is_set_by_supersession"))
+        elif body.valid_at is None and body.invalid_at is not None and body.invalid_at < now:
+            # valid_at defaults to now, which would put the end before the start.
+            problems.append((i, "invalid_at_before_valid_at"))
+    return problems
+
+
+def _prepared_problems(prepared: list[Prepared], dim: int) -> list[tuple[int, str]]:
+    problems: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, p in enumerate(prepared):
+        if len(p.vector) != dim:
+            problems.append((i, f"vector_dimension_must_be_{dim}"))
+        if p.payload["id"] in seen:
+            problems.append((i, "duplicate_id_in_batch"))
+        seen.add(p.payload["id"])
+    return problems
+
+
+def _refuse_if(problems: list[tuple[int, str]], payloads: list[dict[str, Any]]) -> None:
+    """Raise with every reason, grouped by record, if there is any."""
+    if not problems:
+        return
+    by_index: dict[int, list[str]] = {}
+    for index, reason in problems:
+        by_index.setdefault(index, []).append(reason)
+    raise WriteRefused(
+        [
+            {"index": i, "id": payloads[i].get("id"), "reasons": reasons}
+            for i, reasons in sorted(by_index.items())
+        ]
+    )

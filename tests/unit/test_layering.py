@@ -1,0 +1,119 @@
+"""The package's layers, read from its imports (docs/design.md §5).
+
+Every import a module makes counts, at the top or inside a function, except those
+under `if TYPE_CHECKING:` (annotations only, never run). The core decides and stores;
+the transports (HTTP, MCP, the Qdrant dialect) call it. So: no module reaches itself
+through its imports, and nothing the core imports, directly or through another
+module, is a web framework or a transport.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "sidecar"
+
+# What decides, reads, writes, stores and words answers: free of every transport.
+CORE = (
+    "sidecar.policy",
+    "sidecar.reads",
+    "sidecar.writes",
+    "sidecar.store",
+    "sidecar.answers",
+    "sidecar.embed",
+    "sidecar.record",
+    "sidecar.messages",
+    "sidecar.auth.identity",
+)
+TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar.mcp")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(node: ast.AST, here: str, is_package: bool) -> Iterator[str]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            continue
+        if isinstance(child, ast.Import):
+            yield from (alias.name for alias in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            base = child.module or ""
+            if child.level:
+                anchor = here.split(".")
+                anchor = anchor[: len(anchor) - child.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            yield base
+            # `from sidecar.http import api` imports the module sidecar.http.api
+            yield from (f"{base}.{alias.name}" for alias in child.names)
+        yield from _imports(child, here, is_package)
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        found = set(_imports(tree, name, path.name == "__init__.py"))
+        internal = {m for m in found if m in modules and m != name}
+        external = {m for m in found if not m.startswith("sidecar")}
+        edges[name] = internal | external
+    return edges
+
+
+GRAPH = graph()
+
+
+def reachable(start: str) -> dict[str, list[str]]:
+    """Every module `start` imports, directly or not, with one path to it."""
+    paths: dict[str, list[str]] = {start: [start]}
+    todo = [start]
+    while todo:
+        current = todo.pop()
+        for target in sorted(GRAPH.get(current, ())):
+            if target not in paths:
+                paths[target] = [*paths[current], target]
+                todo.append(target)
+    return paths
+
+
+def test_the_graph_is_read() -> None:
+    # The reader must see what it checks, or the checks below pass on nothing.
+    assert "sidecar.http.app" in GRAPH
+    assert "sidecar.reads.gate" in GRAPH["sidecar.reads.reader"]
+    assert "fastapi" in GRAPH["sidecar.http.api"]
+    assert any(module.startswith(CORE) for module in GRAPH)
+
+
+def test_no_module_reaches_itself() -> None:
+    cycles = []
+    for module in GRAPH:
+        for target in GRAPH[module]:
+            back = reachable(target)
+            if module in back:
+                cycles.append(" -> ".join([module, *back[module]]))
+                break
+    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith(CORE)))
+def test_the_core_imports_no_transport(module: str) -> None:
+    leaks = [
+        " -> ".join(path)
+        for target, path in reachable(module).items()
+        if any(target == t or target.startswith(t + ".") for t in TRANSPORTS)
+    ]
+    assert not leaks, "\n".join(leaks)
