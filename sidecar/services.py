@@ -16,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sidecar.audit import AuditLog, RedisSink, SqliteSink
 from sidecar.auth.tokens import Authenticator
 from sidecar.embed.hashing import HashingEmbedder
+from sidecar.memory import Memory
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.local_opa import LocalOpa
 from sidecar.policy.opa import PolicyClient
@@ -45,6 +46,7 @@ class Services:
     writer: Writer
     embedder: HashingEmbedder
     authenticate: Authenticator
+    memory: Memory
 
 
 def open_store(settings: Settings, quiet_for: Callable[[], float] | None = None) -> Store:
@@ -172,6 +174,8 @@ async def open_services(
             settings.max_count_scan,
         )
         embedder = HashingEmbedder(settings.vector_size)
+        reader = Reader(store, gate, bounds)
+        writer = Writer(store, policy, embedder, chain_locks(settings, redis), audit)
         yield Services(
             settings=settings,
             store=store,
@@ -179,8 +183,9 @@ async def open_services(
             gate=gate,
             audit=audit,
             redis=redis,
-            reader=Reader(store, gate, bounds),
-            writer=Writer(store, policy, embedder, chain_locks(settings, redis), audit),
+            reader=reader,
+            writer=writer,
             embedder=embedder,
             authenticate=authenticate,
+            memory=Memory(settings, reader, writer, embedder),
         )

@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.audit import SINK_ERRORS, AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpose
 from sidecar.auth.identity import Identity
+from sidecar.errors import AuditUnavailable, Forbidden, NotFound
 from sidecar.http.deps import Asker, Svc
 from sidecar.messages import Problem
 from sidecar.policy.contract import Decision, DisclosureQuestion, RuleReasons
@@ -38,7 +39,7 @@ _errors: dict[int | str, dict[str, Any]] = {
 def require_role(role: str) -> Any:
     async def check(who: Asker) -> Identity:
         if role not in who.roles:
-            raise HTTPException(403, detail={"error": "forbidden", "reasons": [f"role:{role}"]})
+            raise Forbidden("role", [f"role:{role}"])
         return who
 
     return Depends(check)
@@ -88,7 +89,7 @@ async def audit(
     except SINK_ERRORS as exc:
         # Meanwhile entries still get written: with Redis down they are spilled and
         # replayed later; a SQLite file that cannot be used drops and counts them.
-        raise HTTPException(503, detail={"error": "audit_unavailable"}) from exc
+        raise AuditUnavailable(str(exc)) from exc
 
 
 class ExplainRequest(BaseModel):
@@ -131,7 +132,7 @@ async def explain(
     """The decision for one record and one asker, with each rule's reasons."""
     hits = await svc.store.get(who.tenant, [request.record_id])
     if not hits:
-        raise HTTPException(404, detail={"error": "not_found"})
+        raise NotFound("explain")
     asker = Identity(
         id=request.asker,
         tenant=who.tenant,

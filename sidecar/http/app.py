@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
+from sidecar.errors import Unavailable, WhoseError, validation_reasons
 from sidecar.http import admin, api
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
@@ -31,10 +32,7 @@ from sidecar.messages import Problem
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.services import open_services
 from sidecar.settings import Settings
-from sidecar.store import StoreUnavailable
 from sidecar.store.filters import FilterRefused
-from sidecar.writes.locks import LockUnavailable
-from sidecar.writes.writer import WriteRefused
 
 log = logging.getLogger("whose")
 
@@ -92,32 +90,16 @@ def _problem(status: int, error: str, reasons: Sequence[object] = ()) -> JSONRes
 def _install_error_shapes(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # Echoing the input back is pointless for the caller and may log secrets.
-        reasons = [
-            {"loc": list(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")}
-            for e in exc.errors()
-        ]
-        return _problem(422, "invalid_request", reasons)
+        return _problem(422, "invalid_request", validation_reasons(exc.errors()))
 
-    @app.exception_handler(WriteRefused)
-    async def write_refused(_: Request, exc: WriteRefused) -> JSONResponse:
-        return _problem(422, "write_refused", exc.problems)
-
-    @app.exception_handler(StoreUnavailable)
-    async def store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
-        log.error("store unavailable: %s", exc)
-        return _problem(503, "store_unavailable")
-
-    @app.exception_handler(PolicyUnavailable)
-    async def policy_unavailable(_: Request, exc: PolicyUnavailable) -> JSONResponse:
-        metrics.POLICY_UNAVAILABLE.inc()
-        log.error("policy unavailable: %s", exc)
-        return _problem(503, "policy_unavailable")
-
-    @app.exception_handler(LockUnavailable)
-    async def lock_unavailable(_: Request, exc: LockUnavailable) -> JSONResponse:
-        log.error("chain lock unavailable: %s", exc)
-        return _problem(503, "lock_unavailable")
+    @app.exception_handler(WhoseError)
+    async def refused(_: Request, exc: WhoseError) -> JSONResponse:
+        # The one error tree (errors.py): its code and status, its reasons.
+        if isinstance(exc, Unavailable):
+            if isinstance(exc, PolicyUnavailable):
+                metrics.POLICY_UNAVAILABLE.inc()
+            log.error("%s: %s", exc.code, exc)
+        return JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(QdrantError)
     async def qdrant_error(_: Request, exc: QdrantError) -> JSONResponse:

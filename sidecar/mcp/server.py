@@ -3,10 +3,10 @@
 Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp`
 (identity: the API's verified bearer token, per HTTP request), and stdio
 (`whose mcp`: identity from a token in the environment, verified per call, or a
-dev identity). Each tool calls what the matching HTTP route calls: the one read
-path through http/api.py's shared functions (reads/reader.py, the disclosure gate, wording),
-and the write path (observations.to_records, writes/writer.py), so nothing is gated
-twice or differently (docs/design.md §5, §6).
+dev identity). Each tool calls the `Memory` method the matching HTTP route calls
+(memory.py: the one read path and the write path), so nothing is gated twice or
+differently (docs/design.md §5, §6); refusals are the error tree's (errors.py), worded
+here once.
 
 A tool result's text is what the model reads (answers/readout.py): attribution
 sentences with their obligations, the verdict in words. Its structured content
@@ -20,7 +20,7 @@ and replicas need no sticky routing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -47,7 +47,7 @@ from sidecar.auth.identity import (
     is_principal,
 )
 from sidecar.auth.tokens import Authenticator
-from sidecar.http import api
+from sidecar.errors import WhoseError, validation_reasons
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
@@ -60,10 +60,7 @@ from sidecar.policy.opa import PolicyUnavailable
 from sidecar.record import Instant, Name
 from sidecar.services import Services, open_services
 from sidecar.settings import Settings, is_loopback
-from sidecar.store import StoreUnavailable
-from sidecar.writes.locks import LockUnavailable
-from sidecar.writes.observations import Claim, Observation, Present, to_records
-from sidecar.writes.writer import WriteRefused
+from sidecar.writes.observations import Claim, Observation, Present
 
 PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -123,11 +120,6 @@ def _problem(error: str, reasons: Sequence[object] = ()) -> CallToolResult:
     )
 
 
-def _validation_reasons(exc: ValidationError) -> list[dict[str, Any]]:
-    # As the HTTP API's 422: where and what, never the input echoed back.
-    return [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()]
-
-
 def _result(text: str, answer: BaseModel) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
@@ -152,7 +144,7 @@ class _Server(MCPServer[Any]):
             try:
                 tool.fn_metadata.validate_arguments(arguments)
             except ValidationError as exc:
-                return _problem("invalid_request", _validation_reasons(exc))
+                return _problem("invalid_request", validation_reasons(exc.errors()))
         return await super().call_tool(name, arguments, context)
 
 
@@ -170,22 +162,12 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         except Unauthenticated as exc:
             return _problem("unauthenticated", [exc.reason])
         except ValidationError as exc:
-            return _problem("invalid_request", _validation_reasons(exc))
-        except HTTPException as exc:
-            # The API's own refusals (404 not_found, 422 invalid_request), as it words them.
-            detail = exc.detail if isinstance(exc.detail, Mapping) else {}
-            error = str(detail.get("error", "refused"))
-            reasons = detail.get("reasons") or ([detail["reason"]] if "reason" in detail else [])
-            return _problem(error, list(reasons))
-        except WriteRefused as exc:
-            return _problem("write_refused", exc.problems)
-        except PolicyUnavailable as exc:
-            metrics.POLICY_UNAVAILABLE.inc()
-            return _problem("policy_unavailable", [exc.reason] if exc.reason else [])
-        except StoreUnavailable:
-            return _problem("store_unavailable")
-        except LockUnavailable:
-            return _problem("lock_unavailable")
+            return _problem("invalid_request", validation_reasons(exc.errors()))
+        except WhoseError as exc:
+            # The one error tree, worded as the HTTP API words it (http/app.py).
+            if isinstance(exc, PolicyUnavailable):
+                metrics.POLICY_UNAVAILABLE.inc()
+            return _problem(exc.code, exc.reasons)
 
     async def remember(
         ctx: Context[Any, Any],
@@ -230,8 +212,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
                 access_scope=access_scope,
                 claims=claims,
             )
-            records = await svc.writer.write(to_records(observation), who, _now(), "mcp.remember")
-            written = StoredRecords(records=records)
+            written = await svc.memory.observe(who, observation, "mcp.remember")
             return _result(readout.stored(written), written)
 
         return await guarded(ctx, answer)
@@ -266,7 +247,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
             request = RecallRequest(
                 query=query, about=about, as_of=as_of, audience=audience, limit=limit
             )
-            recalled = await api.recalled(request, svc, who, "mcp.recall")
+            recalled = await svc.memory.recall(who, request, "mcp.recall")
             return _result(readout.recall(recalled), recalled)
 
         return await guarded(ctx, answer)
@@ -283,7 +264,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         see it (the two are the same answer)."""
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
-            found = await api.memory(svc, who, id, as_of, "mcp.get_memory")
+            found = await svc.memory.get(who, id, as_of, "mcp.get_memory")
             return _result(readout.memory(found), found)
 
         return await guarded(ctx, answer)
@@ -296,7 +277,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         first, each marked current or superseded."""
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
-            versions = await api.chain(svc, who, id, "mcp.history")
+            versions = await svc.memory.history(who, id, "mcp.history")
             return _result(readout.history(versions), versions)
 
         return await guarded(ctx, answer)
@@ -316,7 +297,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         authoritative fact if there is one; disagreements are listed as conflicts."""
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
-            found = await api.views(svc, who, key, audience, "mcp.what_do_people_think")
+            found = await svc.memory.views(who, key, audience, "mcp.what_do_people_think")
             return _result(readout.propositions(found), found)
 
         return await guarded(ctx, answer)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar import metrics
 from sidecar.auth.identity import Identity
+from sidecar.errors import Unavailable
 from sidecar.policy.contract import (
     NO_DECISION,
     Decision,
@@ -42,7 +43,10 @@ INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
 
 
-class PolicyUnavailable(Exception):
+class PolicyUnavailable(Unavailable):
+    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
+
+    code = "policy_unavailable"
     reason = "policy_unavailable"
     # The read it cut short (set by reads/gate.py), so a refusal can name it.
     decision_id: uuid.UUID | None = None

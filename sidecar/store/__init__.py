@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
+from sidecar.errors import Unavailable
 from sidecar.record import Stored
 from sidecar.store.filters import Scope
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(Unavailable):
     """The vector store failed or could not be reached."""
+
+    code = "store_unavailable"
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,13 @@ from typing import Protocol
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, RedisError
 
+from sidecar.errors import Unavailable
 
-class LockUnavailable(Exception):
+
+class LockUnavailable(Unavailable):
     """The lock could not be taken in time (or Redis is down): refuse the write."""
+
+    code = "lock_unavailable"
 
 
 class Held(Protocol):

@@ -19,6 +19,7 @@ from uuid import UUID
 from sidecar.audit import AuditEntry, AuditLog, WriteOutcome, WriteRoute, audited_write, write_entry
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
+from sidecar.errors import WhoseError
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance
 from sidecar.store import Store, StoreUnavailable
@@ -44,11 +45,15 @@ _CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
 _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
 
 
-@dataclass
-class WriteRefused(Exception):
-    """422: every reason, per record index; nothing was stored."""
+class WriteRefused(WhoseError):
+    """Every reason, per record index; nothing was stored."""
 
-    problems: list[dict[str, Any]] = field(default_factory=list)
+    code = "write_refused"
+    status = 422
+
+    def __init__(self, problems: list[dict[str, Any]]) -> None:
+        super().__init__("write refused", problems)
+        self.problems = problems
 
 
 @dataclass

@@ -28,6 +28,8 @@ CORE = (
     "sidecar.record",
     "sidecar.messages",
     "sidecar.auth.identity",
+    "sidecar.memory",
+    "sidecar.errors",
 )
 TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar.mcp")
 
@@ -116,4 +118,11 @@ def test_the_core_imports_no_transport(module: str) -> None:
         for target, path in reachable(module).items()
         if any(target == t or target.startswith(t + ".") for t in TRANSPORTS)
     ]
+    assert not leaks, "\n".join(leaks)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("sidecar.mcp")))
+def test_mcp_reaches_the_core_not_the_http_routes(module: str) -> None:
+    # Both transports call memory.py; neither goes through the other's routes.
+    leaks = [" -> ".join(p) for t, p in reachable(module).items() if t.startswith("sidecar.http")]
     assert not leaks, "\n".join(leaks)

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
+from sidecar.errors import validation_reasons
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.dialect import (
     ERRORS,
@@ -272,9 +273,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
                 MemoryWrite.model_validate({**record, "id": str(point), "vector": vector})
             )
         except ValidationError as exc:
-            reasons = [
-                {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()
-            ]
+            reasons = validation_reasons(exc.errors())
             raise QdrantError(
                 422, f"point {point}: payload is not a valid record", reasons
             ) from None

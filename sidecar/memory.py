@@ -1,0 +1,185 @@
+"""The one surface: what every transport asks of whose's memory.
+
+The native API (http/api.py), the MCP tools (mcp/server.py) and the demo call these
+methods and nothing below them, so a refusal, a bound or an answer is the same
+whichever way it was asked. Each method turns a request into a question and a scope,
+calls the one read path (reads/reader.py) or the write path (writes/writer.py), and
+settles the answer. Refusals are the error tree's (errors.py); `route` names the caller
+in the audit entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from uuid import UUID
+
+from sidecar.answers.minds import minds
+from sidecar.answers.verdict import decide, newest_fact, settle
+from sidecar.audit import WriteRoute
+from sidecar.auth.identity import Identity
+from sidecar.embed.hashing import HashingEmbedder
+from sidecar.errors import InvalidRequest, NotFound
+from sidecar.messages import (
+    HistoryResponse,
+    MemoryResponse,
+    PropositionResponse,
+    RecallRequest,
+    RecallResponse,
+    StoredRecords,
+)
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.reads.reader import Reader
+from sidecar.record import MemoryRecord, MemoryWrite
+from sidecar.settings import Settings
+from sidecar.store.filters import Scope
+from sidecar.writes.observations import Observation
+from sidecar.writes.observations import to_records as observed_records
+from sidecar.writes.witnessed import WitnessedEvent
+from sidecar.writes.witnessed import to_records as witnessed_records
+from sidecar.writes.writer import MAX_BATCH, Writer
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Memory:
+    def __init__(
+        self, settings: Settings, reader: Reader, writer: Writer, embedder: HashingEmbedder
+    ) -> None:
+        self.settings = settings
+        self.reader = reader
+        self.writer = writer
+        self.embedder = embedder
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def remember(
+        self, who: Identity, bodies: Sequence[MemoryWrite], route: WriteRoute = "memories"
+    ) -> StoredRecords:
+        """Store every record, or (WriteRefused, with every reason) none."""
+        if not 1 <= len(bodies) <= MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} records"])
+        return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
+
+    async def observe(
+        self, who: Identity, observation: Observation, route: WriteRoute = "observations"
+    ) -> StoredRecords:
+        """What a speaker said, as the speaker's own views (writes/observations.py)."""
+        records = await self.writer.write(observed_records(observation), who, _now(), route)
+        return StoredRecords(records=records)
+
+    async def witness(
+        self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"
+    ) -> StoredRecords:
+        """An event seen together, as each witness's view (writes/witnessed.py)."""
+        records = await self.writer.write(witnessed_records(event), who, _now(), route)
+        return StoredRecords(records=records)
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def recall(self, who: Identity, request: RecallRequest, route: str) -> RecallResponse:
+        """Attributed beliefs, an answer, a conflict or an abstention. PolicyUnavailable
+        when nothing could be decided (the transport says so, failing closed)."""
+        problems = []
+        if request.limit > self.settings.max_limit:
+            problems.append(f"limit_above_{self.settings.max_limit}")
+        if request.vector is not None and len(request.vector) != self.embedder.dim:
+            problems.append(f"vector_dimension_must_be_{self.embedder.dim}")
+        if problems:
+            raise InvalidRequest("recall", problems)
+        history = request.include_history
+        question = DisclosureQuestion(
+            asker=who,
+            audience=request.audience,
+            purpose="history" if history else "recall",
+            now=_now(),
+            as_of=request.as_of,
+        )
+        scope = Scope(
+            tenant=who.tenant,
+            current_at=None if history else question.at,
+            about=request.about,
+            observer=request.observer,
+            observed=request.observed,
+            attitude=request.attitude,
+            source_id=request.source_id,
+            modality=request.modality,
+            min_confidence=request.min_confidence,
+        )
+        vector = request.vector
+        if vector is None:
+            vector = self.embedder.embed(request.query or "")
+        answer = await self.reader.nearest(
+            question, route, vector, scope, request.limit, with_other_views=True
+        )
+        items = settle(answer.items)
+        verdict, conflicts = decide(items, answer.vocabulary, answer.others)
+        return RecallResponse(
+            verdict=verdict,
+            items=items,
+            conflicts=conflicts,
+            decision_id=answer.decision_id,
+            # With nothing allowed, "the bound stopped us" would say that many records the
+            # asker may not see match the filters: an abstention stays an abstention.
+            truncated=answer.truncated and bool(items),
+        )
+
+    async def get(
+        self, who: Identity, record_id: UUID, as_of: datetime | None, route: str
+    ) -> MemoryResponse:
+        """One record, or the version of its chain that applied at `as_of` provided the
+        record asked for may be seen too; NotFound otherwise, as if missing."""
+        question = DisclosureQuestion(asker=who, audience=[], purpose="get", now=_now())
+        if as_of is None:
+            answer = await self.reader.by_ids(question, route, [record_id])
+        else:
+            answer = await self.reader.version_at(question, route, record_id, as_of)
+        if not answer.shown:
+            raise NotFound("memory")
+        [shown] = answer.shown
+        return MemoryResponse(
+            item=shown.item,
+            record=MemoryRecord.model_validate(shown.record.payload),
+            decision_id=answer.decision_id,
+        )
+
+    async def history(self, who: Identity, record_id: UUID, route: str) -> HistoryResponse:
+        """The chain through a record, oldest first, each version gated; NotFound when
+        the record may not be seen."""
+        question = DisclosureQuestion(asker=who, audience=[], purpose="history", now=_now())
+        answer = await self.reader.history(question, route, record_id)
+        if answer is None:
+            raise NotFound("history")
+        return HistoryResponse(items=answer.items, decision_id=answer.decision_id)
+
+    async def views(
+        self,
+        who: Identity,
+        key: str,
+        audience: list[str],
+        route: str,
+        as_of: datetime | None = None,
+    ) -> PropositionResponse:
+        """Every disclosable view of one proposition current at `as_of` (default now),
+        the world-state claim, and the views grouped by whose mind they are in."""
+        question = DisclosureQuestion(who, audience, purpose="recall", now=_now(), as_of=as_of)
+        scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
+        answer = await self.reader.listing(question, route, scope, self.settings.max_candidates)
+        items = settle(answer.items)
+        verdict, conflicts = decide(items, answer.vocabulary)
+        world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
+        return PropositionResponse(
+            key=key,
+            as_of=as_of,
+            verdict=verdict,
+            world_state=world_state,
+            # Everything else stays visible, a second authority's agreeing fact included;
+            # when authorities disagree there is no world state, only their conflict.
+            perspectives=[item for item in items if item is not world_state],
+            conflicts=conflicts,
+            minds=minds(items),
+            decision_id=answer.decision_id,
+            truncated=answer.truncated,
+        )
