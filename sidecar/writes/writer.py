@@ -62,6 +62,31 @@ class Prepared:
     vector: list[float]
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """The stored versions a batch is placed among, read once under its locks."""
+
+    open_versions: dict[Chain, list[dict[str, Any]]]
+    around: list[dict[str, Any]]
+    named: dict[str, dict[str, Any]]
+    successors: list[dict[str, Any]]
+
+
+def _stamp(bodies: list[MemoryWrite], payloads: list[dict[str, Any]]) -> set[str]:
+    """Record the commit time; the ids given no valid_at, which start then too.
+
+    Stamped under the locks, so concurrent updates of one belief line up in lock order
+    instead of one being refused for starting before the other."""
+    committed = iso(datetime.now(UTC))
+    undated = set()
+    for body, payload in zip(bodies, payloads, strict=True):
+        payload["recorded_at"] = committed
+        if body.valid_at is None:
+            payload["valid_at"] = committed
+            undated.add(payload["id"])
+    return undated
+
+
 class Writer:
     def __init__(
         self,
@@ -106,11 +131,48 @@ class Writer:
     async def _write(
         self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
     ) -> list[MemoryRecord]:
+        prepared = self._checked(bodies, writer, now, attempt)
+        payloads = [p.payload for p in prepared]
+        blind = await self._decided(payloads, writer, attempt)
+        chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
+        named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
+        # New ids are locked too: two writers choosing one id must not both find it free.
+        fresh_ids = [f"id\x00{writer.tenant}\x00{p['id']}" for p in payloads]
+        keys = [c.lock_key() for c in chains] + [predecessor_lock_key(n) for n in named]
+        async with self.locks.hold(keys + fresh_ids) as held:
+            undated = _stamp(bodies, payloads)
+            await self._refuse_taken_ids(payloads, writer.tenant)
+            snapshot = await self._snapshot(writer.tenant, payloads, chains, named)
+            linked = plan(
+                payloads,
+                snapshot.open_versions,
+                snapshot.named,
+                undated,
+                snapshot.successors,
+                snapshot.around,
+                blind,
+            )
+            _refuse_if(linked.problems, payloads)
+            await held.confirm()
+            await self._commit(writer.tenant, prepared, linked.updates)
+        attempt.outcome = "stored"
+        return [_as_told(p, p["id"] in blind) for p in payloads]
+
+    def _checked(
+        self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
+    ) -> list[Prepared]:
+        """Each body prepared (tenant, writer, id, embedding), or the batch refused."""
         _refuse_if(_body_problems(bodies, writer, now), [b.model_dump(mode="json") for b in bodies])
         prepared = [self._prepare(body, writer, now) for body in bodies]
-        payloads = [p.payload for p in prepared]
-        attempt.records = payloads
-        _refuse_if(_prepared_problems(prepared, self.embedder.dim), payloads)
+        attempt.records = [p.payload for p in prepared]
+        _refuse_if(_prepared_problems(prepared, self.embedder.dim), attempt.records)
+        return prepared
+
+    async def _decided(
+        self, payloads: list[dict[str, Any]], writer: Identity, attempt: _Attempt
+    ) -> set[str]:
+        """The write policy's word on the whole batch (refused with every reason), and
+        the ids the writer may not read: never shown to it, nor let it name a version."""
         premises = await self._premises(payloads, writer.tenant)
         decisions, answer = await self.policy.ingest(writer, payloads, premises)
         attempt.revision = answer.revision
@@ -124,43 +186,28 @@ class Writer:
             ],
             payloads,
         )
-        # What the writer may not read is never shown to it, nor lets it name a version.
-        blind = {p["id"] for p in payloads if not decisions[p["id"]].readable}
-        chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
-        named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
-        # New ids are locked too: two writers choosing one id must not both find it free.
-        fresh_ids = [f"id\x00{writer.tenant}\x00{p['id']}" for p in payloads]
-        keys = [c.lock_key() for c in chains] + [predecessor_lock_key(n) for n in named]
-        async with self.locks.hold(keys + fresh_ids) as held:
-            # Without a valid_at of its own, a version starts when it is stored: in
-            # lock order, so concurrent updates of one belief line up instead of
-            # one being refused for starting before the other.
-            committed = iso(datetime.now(UTC))
-            undated = set()
-            for body, payload in zip(bodies, payloads, strict=True):
-                payload["recorded_at"] = committed
-                if body.valid_at is None:
-                    payload["valid_at"] = committed
-                    undated.add(payload["id"])
-            await self._refuse_taken_ids(payloads, writer.tenant)
-            open_versions = {c: await open_versions_of(self.store, c) for c in chains}
-            around = await self._around(payloads, open_versions)
-            stored = await self.store.get(writer.tenant, [uuid.UUID(n) for n in named])
-            named_records = {r.id: r.payload for r in stored}
-            suspects = possibly_left_open(open_versions, named_records, around)
-            successors = await successors_of(self.store, writer.tenant, suspects)
-            linked = plan(
-                payloads, open_versions, named_records, undated, successors, around, blind
-            )
-            _refuse_if(linked.problems, payloads)
-            await held.confirm()
-            # New versions first: if we stop half-way, each names its predecessor,
-            # which still looks current until `plan` is next given both.
-            await self.store.put(writer.tenant, [(p.payload, p.vector) for p in prepared])
-            for record_id, fields in linked.updates:
-                await self.store.update(writer.tenant, uuid.UUID(record_id), fields)
-        attempt.outcome = "stored"
-        return [_as_told(p, p["id"] in blind) for p in payloads]
+        return {p["id"] for p in payloads if not decisions[p["id"]].readable}
+
+    async def _snapshot(
+        self, tenant: str, payloads: list[dict[str, Any]], chains: set[Chain], named: list[str]
+    ) -> _Snapshot:
+        """What `plan` needs of the store, read under the chain locks."""
+        open_versions = {c: await open_versions_of(self.store, c) for c in chains}
+        around = await self._around(payloads, open_versions)
+        stored = await self.store.get(tenant, [uuid.UUID(n) for n in named])
+        named_records = {r.id: r.payload for r in stored}
+        suspects = possibly_left_open(open_versions, named_records, around)
+        successors = await successors_of(self.store, tenant, suspects)
+        return _Snapshot(open_versions, around, named_records, successors)
+
+    async def _commit(
+        self, tenant: str, prepared: list[Prepared], updates: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        # New versions first: if we stop half-way, each names its predecessor,
+        # which still looks current until `plan` is next given both.
+        await self.store.put(tenant, [(p.payload, p.vector) for p in prepared])
+        for record_id, fields in updates:
+            await self.store.update(tenant, uuid.UUID(record_id), fields)
 
     async def _around(
         self, payloads: list[dict[str, Any]], open_versions: dict[Chain, list[dict[str, Any]]]
