@@ -96,7 +96,7 @@ def mcp(
     import os
 
     from sidecar import logs
-    from sidecar.mcp.server import dev_identity, serve_stdio
+    from sidecar.mcp.stdio import dev_identity, serve_stdio
 
     settings = Settings()
     if data_dir is not None:

@@ -1,8 +1,9 @@
 """The one surface: what every transport asks of whose's memory.
 
-The native API (http/api.py), the MCP tools (mcp/server.py) and the demo call these
-methods and nothing below them, so a refusal, a bound or an answer is the same
-whichever way it was asked. Each method turns a request into a question and a scope,
+The native API's memory routes (http/api.py) and the MCP tools (mcp/tools.py) call
+these methods, so a refusal, a bound or an answer is the same whichever way it was
+asked (the Qdrant dialect keeps its own reads: search, scroll and count have its
+semantics). Each method turns a request into a question and a scope,
 calls the one read path (reads/reader.py) or the write path (writes/writer.py), and
 settles the answer. Refusals are the error tree's (errors.py); `route` names the caller
 in the audit entry.

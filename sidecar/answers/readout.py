@@ -1,6 +1,6 @@
 """What an LLM reads: an answer of the API as plain text. Pure.
 
-The MCP tools (mcp/server.py) hand this text to the model and the JSON answer to
+The MCP tools (mcp/tools.py) hand this text to the model and the JSON answer to
 the host. The text holds only what the answer itself discloses, worded as the
 answer words it: each item's attribution sentence (never the writer's own
 wording, `as_written`), what the policy lets it support, its obligations in

@@ -27,7 +27,8 @@ from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
 from sidecar.http.qdrant.dialect import QdrantError, error_response
 from sidecar.http.request_metrics import RequestTimer, Traffic
-from sidecar.mcp import server as mcp_server
+from sidecar.mcp import endpoint as mcp_endpoint
+from sidecar.mcp.tools import build as mcp_tools
 from sidecar.messages import Problem
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.services import open_services
@@ -41,8 +42,8 @@ def create_app(settings: Settings) -> FastAPI:
     # Fails before serving anything if no identity provider is configured.
     authenticate = Authenticator(settings)
     traffic = Traffic()
-    mcp = mcp_server.build(lambda: app.state.services, mcp_server.from_http_request)
-    mcp_sessions = mcp_server.http_manager(mcp, settings)
+    mcp = mcp_tools(lambda: app.state.services, mcp_endpoint.from_http_request)
+    mcp_sessions = mcp_endpoint.http_manager(mcp, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,10 +72,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(proxy.router)
     # The MCP endpoint (streamable HTTP) and where a host learns which issuer to ask.
     app.router.routes.append(
-        Route(mcp_server.PATH, mcp_server.Endpoint(mcp_sessions, settings), methods=["POST"])
+        Route(mcp_endpoint.PATH, mcp_endpoint.Endpoint(mcp_sessions, settings), methods=["POST"])
     )
-    for path in (mcp_server.METADATA_PATH, mcp_server.METADATA_PATH + mcp_server.PATH):
-        app.add_route(path, mcp_server.protected_resource, methods=["GET"], include_in_schema=False)
+    for path in (mcp_endpoint.METADATA_PATH, mcp_endpoint.METADATA_PATH + mcp_endpoint.PATH):
+        app.add_route(
+            path, mcp_endpoint.protected_resource, methods=["GET"], include_in_schema=False
+        )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, traffic=traffic)
     _install_error_shapes(app)

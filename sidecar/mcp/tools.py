@@ -1,8 +1,8 @@
 """The Model Context Protocol server: whose's memory as tools an agent can call.
 
-Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp`
+Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp` (endpoint.py)
 (identity: the API's verified bearer token, per HTTP request), and stdio
-(`whose mcp`: identity from a token in the environment, verified per call, or a
+(stdio.py, `whose mcp`: identity from a token in the environment, verified per call, or a
 dev identity). Each tool calls the `Memory` method the matching HTTP route calls
 (memory.py: the one read path and the write path), so nothing is gated twice or
 differently (docs/design.md §5, §6); refusals are the error tree's (errors.py), worded
@@ -25,28 +25,16 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import HTTPException
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
 
 from sidecar import __version__, metrics
 from sidecar.answers import readout
 from sidecar.auth.identity import (
-    GROUP_PREFIX,
-    MAX_LIST_ENTRIES,
     Identity,
-    Refused,
-    is_name,
-    is_principal,
 )
-from sidecar.auth.tokens import Authenticator
 from sidecar.errors import WhoseError, validation_reasons
 from sidecar.messages import (
     HistoryResponse,
@@ -58,14 +46,8 @@ from sidecar.messages import (
 )
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.record import Instant, Name
-from sidecar.services import Services, open_services
-from sidecar.settings import Settings, is_loopback
+from sidecar.services import Services
 from sidecar.writes.observations import Claim, Observation, Present
-
-PATH = "/mcp"
-METADATA_PATH = "/.well-known/oauth-protected-resource"
-# Where the HTTP endpoint leaves the verified identity for the tools.
-IDENTITY = "whose.identity"
 
 INSTRUCTIONS = """\
 whose is a memory that keeps track of whose claim each memory is, and who may hear it.
@@ -97,15 +79,6 @@ class Unauthenticated(Exception):
 # How a tool finds who is calling: from the HTTP request (the endpoint verified it),
 # or, over stdio, from the token in the environment or the dev identity.
 IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
-
-
-async def from_http_request(ctx: Context[Any, Any]) -> Identity:
-    request = ctx.request_context.request
-    who = request.scope.get(IDENTITY) if isinstance(request, Request) else None
-    if not isinstance(who, Identity):
-        # Fail closed: a request that did not come through the endpoint has nobody.
-        raise Unauthenticated("missing_token")
-    return who
 
 
 def _now() -> datetime:
@@ -326,144 +299,3 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         # `whose serve` and `whose mcp`); then it should not make a caller chattier.
         log_level="WARNING",
     )
-
-
-# --- streamable HTTP on the sidecar -------------------------------------------------------
-
-
-def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSessionManager:
-    """Stateless, JSON answers; the SDK's DNS-rebinding protection on a loopback host,
-    where a web page could otherwise reach the sidecar through the user's browser."""
-    security = None
-    if is_loopback(settings.host):
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    server.streamable_http_app(
-        streamable_http_path=PATH,
-        stateless_http=True,
-        json_response=True,
-        transport_security=security,
-        max_request_body_size=settings.max_body_bytes,
-    )
-    return server.session_manager
-
-
-class Endpoint:
-    """ASGI app at /mcp: every HTTP request is authenticated like any API request (the
-    same Authenticator), then handed to the SDK with the identity in its scope."""
-
-    def __init__(self, manager: StreamableHTTPSessionManager, settings: Settings) -> None:
-        self.manager = manager
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        services: Services = request.app.state.services
-        try:
-            who = await services.authenticate(request)
-        except HTTPException as exc:
-            # RFC 9728 §5.1: tell an MCP host where to learn which issuer's token to get.
-            challenge = "Bearer"
-            if self.settings.jwt_issuer is not None:
-                challenge += f' resource_metadata="{metadata_url(request, self.settings)}"'
-            response = JSONResponse(
-                exc.detail, status_code=exc.status_code, headers={"WWW-Authenticate": challenge}
-            )
-            await response(scope, receive, send)
-            return
-        await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
-
-
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-def resource_url(request: Request, settings: Settings) -> str:
-    """The MCP endpoint's own URL, as hosts know it: configured (behind a proxy), else
-    the request's Host only where the sidecar checks it (a loopback bind, the names
-    the DNS-rebinding protection admits), else the bind address. Never a Host that
-    nothing checked: the metadata would name whatever resource a caller wrote there."""
-    if settings.mcp_resource_url:
-        return settings.mcp_resource_url
-    if is_loopback(settings.host):
-        name, _, port = request.headers.get("host", "").rpartition(":")
-        if name in LOOPBACK_NAMES and port.isdigit():
-            return f"{request.url.scheme}://{name}:{port}{PATH}"
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    return f"http://{host}:{settings.port}{PATH}"
-
-
-def metadata_url(request: Request, settings: Settings) -> str:
-    base = resource_url(request, settings).removesuffix(PATH)
-    return base + METADATA_PATH + PATH
-
-
-async def protected_resource(request: Request) -> JSONResponse:
-    """RFC 9728 protected-resource metadata: the issuer whose tokens the sidecar takes.
-
-    Served only when an issuer is configured (WHOSE_JWT_ISSUER): without one there is
-    no authorization server to name, and a host must be given a token by hand."""
-    services: Services = request.app.state.services
-    settings = services.settings
-    if settings.jwt_issuer is None:
-        return JSONResponse({"error": "not_found"}, status_code=404)
-    return JSONResponse(
-        {
-            "resource": resource_url(request, settings),
-            "authorization_servers": [settings.jwt_issuer],
-            "bearer_methods_supported": ["header"],
-            "resource_name": "whose",
-        }
-    )
-
-
-# --- stdio: `whose mcp` -------------------------------------------------------------------
-
-
-def dev_identity(
-    asker: str, tenant: str, groups: Sequence[str] = (), roles: Sequence[str] = ()
-) -> Identity:
-    """A dev identity, held to the rules of a token's claims (auth/identity.py)."""
-    names = [tenant, *groups, *roles]
-    if not is_principal(asker) or not all(is_name(n) for n in names):
-        raise ValueError("invalid dev identity: names are 1..200 characters, unpadded")
-    if len(groups) > MAX_LIST_ENTRIES or len(roles) > MAX_LIST_ENTRIES:
-        raise ValueError(f"invalid dev identity: at most {MAX_LIST_ENTRIES} groups and roles")
-    bare = tuple(g.removeprefix(GROUP_PREFIX) for g in groups)
-    if not all(is_name(g) for g in bare):
-        raise ValueError("invalid dev identity: a group needs a name")
-    return Identity(id=asker, tenant=tenant, groups=bare, roles=tuple(roles))
-
-
-async def serve_stdio(settings: Settings, token: str | None, dev: Identity | None) -> None:
-    """Serve the tools over stdin/stdout until the host closes them.
-
-    With a token, it is verified now (a bad one fails the start) and again on every
-    call, so an expired or revoked key stops the session's access as it would an HTTP
-    caller's. Raises ValueError when there is no identity to serve."""
-    authenticate = Authenticator(settings)
-    if dev is not None:
-        fixed = dev
-
-        async def identity_of(_: Context[Any, Any]) -> Identity:
-            return fixed
-
-    elif token:
-        try:
-            await authenticate.verify(token)
-        except Refused as refused:
-            raise ValueError(f"WHOSE_TOKEN is not accepted: {refused.reason}") from None
-
-        async def identity_of(_: Context[Any, Any]) -> Identity:
-            try:
-                return await authenticate.verify(token)
-            except Refused as refused:
-                raise Unauthenticated(refused.reason) from None
-
-    else:
-        raise ValueError("no identity: set WHOSE_TOKEN to a token, or use --dev with --asker")
-    async with open_services(settings, authenticate) as services:
-        server = build(lambda: services, identity_of)
-        await server.run_stdio_async()

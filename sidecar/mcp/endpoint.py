@@ -1,0 +1,123 @@
+"""Streamable HTTP on the sidecar, at /mcp: every request authenticated like any API
+request, then handed to the SDK; RFC 9728 metadata naming the resource and its issuer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from sidecar.auth.identity import (
+    Identity,
+)
+from sidecar.mcp.tools import Unauthenticated
+from sidecar.services import Services
+from sidecar.settings import Settings, is_loopback
+
+PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+# Where the HTTP endpoint leaves the verified identity for the tools.
+IDENTITY = "whose.identity"
+
+
+async def from_http_request(ctx: Context[Any, Any]) -> Identity:
+    request = ctx.request_context.request
+    who = request.scope.get(IDENTITY) if isinstance(request, Request) else None
+    if not isinstance(who, Identity):
+        # Fail closed: a request that did not come through the endpoint has nobody.
+        raise Unauthenticated("missing_token")
+    return who
+
+
+def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSessionManager:
+    """Stateless, JSON answers; the SDK's DNS-rebinding protection on a loopback host,
+    where a web page could otherwise reach the sidecar through the user's browser."""
+    security = None
+    if is_loopback(settings.host):
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    server.streamable_http_app(
+        streamable_http_path=PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
+    return server.session_manager
+
+
+class Endpoint:
+    """ASGI app at /mcp: every HTTP request is authenticated like any API request (the
+    same Authenticator), then handed to the SDK with the identity in its scope."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, settings: Settings) -> None:
+        self.manager = manager
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        services: Services = request.app.state.services
+        try:
+            who = await services.authenticate(request)
+        except HTTPException as exc:
+            # RFC 9728 §5.1: tell an MCP host where to learn which issuer's token to get.
+            challenge = "Bearer"
+            if self.settings.jwt_issuer is not None:
+                challenge += f' resource_metadata="{metadata_url(request, self.settings)}"'
+            response = JSONResponse(
+                exc.detail, status_code=exc.status_code, headers={"WWW-Authenticate": challenge}
+            )
+            await response(scope, receive, send)
+            return
+        await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def resource_url(request: Request, settings: Settings) -> str:
+    """The MCP endpoint's own URL, as hosts know it: configured (behind a proxy), else
+    the request's Host only where the sidecar checks it (a loopback bind, the names
+    the DNS-rebinding protection admits), else the bind address. Never a Host that
+    nothing checked: the metadata would name whatever resource a caller wrote there."""
+    if settings.mcp_resource_url:
+        return settings.mcp_resource_url
+    if is_loopback(settings.host):
+        name, _, port = request.headers.get("host", "").rpartition(":")
+        if name in LOOPBACK_NAMES and port.isdigit():
+            return f"{request.url.scheme}://{name}:{port}{PATH}"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}{PATH}"
+
+
+def metadata_url(request: Request, settings: Settings) -> str:
+    base = resource_url(request, settings).removesuffix(PATH)
+    return base + METADATA_PATH + PATH
+
+
+async def protected_resource(request: Request) -> JSONResponse:
+    """RFC 9728 protected-resource metadata: the issuer whose tokens the sidecar takes.
+
+    Served only when an issuer is configured (WHOSE_JWT_ISSUER): without one there is
+    no authorization server to name, and a host must be given a token by hand."""
+    services: Services = request.app.state.services
+    settings = services.settings
+    if settings.jwt_issuer is None:
+        return JSONResponse({"error": "not_found"}, status_code=404)
+    return JSONResponse(
+        {
+            "resource": resource_url(request, settings),
+            "authorization_servers": [settings.jwt_issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "whose",
+        }
+    )
