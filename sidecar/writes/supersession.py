@@ -173,6 +173,7 @@ def plan(
     new: list[Payload],
     open_versions: dict[Chain, list[Payload]],
     named: dict[str, Payload],
+    *,
     undated: frozenset[str] | set[str] = frozenset(),
     successors: Sequence[Payload] = (),
     around: Sequence[Payload] = (),

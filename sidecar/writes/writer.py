@@ -147,10 +147,10 @@ class Writer:
                 payloads,
                 snapshot.open_versions,
                 snapshot.named,
-                undated,
-                snapshot.successors,
-                snapshot.around,
-                blind,
+                undated=undated,
+                successors=snapshot.successors,
+                around=snapshot.around,
+                blind=blind,
             )
             _refuse_if(linked.problems, payloads)
             await held.confirm()
