@@ -96,7 +96,8 @@ def mcp(
     import os
 
     from sidecar import logs
-    from sidecar.mcp.stdio import dev_identity, serve_stdio
+    from sidecar.auth.identity import Refused, dev_identity
+    from sidecar.mcp.stdio import serve_stdio
 
     settings = Settings()
     if data_dir is not None:
@@ -109,7 +110,13 @@ def mcp(
         if dev:
             if asker is None:
                 raise ValueError("--dev needs --asker")
-            who = dev_identity(asker, tenant, group or (), role or ())
+            try:
+                who = dev_identity(asker, tenant, group or (), role or ())
+            except Refused:
+                raise ValueError(
+                    "invalid dev identity: names are 1..200 characters, unpadded, no group as"
+                    " --asker, at most 100 groups and roles"
+                ) from None
         asyncio.run(serve_stdio(settings, os.environ.get("WHOSE_TOKEN"), who))
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)

@@ -3,6 +3,7 @@ counts as a name in it. Pure: where it comes from is tokens.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -48,3 +49,21 @@ def is_name(value: Any) -> TypeGuard[str]:
 
 def is_principal(value: Any) -> TypeGuard[str]:
     return is_name(value) and not value.startswith(GROUP_PREFIX)
+
+
+def dev_identity(
+    asker: str, tenant: str, groups: Sequence[str] = (), roles: Sequence[str] = ()
+) -> Identity:
+    """A dev identity (headers, or `whose mcp --dev`), held to the rules of a token's
+    claims: no "group:" asker, names unpadded and bounded, lists bounded, a group named
+    with or without its prefix. Refused("invalid_dev_identity") otherwise."""
+    bare = tuple(group.removeprefix(GROUP_PREFIX) for group in groups)
+    if (
+        not is_principal(asker)
+        or not is_name(tenant)
+        or len(groups) > MAX_LIST_ENTRIES
+        or len(roles) > MAX_LIST_ENTRIES
+        or not all(is_name(name) for name in (*bare, *roles))
+    ):
+        raise Refused("invalid_dev_identity")
+    return Identity(id=asker, tenant=tenant, groups=bare, roles=tuple(roles))

@@ -4,38 +4,18 @@ identity held to the rules of a token's claims."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from mcp.server.mcpserver import Context
 
 from sidecar.auth.identity import (
-    GROUP_PREFIX,
-    MAX_LIST_ENTRIES,
     Identity,
     Refused,
-    is_name,
-    is_principal,
 )
 from sidecar.auth.tokens import Authenticator
 from sidecar.mcp.tools import Unauthenticated, build
 from sidecar.services import open_services
 from sidecar.settings import Settings
-
-
-def dev_identity(
-    asker: str, tenant: str, groups: Sequence[str] = (), roles: Sequence[str] = ()
-) -> Identity:
-    """A dev identity, held to the rules of a token's claims (auth/identity.py)."""
-    names = [tenant, *groups, *roles]
-    if not is_principal(asker) or not all(is_name(n) for n in names):
-        raise ValueError("invalid dev identity: names are 1..200 characters, unpadded")
-    if len(groups) > MAX_LIST_ENTRIES or len(roles) > MAX_LIST_ENTRIES:
-        raise ValueError(f"invalid dev identity: at most {MAX_LIST_ENTRIES} groups and roles")
-    bare = tuple(g.removeprefix(GROUP_PREFIX) for g in groups)
-    if not all(is_name(g) for g in bare):
-        raise ValueError("invalid dev identity: a group needs a name")
-    return Identity(id=asker, tenant=tenant, groups=bare, roles=tuple(roles))
 
 
 async def serve_stdio(settings: Settings, token: str | None, dev: Identity | None) -> None:
