@@ -124,9 +124,6 @@ def mcp(
     except OSError as exc:
         typer.echo(f"cannot serve: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    except SystemExit as exc:  # uvicorn's exit when the application's startup failed
-        typer.echo("cannot serve: the sidecar failed to start (see the log above)", err=True)
-        raise typer.Exit(code=2) from exc
 
 
 @app.command()

@@ -1,8 +1,8 @@
 """One error tree: every refusal the core gives, with its machine-readable code.
 
 The core raises these and nothing else about a request; each transport maps the tree
-once (HTTP in http/app.py, MCP in mcp/tools.py, Qdrant's dialect in
-http/qdrant/dialect.py), so a refusal reads the same whichever way it was asked.
+once (HTTP, the Qdrant routes included, in http/app.py; MCP in mcp/tools.py), so a
+refusal reads the same whichever way it was asked.
 `status` is the HTTP status the code stands for, kept with the code so that the two
 never drift apart. Pure: no transport types here.
 """

@@ -40,6 +40,16 @@ def listen(host: str, port: int, setting: str) -> socket.socket:
     return sock
 
 
+def listen_both(settings: Settings) -> tuple[socket.socket, socket.socket]:
+    """The API's and the operations listener's sockets, or neither (CannotListen)."""
+    ops = listen(settings.ops_host or settings.host, settings.ops_port, "WHOSE_OPS_PORT")
+    try:
+        return listen(settings.host, settings.port, "WHOSE_PORT"), ops
+    except CannotListen:
+        ops.close()
+        raise
+
+
 class _Quiet(uvicorn.Server):
     """A server that leaves signals to the API server beside it."""
 
@@ -52,12 +62,7 @@ async def serve(settings: Settings) -> None:
     """Serve until a signal stops the API server. Raises ValueError on a bad
     configuration, CannotListen when either port cannot be bound."""
     api = create_app(settings)
-    ops_socket = listen(settings.ops_host or settings.host, settings.ops_port, "WHOSE_OPS_PORT")
-    try:
-        api_socket = listen(settings.host, settings.port, "WHOSE_PORT")
-    except CannotListen:
-        ops_socket.close()
-        raise
+    api_socket, ops_socket = listen_both(settings)
     ops = _Quiet(
         uvicorn.Config(
             create_ops_app(api),

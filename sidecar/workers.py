@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
-from sidecar.serving import CannotListen, listen
+from sidecar.serving import listen_both
 from sidecar.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -74,18 +74,7 @@ def serve_workers(settings: Settings, workers: int) -> int:
         workers=workers,
         log_config=None,
     )
-    ops = uvicorn.Config(
-        "sidecar.workers:worker_app",
-        host=settings.ops_host or settings.host,
-        port=settings.ops_port,
-        log_config=None,
-    )
-    ops_socket = listen(ops.host, ops.port, "WHOSE_OPS_PORT")
-    try:
-        api_socket = listen(api.host, api.port, "WHOSE_PORT")
-    except CannotListen:
-        ops_socket.close()
-        raise
+    api_socket, ops_socket = listen_both(settings)
     # Workers rebuild their settings from the environment: flags go through it too.
     os.environ.update(
         {
