@@ -8,7 +8,6 @@ disclosed answers exactly like one that does not exist.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
@@ -53,10 +52,6 @@ _errors: dict[int | str, dict[str, Any]] = {
     422: {"model": Problem},
     503: {"model": Problem},
 }
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @router.post(

@@ -21,7 +21,6 @@ and replicas need no sticky routing.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -79,10 +78,6 @@ class Unauthenticated(Exception):
 # How a tool finds who is calling: from the HTTP request (the endpoint verified it),
 # or, over stdio, from the token in the environment or the dev identity.
 IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _problem(error: str, reasons: Sequence[object] = ()) -> CallToolResult:
