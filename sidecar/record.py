@@ -212,8 +212,7 @@ class Stored:
         return _text((self.payload.get("proposition") or {}).get("key"))
 
     def applied_at(self, at: datetime) -> bool:
-        """Whether the record's valid time covers `at` (valid_at <= at < invalid_at)."""
-        return self.valid_at <= at and not self.ended_by(at)
+        return valid_time_covers(self.valid_at, self.invalid_at, at)
 
     def ended_by(self, at: datetime) -> bool:
         return self.invalid_at is not None and self.invalid_at <= at
@@ -229,6 +228,12 @@ class Stored:
             return self
         kept = {k: v for k, v in self.payload.items() if k not in dropped}
         return replace(self, payload=kept)
+
+
+def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:
+    """Whether a claim applied at `at`: valid_at <= at < invalid_at (open-ended
+    without one). The one statement of it, for reads and for supersession."""
+    return valid_at <= at and (invalid_at is None or at < invalid_at)
 
 
 def _instant(value: Any) -> datetime:
