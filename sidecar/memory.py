@@ -33,7 +33,7 @@ from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite
 from sidecar.settings import Settings
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.witnessed import WitnessedEvent

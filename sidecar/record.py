@@ -230,6 +230,11 @@ class Stored:
         return replace(self, payload=kept)
 
 
+def iso(instant: datetime) -> str:
+    """An instant as stored and as the policy reads it (RFC 3339, `Z` for UTC)."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
 def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:
     """Whether a claim applied at `at`: valid_at <= at < invalid_at (open-ended
     without one). The one statement of it, for reads and for supersession."""

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from sidecar.auth.identity import Identity
-from sidecar.record import MemoryRecord, Name
-from sidecar.store.filters import Scope, iso
+from sidecar.record import MemoryRecord, Name, iso
+from sidecar.store.scope import Scope
 
 _NOT_FOR_POLICY = ("content",)
 _PROPOSITION_FOR_POLICY = ("key",)

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from sidecar.store import Store
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.supersession import (
     Chain,

@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sidecar.record import valid_time_covers
-from sidecar.store.filters import Absent, Condition, Exactly, Match, Scope
+from sidecar.store.scope import Absent, Condition, Exactly, Match, Scope
 
 Payload = dict[str, Any]
 

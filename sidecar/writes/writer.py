@@ -21,9 +21,9 @@ from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.errors import WhoseError
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from sidecar.record import MemoryRecord, MemoryWrite, Provenance
+from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
-from sidecar.store.filters import Scope, iso
+from sidecar.store.scope import Scope
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
     Chain,

@@ -26,7 +26,7 @@ from sidecar.reads.allow_rate import LocalAllowRates
 from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.integration.test_policy_client import data_calls
 
 DIM = 64

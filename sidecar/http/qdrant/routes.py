@@ -47,7 +47,7 @@ from sidecar.http.qdrant.dialect import (
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.record import MemoryWrite
 from sidecar.services import Services
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.writer import MAX_BATCH, WriteRefused
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
