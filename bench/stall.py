@@ -45,8 +45,9 @@ def attacker_filter(kind: str) -> dict[str, Any]:
         return {"must": [{"key": "content", "match": {"text_any": "tok " * 100_000}}]}
     from sidecar.http.qdrant.caller_filter import MAX_CONDITIONS
 
-    # The costliest shape measured within the bounds (http/qdrant/caller_filter.py): as many broad range
-    # conditions on an indexed datetime as allowed, each matching every point.
+    # The costliest shape measured within the bounds (http/qdrant/caller_filter.py): as
+    # many broad range conditions on an indexed datetime as allowed, each matching every
+    # point.
     ranges = [
         {"key": "recorded_at", "range": {"gt": f"2000-01-{1 + i % 28:02d}T00:00:00Z"}}
         for i in range(MAX_CONDITIONS - 1)

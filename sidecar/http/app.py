@@ -109,7 +109,8 @@ def _install_error_shapes(app: FastAPI) -> None:
 
     @app.exception_handler(FilterRefused)
     async def filter_refused(_: Request, exc: FilterRefused) -> JSONResponse:
-        # A filter only the engine could tell was bad (http/qdrant/caller_filter.py admits the rest).
+        # A filter only the engine could tell was bad (the proxy's checks,
+        # http/qdrant/caller_filter.py, admit the rest).
         return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)

@@ -2,11 +2,12 @@
 
 Per request, the read path (reads/reader.py) opens a `Disclosure`
 (`async with gate.begin(question, route)`).
-It gives the store filter the policy implies (`pushdown`, see policy/pushdown.py) and
-the decision for each batch of candidates (`decide`): from the decision cache
-what it can, from one OPA call the rest. On leaving it writes one audit entry
-with every record allowed and withheld, and why, and updates the asker's allow
-rate (reads/allow_rate.py) from the search candidates it decided, off the request path.
+It gives the store filter the policy implies (`pushdown`, compiled and kept by
+policy/pushdown.py) and the decision for each batch of candidates (`decide`): from the
+decision cache (policy/cache.py) what it can, from one OPA call the rest. On leaving
+it hands the audit log one entry (audit/model.py `read_entry`) with every record
+allowed and withheld, and why, and updates the asker's allow rate
+(reads/allow_rate.py) from the search candidates it decided, off the request path.
 
 No stale allow: a cached decision is used only under the policy revision OPA
 reported during this same request. The first batch is looked up under the last
@@ -23,21 +24,19 @@ import logging
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 import orjson
-from cachetools import LRUCache
 from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
-from sidecar.audit import AuditEntry, AuditLog
+from sidecar.audit import AuditEntry, AuditLog, read_entry
 from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
-from sidecar.policy.contract import Decision, DisclosureQuestion, Pushdown, Verdicts, policy_view
+from sidecar.policy.contract import Decision, DisclosureQuestion, Verdicts, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
@@ -67,9 +66,7 @@ class Gate:
         self.audit = audit
         self.bucket_s = bucket_s
         self.rates = rates or LocalAllowRates()
-        # Compiled pushdown filters, keyed by policy revision and member (see pushdown).
-        self.compiled: LRUCache[bytes, Visible] = LRUCache(maxsize=10_000)
-        self.pushdown_enabled = pushdown
+        self.pushdowns = Compiler(policy, enabled=pushdown)
         self._background: set[asyncio.Task[None]] = set()
         # The revision OPA last answered under: the first guess of every request.
         self.last_revision: str | None = None
@@ -199,53 +196,11 @@ class Disclosure:
 
     async def pushdown(self) -> Pushdown:
         """The store filter for this question, from the policy (see policy/pushdown.py)."""
-        if not self.gate.pushdown_enabled:
-            metrics.PUSHDOWN.labels("off").inc()
-            self.pushed_down = Pushdown()
-            return self.pushed_down
-        asker = self.question.asker
-        members = [asker.policy_view()] + [
-            {"id": m, "tenant": asker.tenant}
-            for m in dict.fromkeys(self.question.audience)
-            if m != asker.id
-        ]
-        try:
-            seen = await asyncio.gather(*(self._visible_to(m) for m in members))
-        except Untranslatable as exc:
-            # Over-fetch on the tenant alone: slower, never less checked.
-            log.warning("no pushdown: %s", exc)
-            metrics.PUSHDOWN.labels("fallback").inc()
-            self.pushed_down = Pushdown()
-            return self.pushed_down
-        metrics.PUSHDOWN.labels("compiled").inc()
-        scopes = [v.scopes for v in seen if v.scopes is not None]
-        self.pushed_down = Pushdown(
-            audience_any_of=tuple(
-                tuple(sorted(v.audience)) for v in seen if v.audience is not None
-            ),
-            scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
-            derived=True,
+        pushed, self._compiled_under = await self.gate.pushdowns.pushdown(
+            self.question, self.gate.last_revision
         )
-        return self.pushed_down
-
-    async def _visible_to(self, member: dict[str, Any]) -> Visible:
-        """One member's filter: compiled by OPA, or reused under the same policy revision.
-
-        A reused filter can only be stale after a policy change, and then only until
-        this request's first decision reports the new revision (see `_heard`): a stale
-        filter may hide a record for one request, it cannot disclose one.
-        """
-        revision = self.gate.last_revision
-        key = orjson.dumps([revision, member], option=orjson.OPT_SORT_KEYS)
-        if revision is not None and (known := self.gate.compiled.get(key)) is not None:
-            self._compiled_under = revision
-            return known
-        result = await self.gate.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)
-        seen = visible(result, member["tenant"])
-        if revision is not None:
-            self.gate.compiled[key] = seen
-            self._compiled_under = revision
-        return seen
+        self.pushed_down = pushed
+        return pushed
 
     async def decide(self, records: list[Stored]) -> dict[str, Decision]:
         """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
@@ -358,43 +313,25 @@ class Disclosure:
         self.heard = True
         self.gate.last_revision = revision
         if self._compiled_under is not None and revision != self._compiled_under:
-            # The policy changed since those filters were compiled: compile afresh.
-            self.gate.compiled.clear()
+            self.gate.pushdowns.forget()
             self._compiled_under = None
         if opa_decision_id:
             self.opa_decision_ids.append(opa_decision_id)
 
     def _entry(self, error: str | None) -> AuditEntry:
-        # Plain data, validated in one pass: cheaper than a model per record.
-        allowed: list[dict[str, Any]] = []
-        withheld: list[dict[str, Any]] = []
-        for record_id, s in self.settled.items():
-            audited = {
-                "id": record_id,
-                "usable_as": s.decision.usable_as if s.decision.allow else None,
-                "reasons": s.decision.reasons,
-                "opa_decision_id": s.opa_decision_id,
-                "cached": s.cached,
-            }
-            (allowed if s.decision.allow else withheld).append(audited)
-        withheld += [{"id": i, "reasons": ["policy_unavailable"]} for i in self._pending]
         question = self.question
-        return AuditEntry.model_validate(
-            {
-                "decision_id": self.decision_id,
-                "time": datetime.now(UTC),
-                "tenant": question.asker.tenant,
-                "asker": question.asker.id,
-                "audience": question.audience,
-                "purpose": question.purpose,
-                "route": self.route,
-                "policy_revision": self.revision,
-                "opa_decision_ids": self.opa_decision_ids,
-                "pushdown": self.pushed_down.describe() if self.pushed_down else None,
-                "allowed": allowed,
-                "withheld": withheld,
-                "error": error,
-            }
+        return read_entry(
+            self.decision_id,
+            (question.asker.id, question.asker.tenant),
+            question.audience,
+            question.purpose,
+            self.route,
+            self.revision,
+            [(i, s.decision, s.opa_decision_id, s.cached) for i, s in self.settled.items()],
+            pending=self._pending,
+            opa_decision_ids=self.opa_decision_ids,
+            pushdown=self.pushed_down.describe() if self.pushed_down else None,
+            error=error,
         )
 
 

@@ -273,7 +273,8 @@ def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
     try:
         return to_edge(to_qdrant(scope, exclude))
     except Exception as exc:
-        # http/qdrant/caller_filter.py admits only what the engine takes; this is the engine's own word.
+        # The proxy's checks (http/qdrant/caller_filter.py) admit only what the engine
+        # takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
 
 

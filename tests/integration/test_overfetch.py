@@ -20,8 +20,9 @@ from sidecar.audit import AuditLog, SqliteSink
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache
-from sidecar.policy.contract import DisclosureQuestion, Pushdown
+from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.opa import PolicyClient
+from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.allow_rate import LocalAllowRates
 from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
