@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from sidecar.answers.minds import minds
-from sidecar.answers.verdict import decide, newest_fact, settle
+from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
@@ -115,8 +115,8 @@ class Memory:
         answer = await self.reader.nearest(
             question, route, vector, scope, request.limit, with_other_views=True
         )
-        items = settle(answer.items)
-        verdict, conflicts = decide(items, answer.vocabulary, answer.others)
+        items = mark_replaced(answer.items)
+        verdict, conflicts = verdict_of(items, answer.vocabulary, answer.others)
         return RecallResponse(
             verdict=verdict,
             items=items,
@@ -168,8 +168,8 @@ class Memory:
         question = DisclosureQuestion(who, audience, purpose="recall", now=_now(), as_of=as_of)
         scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
         answer = await self.reader.listing(question, route, scope, self.settings.max_candidates)
-        items = settle(answer.items)
-        verdict, conflicts = decide(items, answer.vocabulary)
+        items = mark_replaced(answer.items)
+        verdict, conflicts = verdict_of(items, answer.vocabulary)
         world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
         return PropositionResponse(
             key=key,

@@ -138,7 +138,7 @@ class Explanation(BaseModel):
 
 
 @dataclass(frozen=True)
-class Verdicts:
+class BatchDecisions:
     """The decisions for one batch, and which OPA decision and revision made them."""
 
     decisions: dict[str, Decision]

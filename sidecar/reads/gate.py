@@ -34,7 +34,7 @@ from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
 from sidecar.audit import AuditEntry, AuditLog, read_entry
 from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
-from sidecar.policy.contract import Decision, DisclosureQuestion, Verdicts, policy_view
+from sidecar.policy.contract import BatchDecisions, Decision, DisclosureQuestion, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
@@ -45,7 +45,10 @@ log = logging.getLogger("whose.disclosure")
 
 
 @dataclass
-class Settled:
+class Ruling:
+    """A decision as this request holds it: which OPA decision made it, and whether
+    it came from the cache."""
+
     decision: Decision
     opa_decision_id: str | None
     cached: bool
@@ -77,15 +80,15 @@ class Gate:
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
         return Disclosure(self, question, route)
 
-    def vocabulary_of(self, verdicts: Verdicts) -> Vocabulary:
+    def vocabulary_of(self, batch: BatchDecisions) -> Vocabulary:
         """The vocabulary an answer came with, parsed once per revision."""
         known = self.vocabulary
-        if known is None or verdicts.revision is None or verdicts.revision != self._worded_under:
+        if known is None or batch.revision is None or batch.revision != self._worded_under:
             try:
-                known = Vocabulary.parse(verdicts.vocabulary)
+                known = Vocabulary.parse(batch.vocabulary)
             except MalformedVocabulary as exc:
                 raise PolicyUnavailable(str(exc)) from exc
-            self.vocabulary, self._worded_under = known, verdicts.revision
+            self.vocabulary, self._worded_under = known, batch.revision
         return known
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -108,7 +111,7 @@ class Disclosure:
     # The revision OPA reported in this request, once it has answered (`heard`).
     revision: str | None = None
     heard: bool = False
-    settled: dict[str, Settled] = field(default_factory=dict)
+    rulings: dict[str, Ruling] = field(default_factory=dict)
     opa_decision_ids: list[str] = field(default_factory=list)
     pushed_down: Pushdown | None = None
     # How this request's decisions are worded: from OPA's answer in this request.
@@ -161,7 +164,7 @@ class Disclosure:
             )
         if not log.isEnabledFor(logging.INFO):
             return
-        allowed = sum(s.decision.allow for s in self.settled.values())
+        allowed = sum(s.decision.allow for s in self.rulings.values())
         log.info(
             "disclosure",
             extra={
@@ -170,8 +173,8 @@ class Disclosure:
                 "asker": self.question.asker.id,
                 "tenant": self.question.asker.tenant,
                 "allowed": allowed,
-                "withheld": len(self.settled) - allowed + len(self._pending),
-                "cached": sum(s.cached for s in self.settled.values()),
+                "withheld": len(self.rulings) - allowed + len(self._pending),
+                "cached": sum(s.cached for s in self.rulings.values()),
                 "policy_revision": self.revision,
                 "error": error,
             },
@@ -209,15 +212,15 @@ class Disclosure:
         misses = [r for r in records if r.id not in cached]
         if misses or not self.heard:
             # Asked even with nothing to decide: it confirms the revision of the hits.
-            verdicts = await self._ask(misses)
-            if cached and verdicts.revision != guess:
+            batch = await self._ask(misses)
+            if cached and batch.revision != guess:
                 # The policy changed since those were cached: decide them afresh.
                 hits = [r for r in records if r.id in cached]
                 cached = {}
                 await self._ask(hits)
-        for key, settled in cached.items():
-            self.settled[key] = settled
-        decided = {r.id: self.settled[r.id].decision for r in records}
+        for key, ruling in cached.items():
+            self.rulings[key] = ruling
+        decided = {r.id: self.rulings[r.id].decision for r in records}
         self._check_wording(decided)
         metrics.count_decisions((d.allow, d.reasons) for d in decided.values())
         return decided
@@ -235,7 +238,7 @@ class Disclosure:
             # A use the policy cannot word is a malformed answer: disclose nothing.
             raise PolicyUnavailable(str(exc)) from exc
 
-    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Settled]:
+    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Ruling]:
         if revision is None or not records:
             metrics.CACHE_BYPASS.inc(len(records))
             return {}
@@ -250,39 +253,39 @@ class Disclosure:
             return {}
         found = {}
         for record_id, value in zip(wanted, values, strict=True):
-            settled = _load(value)
-            if settled is not None:
-                found[record_id] = settled
+            ruling = _load(value)
+            if ruling is not None:
+                found[record_id] = ruling
         metrics.CACHE_HIT.inc(len(found))
         metrics.CACHE_MISS.inc(len(wanted) - len(found))
         return found
 
-    async def _ask(self, records: list[Stored]) -> Verdicts:
+    async def _ask(self, records: list[Stored]) -> BatchDecisions:
         self._pending = [r.id for r in records]
-        verdicts = await self.gate.policy.disclosure(
+        batch = await self.gate.policy.disclosure(
             self.question, [self._view(r) for r in records], viewed=True
         )
         self._pending = []
-        self._heard(verdicts.decision_id, verdicts.revision)
-        self.vocabulary = self.gate.vocabulary_of(verdicts)
-        for record_id, decision in verdicts.decisions.items():
-            self.settled[record_id] = Settled(decision, verdicts.decision_id, cached=False)
-        await self._remember(records, verdicts)
-        return verdicts
+        self._heard(batch.decision_id, batch.revision)
+        self.vocabulary = self.gate.vocabulary_of(batch)
+        for record_id, decision in batch.decisions.items():
+            self.rulings[record_id] = Ruling(decision, batch.decision_id, cached=False)
+        await self._remember(records, batch)
+        return batch
 
-    async def _remember(self, records: list[Stored], verdicts: Verdicts) -> None:
-        if verdicts.revision is None or not records:
+    async def _remember(self, records: list[Stored], batch: BatchDecisions) -> None:
+        if batch.revision is None or not records:
             return
         entries = {}
         for record in records:
-            key = self._key(record, verdicts.revision)
+            key = self._key(record, batch.revision)
             if key is not None:
-                decision = verdicts.decisions[record.id]
-                entries[key] = orjson.dumps({"d": decision.model_dump(), "o": verdicts.decision_id})
+                decision = batch.decisions[record.id]
+                entries[key] = orjson.dumps({"d": decision.model_dump(), "o": batch.decision_id})
         if entries:
             # A failed write is counted at the next lookup; OPA is asked again then.
             with contextlib.suppress(CacheUnavailable):
-                await self.gate.cache.set_many(entries, self._keys(verdicts.revision).ttl_s)
+                await self.gate.cache.set_many(entries, self._keys(batch.revision).ttl_s)
 
     def _keys(self, revision: str) -> Keys:
         if revision not in self._key_makers:
@@ -327,7 +330,7 @@ class Disclosure:
             question.purpose,
             self.route,
             self.revision,
-            [(i, s.decision, s.opa_decision_id, s.cached) for i, s in self.settled.items()],
+            [(i, s.decision, s.opa_decision_id, s.cached) for i, s in self.rulings.items()],
             pending=self._pending,
             opa_decision_ids=self.opa_decision_ids,
             pushdown=self.pushed_down.describe() if self.pushed_down else None,
@@ -352,7 +355,7 @@ class _Cached(BaseModel):
     o: str | None = None
 
 
-def _load(value: bytes | None) -> Settled | None:
+def _load(value: bytes | None) -> Ruling | None:
     if value is None:
         return None
     try:
@@ -360,4 +363,4 @@ def _load(value: bytes | None) -> Settled | None:
         entry = _Cached.model_validate_json(value)
     except ValidationError:
         return None  # An unreadable entry is a miss.
-    return Settled(entry.d, entry.o, cached=True)
+    return Ruling(entry.d, entry.o, cached=True)

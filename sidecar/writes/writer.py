@@ -41,7 +41,7 @@ _MAX_OPEN_VERSIONS = 16
 _LOOKUP_CHUNK = 1000
 # Records per write request, through every write path.
 MAX_BATCH = 1000
-# Where the ids writers choose live (see record_id).
+# Where the ids writers choose live (see new_record_id).
 _CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
 # What a chain sets on a keyed version (writes/supersession.py).
 _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
@@ -262,7 +262,7 @@ class Writer:
         record = MemoryRecord.model_validate(
             {
                 **body.model_dump(exclude={"vector", "provenance"}),
-                "id": record_id(writer, body.id),
+                "id": new_record_id(writer, body.id),
                 "tenant": writer.tenant,
                 "recorded_at": now,
                 "valid_at": body.valid_at or now,
@@ -323,7 +323,7 @@ def _error_code(exc: Exception) -> str:
     return "store_unavailable"
 
 
-def record_id(writer: Identity, chosen: UUID | None) -> UUID:
+def new_record_id(writer: Identity, chosen: UUID | None) -> UUID:
     """A new record's id. An id the writer chose names the record in the writer's own
     namespace: the stored id is derived from it, the writer and the tenant, so a
     writer retrying a write meets its own record (`id_exists`), and nobody's write

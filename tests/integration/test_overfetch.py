@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.answers.verdict import decide
+from sidecar.answers.verdict import verdict_of
 from sidecar.audit import AuditLog, SqliteSink
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
@@ -117,7 +117,7 @@ async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclo
     response = await reader.nearest(ask(), "recall", embedder.embed("launch"), scope, 50)
     assert len(response.items) == 5  # every allowed record, and no more exist
     assert response.truncated is False
-    assert decide(response.items, response.vocabulary)[0] == "attributed"
+    assert verdict_of(response.items, response.vocabulary)[0] == "attributed"
     assert not any("October 17" in item.attribution for item in response.items)
 
 

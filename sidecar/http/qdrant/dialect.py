@@ -150,7 +150,7 @@ def wants_vector(with_vector: Any) -> bool:
     return bool(with_vector)
 
 
-def record_id(raw: Any) -> UUID | None:
+def point_as_record_id(raw: Any) -> UUID | None:
     # Record ids are UUIDs; an integer id can name no record here.
     try:
         return uuid.UUID(str(raw))
