@@ -2,13 +2,15 @@
 
 The core raises these and nothing else about a request; each transport maps the tree
 once (HTTP, the Qdrant routes included, in http/app.py; MCP in mcp/tools.py), so a
-refusal reads the same whichever way it was asked.
+refusal reads the same whichever way it was asked. The Python client (sidecar/client/)
+reads a refusal back into the same class, so a caller catches what the core raised.
 `status` is the HTTP status the code stands for, kept with the code so that the two
 never drift apart. Pure: no transport types here.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -53,12 +55,74 @@ class Forbidden(WhoseError):
     status = 403
 
 
+class Unauthenticated(WhoseError):
+    """No verified identity: a missing, expired or unverifiable token, or dev headers
+    that are not accepted (auth/tokens.py). `reason` says which."""
+
+    code = "unauthenticated"
+    status = 401
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, [reason])
+        self.reason = reason
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "reason": self.reason}
+
+
+class MethodNotAllowed(WhoseError):
+    """The route does not take this method (Starlette's refusal, worded in http/app.py):
+    a client asking a sidecar that does not serve that route yet."""
+
+    code = "method_not_allowed"
+    status = 405
+
+
+class RequestTooLarge(WhoseError):
+    """A request body above WHOSE_MAX_BODY_BYTES (http/limits.py), refused unread."""
+
+    code = "body_too_large"
+    status = 413
+
+
+class WriteRefused(WhoseError):
+    """Every reason, per record index; nothing was stored."""
+
+    code = "write_refused"
+    status = 422
+
+    def __init__(self, problems: list[dict[str, Any]]) -> None:
+        super().__init__("write refused", problems)
+        self.problems = problems
+
+
 class Unavailable(WhoseError):
     """A dependency failed: nothing was disclosed or stored. Reasons stay empty (the
     message, for the log, may name internals a caller has no use for)."""
 
     code = "unavailable"
     status = 503
+
+
+class PolicyUnavailable(Unavailable):
+    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
+
+    code = "policy_unavailable"
+    reason = "policy_unavailable"
+    # The read it cut short (set by reads/gate.py), so a refusal can name it.
+    decision_id: uuid.UUID | None = None
+
+
+class StoreUnavailable(Unavailable):
+    """The vector store failed or could not be reached."""
+
+    code = "store_unavailable"
+
+
+class LockUnavailable(Unavailable):
+    """The lock could not be taken in time (or Redis is down): refuse the write."""
+
+    code = "lock_unavailable"
 
 
 class AuditUnavailable(Unavailable):

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from sidecar.auth.identity import Identity
-from sidecar.record import MemoryRecord, Name
-from sidecar.store.filters import Scope, iso
+from sidecar.record import MemoryRecord, Name, iso
+
+if TYPE_CHECKING:
+    # Only named in annotations: the answers here are read by the Python client
+    # (sidecar/client/), which must not import the store and its Qdrant client.
+    from sidecar.store.filters import Scope
 
 _NOT_FOR_POLICY = ("content",)
 _PROPOSITION_FOR_POLICY = ("key",)

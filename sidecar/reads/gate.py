@@ -33,7 +33,8 @@ from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
-from sidecar.audit import AuditEntry, AuditLog
+from sidecar.audit import AuditEntry
+from sidecar.audit.writer import AuditLog
 from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
 from sidecar.policy.contract import Decision, DisclosureQuestion, Pushdown, Verdicts, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable

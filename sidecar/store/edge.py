@@ -27,7 +27,7 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
-from sidecar.record import Stored
+from sidecar.record import Stored, iso
 from sidecar.store import (
     Page,
     Search,
@@ -43,7 +43,6 @@ from sidecar.store.filters import (
     TEXT_FIELDS,
     FilterRefused,
     Scope,
-    iso,
     point_id,
     to_qdrant,
 )

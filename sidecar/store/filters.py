@@ -76,10 +76,6 @@ def point_id(tenant: str, record_id: uuid.UUID | str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, f"{tenant}\x00{record_id}"))
 
 
-def iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
 # --- the sidecar's own conditions ----------------------------------------------------
 
 
