@@ -10,6 +10,7 @@ never drift apart. Pure: no transport types here.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -28,6 +29,28 @@ class WhoseError(Exception):
     def body(self) -> dict[str, Any]:
         """The refusal as the HTTP API serves it (the Problem model's shape)."""
         return {"error": self.code, "reasons": self.reasons}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        """The refusal a served body stands for (what a client reads back): `body()`
+        read the other way, by the class whose code the body names."""
+        reasons = _listed(body.get("reasons"))
+        return cls(f"{cls.code}: {reasons}" if reasons else cls.code, reasons)
+
+
+def refusal_class(code: object) -> type[WhoseError] | None:
+    """The class of the tree that serves `code`, if any."""
+    todo: list[type[WhoseError]] = [WhoseError]
+    while todo:
+        cls = todo.pop()
+        if cls.code == code:
+            return cls
+        todo.extend(cls.__subclasses__())
+    return None
+
+
+def _listed(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 class InvalidRequest(WhoseError):
@@ -69,6 +92,10 @@ class Unauthenticated(WhoseError):
     def body(self) -> dict[str, Any]:
         return {"error": self.code, "reason": self.reason}
 
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        return cls(str(body.get("reason", "")))
+
 
 class MethodNotAllowed(WhoseError):
     """The route does not take this method (Starlette's refusal, worded in http/app.py):
@@ -92,8 +119,12 @@ class WriteRefused(WhoseError):
     status = 422
 
     def __init__(self, problems: list[dict[str, Any]]) -> None:
-        super().__init__("write refused", problems)
+        super().__init__(f"write refused: {problems}", problems)
         self.problems = problems
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        return cls([p for p in _listed(body.get("reasons")) if isinstance(p, dict)])
 
 
 class Unavailable(WhoseError):
@@ -111,6 +142,14 @@ class PolicyUnavailable(Unavailable):
     reason = "policy_unavailable"
     # The read it cut short (set by reads/gate.py), so a refusal can name it.
     decision_id: uuid.UUID | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        # Recall fails closed with an abstention that names its decision (http/api.py).
+        refused = cls(cls.code)
+        with contextlib.suppress(KeyError, ValueError):
+            refused.decision_id = uuid.UUID(str(body["decision_id"]))
+        return refused
 
 
 class StoreUnavailable(Unavailable):
