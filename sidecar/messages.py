@@ -90,8 +90,9 @@ class Item(BaseModel):
 
 
 class View(BaseModel):
-    holder: str | None
-    value: ScalarValue | None
+    # Optional fields have a default: answers are served without their nulls.
+    holder: str | None = None
+    value: ScalarValue | None = None
     record_id: UUID
     usable_as: str
 
@@ -129,7 +130,7 @@ class MindView(BaseModel):
     """One current view in a holder's mind, as the policy lets it be used."""
 
     record_id: UUID
-    value: ScalarValue | None
+    value: ScalarValue | None = None
     attitude: str | None = Field(
         default=None, description="For a view of someone else's mind: knows or believes."
     )

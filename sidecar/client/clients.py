@@ -86,6 +86,9 @@ class Retries:
     max_wait_s: float = 2.0
 
 
+DEFAULT_RETRIES = Retries()
+
+
 def may_retry(call: Call[Any], error: BaseException) -> bool:
     """Whether `call` may be sent again after `error`. A request that never left
     (connecting failed) was not applied: any call. A 503 decided nothing and stored
@@ -104,7 +107,7 @@ class Connection:
     token: Token | None = None
     dev: DevIdentity | None = None
     timeout: httpx.Timeout | float = field(default_factory=lambda: DEFAULT_TIMEOUT)
-    retries: Retries = Retries()
+    retries: Retries = DEFAULT_RETRIES
     # The Qdrant collection the sidecar serves (WHOSE_COLLECTION), for `scroll`.
     collection: str = DEFAULT_COLLECTION
 
@@ -198,7 +201,7 @@ class WhoseClient:
         token: Token | None = None,
         dev: DevIdentity | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retries: Retries = Retries(),
+        retries: Retries = DEFAULT_RETRIES,
         collection: str = DEFAULT_COLLECTION,
         http: httpx.Client | None = None,
     ) -> None:
@@ -321,7 +324,7 @@ class AsyncWhoseClient:
         token: Token | None = None,
         dev: DevIdentity | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retries: Retries = Retries(),
+        retries: Retries = DEFAULT_RETRIES,
         collection: str = DEFAULT_COLLECTION,
         http: httpx.AsyncClient | None = None,
     ) -> None:
