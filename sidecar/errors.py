@@ -146,7 +146,7 @@ class PolicyUnavailable(Unavailable):
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
         # Recall fails closed with an abstention that names its decision (http/api.py).
-        refused = cls(cls.code)
+        refused = cls(cls.code, _listed(body.get("reasons")))
         with contextlib.suppress(KeyError, ValueError):
             refused.decision_id = uuid.UUID(str(body["decision_id"]))
         return refused

@@ -27,8 +27,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+import sidecar.client.calls as calls
 from sidecar.audit.model import Outcome, Purpose
-from sidecar.client import calls
 from sidecar.client.calls import Call, Page
 from sidecar.errors import Unavailable
 from sidecar.messages import (

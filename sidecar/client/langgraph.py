@@ -64,7 +64,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from sidecar.client import calls
+import sidecar.client.calls as calls
 from sidecar.client.calls import Call, Page
 from sidecar.client.clients import (
     DEFAULT_COLLECTION,
