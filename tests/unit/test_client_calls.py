@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.store.base import InvalidNamespaceError, MatchCondition, PutOp
@@ -123,8 +124,13 @@ def test_what_is_sent_again(error: BaseException, read: bool, write: bool) -> No
 
 def test_writes_and_reads_are_told_apart() -> None:
     record_id = uuid.uuid4()
-    writes = [calls.remember([]), calls.delete(record_id)]
-    reads = [calls.get(record_id), calls.history(record_id), calls.views("k"), calls.audit()]
+    writes: list[calls.Call[Any]] = [calls.remember([]), calls.delete(record_id)]
+    reads: list[calls.Call[Any]] = [
+        calls.get(record_id),
+        calls.history(record_id),
+        calls.views("k"),
+        calls.audit(),
+    ]
     assert not any(call.read for call in writes)
     assert all(call.read for call in reads)
 
@@ -191,7 +197,7 @@ def test_answers_served_without_nulls_read_back_into_their_models() -> None:
     answers = {
         route.response_model
         for route in api.router.routes
-        if getattr(route, "response_model_exclude_none", False)
+        if isinstance(route, APIRoute) and route.response_model_exclude_none
     }
     assert answers
     missing: list[str] = []
