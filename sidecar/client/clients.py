@@ -151,7 +151,9 @@ class Connection:
         return {
             "stop": stop_after_attempt(max(1, self.retries.attempts)),
             "wait": wait_exponential_jitter(
-                initial=self.retries.wait_s, max=self.retries.max_wait_s
+                multiplier=self.retries.wait_s,
+                max=self.retries.max_wait_s,
+                jitter=self.retries.wait_s,
             ),
             "retry": retry_if_exception(lambda error: may_retry(call, error)),
             "reraise": True,
