@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (the records are in record.py)."""
+"""Request and response bodies of the HTTP API (the records are in record.py).
+
+The Python client (sidecar/client/) sends and reads these very models, so this module
+and what it imports stay free of the server's machinery (tests/unit/test_layering.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sidecar.audit.model import AuditEntry
+from sidecar.policy.contract import Decision, RuleReasons
 from sidecar.record import (
     Attitude,
     Instant,
@@ -84,8 +90,9 @@ class Item(BaseModel):
 
 
 class View(BaseModel):
-    holder: str | None
-    value: ScalarValue | None
+    # Optional fields have a default: answers are served without their nulls.
+    holder: str | None = None
+    value: ScalarValue | None = None
     record_id: UUID
     usable_as: str
 
@@ -123,7 +130,7 @@ class MindView(BaseModel):
     """One current view in a holder's mind, as the policy lets it be used."""
 
     record_id: UUID
-    value: ScalarValue | None
+    value: ScalarValue | None = None
     attitude: str | None = Field(
         default=None, description="For a view of someone else's mind: knows or believes."
     )
@@ -177,6 +184,39 @@ class PropositionResponse(BaseModel):
 
 class StoredRecords(BaseModel):
     records: list[MemoryRecord]
+
+
+class AuditPage(BaseModel):
+    """GET /v1/audit: entries of the caller's tenant, newest first."""
+
+    entries: list[AuditEntry]
+
+
+class ExplainRequest(BaseModel):
+    """Whom to explain a decision for: an asker of the caller's tenant, with the
+    groups, roles and scopes their token would carry, and an audience."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: Name
+    groups: list[Name] = Field(default_factory=list, max_length=100)
+    roles: list[Name] = Field(default_factory=list, max_length=100)
+    scopes: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Name] = Field(default_factory=list, max_length=100)
+    record_id: UUID
+    purpose: Literal["recall", "get", "history"] = "recall"
+    as_of: Instant | None = None
+
+
+class ExplainResponse(BaseModel):
+    decision_id: UUID
+    record_id: UUID
+    policy_revision: str | None
+    opa_decision_id: str | None
+    # Exactly what OPA evaluated (record content and proposition text left out).
+    input: dict[str, Any]
+    decision: Decision
+    rules: list[RuleReasons]
 
 
 class Problem(BaseModel):

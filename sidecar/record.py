@@ -57,6 +57,13 @@ def _as_utc(value: datetime) -> datetime:
 
 
 Instant = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def iso(instant: datetime) -> str:
+    """An instant as stored and as the policy reads it: RFC 3339, `Z` for UTC."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 # Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -228,11 +235,6 @@ class Stored:
             return self
         kept = {k: v for k, v in self.payload.items() if k not in dropped}
         return replace(self, payload=kept)
-
-
-def iso(instant: datetime) -> str:
-    """An instant as stored and as the policy reads it (RFC 3339, `Z` for UTC)."""
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:

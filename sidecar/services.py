@@ -13,7 +13,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sidecar.audit import AuditLog, RedisSink, SqliteSink
+from sidecar.audit.redis_sink import RedisSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.tokens import Authenticator
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.memory import Memory

@@ -69,12 +69,6 @@ USE = (
 )
 
 
-class Unauthenticated(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 # How a tool finds who is calling: from the HTTP request (the endpoint verified it),
 # or, over stdio, from the token in the environment or the dev identity.
 IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
@@ -133,8 +127,6 @@ async def _guarded(
     try:
         who = await server.identity_of(ctx)
         return await answer(server.services(), who)
-    except Unauthenticated as exc:
-        return _problem("unauthenticated", [exc.reason])
     except ValidationError as exc:
         return _problem("invalid_request", validation_reasons(exc.errors()))
     except WhoseError as exc:

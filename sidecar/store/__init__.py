@@ -13,15 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
-from sidecar.errors import Unavailable
+from sidecar.errors import StoreUnavailable as StoreUnavailable
 from sidecar.record import Stored
 from sidecar.store.scope import Scope
-
-
-class StoreUnavailable(Unavailable):
-    """The vector store failed or could not be reached."""
-
-    code = "store_unavailable"
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sidecar.audit import AuditEntry, AuditLog, WriteOutcome, WriteRoute, audited_write, write_entry
+from sidecar.audit import AuditEntry, WriteOutcome, WriteRoute, audited_write, write_entry
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
-from sidecar.errors import WhoseError
+from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
@@ -45,17 +46,6 @@ MAX_BATCH = 1000
 _CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
 # What a chain sets on a keyed version (writes/supersession.py).
 _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
-
-
-class WriteRefused(WhoseError):
-    """Every reason, per record index; nothing was stored."""
-
-    code = "write_refused"
-    status = 422
-
-    def __init__(self, problems: list[dict[str, Any]]) -> None:
-        super().__init__("write refused", problems)
-        self.problems = problems
 
 
 @dataclass
