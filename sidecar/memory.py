@@ -19,7 +19,7 @@ from sidecar.answers.minds import minds
 from sidecar.answers.verdict import decide, newest_fact, settle
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
     HistoryResponse,
@@ -47,7 +47,7 @@ def _now() -> datetime:
 
 class Memory:
     def __init__(
-        self, settings: Settings, reader: Reader, writer: Writer, embedder: HashingEmbedder
+        self, settings: Settings, reader: Reader, writer: Writer, embedder: Embedder
     ) -> None:
         self.settings = settings
         self.reader = reader
@@ -109,11 +109,19 @@ class Memory:
             modality=request.modality,
             min_confidence=request.min_confidence,
         )
+        mode = request.mode
         vector = request.vector
-        if vector is None:
-            vector = self.embedder.embed(request.query or "")
+        if mode != "lexical" and vector is None:
+            # No embedding, no search: EmbeddingUnavailable answers 503 with the reason.
+            [vector] = await self.embedder.embed_batch([request.query or ""], "query")
         answer = await self.reader.nearest(
-            question, route, vector, scope, request.limit, with_other_views=True
+            question,
+            route,
+            None if mode == "lexical" else vector,
+            scope,
+            request.limit,
+            text=None if mode == "dense" else request.query,
+            with_other_views=True,
         )
         items = settle(answer.items)
         verdict, conflicts = decide(items, answer.vocabulary, answer.others)
