@@ -91,7 +91,7 @@ class RemoteEmbedder:
     async def _request(self, texts: list[str]) -> list[list[float]]:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(initial=0.1, max=1.0, jitter=0.1),
+            wait=wait_exponential_jitter(multiplier=0.1, max=1.0, jitter=0.1),
             retry=retry_if_exception(lambda exc: isinstance(exc, _Transient)),
             reraise=True,
         )
