@@ -65,11 +65,17 @@ class Memory:
         return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
 
     async def observe(
-        self, who: Identity, observation: Observation, route: WriteRoute = "observations"
+        self,
+        who: Identity,
+        observations: Sequence[Observation],
+        route: WriteRoute = "observations",
     ) -> StoredRecords:
-        """What a speaker said, as the speaker's own views (writes/observations.py)."""
-        records = await self.writer.write(observed_records(observation), who, _now(), route)
-        return StoredRecords(records=records)
+        """What speakers said, as each speaker's own views (writes/observations.py): every
+        claim of every observation stored, or (WriteRefused, with every reason) none."""
+        bodies = [body for o in observations for body in observed_records(o)]
+        if not observations or len(bodies) > MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
+        return StoredRecords(records=await self.writer.write(bodies, who, _now(), route))
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"

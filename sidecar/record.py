@@ -95,6 +95,11 @@ class Proposition(_Strict):
     text: str = Field(min_length=1, max_length=2000)
     key: Name | None = None
     value: ScalarValue | None = None
+    quoted: bool | None = Field(
+        default=None,
+        description="The text is its speaker's own words, as said: its 'I' is the "
+        "speaker's and its 'yesterday' is relative to valid_at. Served as a dated quote.",
+    )
 
 
 class Source(_Strict):

@@ -26,13 +26,13 @@ def indexed_text(payload: dict[str, Any]) -> str:
     who = str(holder) if holder else ""
     if observed := payload.get("observed_id"):
         who = f"{who} about {observed}".strip()
-    when = _day(payload.get("valid_at"))
+    when = day(payload.get("valid_at"))
     head = ", ".join(part for part in (who, when) if part)
     claim = (payload.get("proposition") or {}).get("text") or payload.get("content") or ""
     return f"{head}: {claim}" if head else str(claim)
 
 
-def _day(instant: Any) -> str:
+def day(instant: Any) -> str:
     """`8 May 2023` (UTC), or "" when there is no usable instant."""
     if isinstance(instant, datetime):
         moment = instant

@@ -180,7 +180,7 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
                 access_scope=access_scope,
                 claims=claims,
             )
-            written = await svc.memory.observe(who, observation, "mcp.remember")
+            written = await svc.memory.observe(who, [observation], "mcp.remember")
             return _result(readout.stored(written), written)
 
         return await guarded(ctx, answer)
