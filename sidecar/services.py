@@ -28,7 +28,7 @@ from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.reads.gate import Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
-from sidecar.store import Search, Store
+from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
@@ -97,7 +97,11 @@ def open_store(
     had a request in flight, so the embedded engine optimizes between requests.
     `index`: the vectors it holds (default: the configured embedder's)."""
     index = index or index_spec(open_embedder(settings))
-    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    weight = settings.lexical_weight
+    if weight is None:
+        hashing = index.embedder == HashingEmbedder.name
+        weight = hybrid.WEIGHT_WITH_HASHING if hashing else hybrid.WEIGHT_WITH_A_MODEL
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef, weight)
     if settings.store == "server":
         if not settings.qdrant_url:
             raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")

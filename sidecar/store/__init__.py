@@ -38,6 +38,8 @@ class Search:
 
     exact_below: int = 0
     hnsw_ef: int | None = None
+    # Hybrid search: the BM25 share's weight against the dense score (store/hybrid.py).
+    lexical_weight: float = 1.0
 
 
 @dataclass(frozen=True)

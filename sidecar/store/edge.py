@@ -187,7 +187,7 @@ class EdgeStore:
                 "params": hybrid.edge_idf(corpus),
             }
         prefetches, formula = hybrid.edge_fused(
-            vector, terms, flt, corpus, limit, self._params(flt)
+            vector, terms, flt, corpus, limit, self._params(flt), self.search_tuning.lexical_weight
         )
         return {"query": formula, "prefetches": prefetches}
 

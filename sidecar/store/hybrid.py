@@ -25,8 +25,8 @@ every round and for every page, equal exactly when the two signals are. The form
 a point's own dense and BM25 scores (each rescored over the union, so neither is a
 default for a point only one branch found) is that; a rank-based fusion changes a
 point's score with what else a round returns, and ranks points that tie in one branch
-in whatever order the engine met them. W and C were chosen on the retrieval benchmark
-(bench/retrieval.py, docs/operations.md).
+in whatever order the engine met them (and measured worse: bench/retrieval.py). W and C
+were chosen on that benchmark (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -38,10 +38,13 @@ from qdrant_client.http import models as qm
 
 from sidecar.store.vectors import DENSE, LEXICAL
 
-# fused = dense + LEXICAL_WEIGHT * bm25 / (bm25 + SATURATION): the BM25 share rises
-# from 0 towards LEXICAL_WEIGHT, half of it at a BM25 score of SATURATION.
-LEXICAL_WEIGHT = 1.0
+# fused = dense + weight * bm25 / (bm25 + SATURATION): the BM25 share rises from 0
+# towards the weight, half of it at a BM25 score of SATURATION. The weight depends on
+# how much the dense side knows (Search.lexical_weight, WHOSE_LEXICAL_WEIGHT): the
+# hashing embedder's vectors are themselves made of words, a real model's are not.
 SATURATION = 8.0
+WEIGHT_WITH_HASHING = 2.0
+WEIGHT_WITH_A_MODEL = 0.5
 
 
 def idf(containing: int, total: int) -> float:
@@ -67,6 +70,7 @@ def edge_fused(
     corpus: qe.Filter,
     limit: int,
     dense_params: qe.SearchParams | None,
+    weight: float,
 ) -> tuple[list[qe.Prefetch], qe.Formula]:
     sparse = edge_lexical(terms)
     params = edge_idf(corpus)
@@ -81,14 +85,14 @@ def edge_fused(
             union, qe.Query.Nearest(sparse, using=LEXICAL), prefetches=branches, params=params
         ),
     ]
-    return rescored, _edge_formula()
+    return rescored, _edge_formula(weight)
 
 
-def _edge_formula() -> qe.Formula:
+def _edge_formula(weight: float) -> qe.Formula:
     e = qe.Expression
     bm25 = e.Variable("$score[1]")
     share = e.Div(bm25, e.Sum([bm25, e.Constant(SATURATION)]), 0.0)
-    fused = e.Sum([e.Variable("$score[0]"), e.Mult([e.Constant(LEXICAL_WEIGHT), share])])
+    fused = e.Sum([e.Variable("$score[0]"), e.Mult([e.Constant(weight), share])])
     return qe.Formula(fused, defaults={"$score[0]": 0.0, "$score[1]": 0.0})
 
 
@@ -106,6 +110,7 @@ def server_fused(
     flt: qm.Filter,
     limit: int,
     dense_params: qm.SearchParams | None,
+    weight: float,
 ) -> tuple[list[qm.Prefetch], qm.FormulaQuery]:
     sparse = server_lexical(weights)
     branches = [
@@ -119,15 +124,15 @@ def server_fused(
         qm.Prefetch(prefetch=branches, query=vector, limit=union),
         qm.Prefetch(prefetch=branches, query=sparse, using=LEXICAL, limit=union),
     ]
-    return rescored, _server_formula()
+    return rescored, _server_formula(weight)
 
 
-def _server_formula() -> qm.FormulaQuery:
+def _server_formula(weight: float) -> qm.FormulaQuery:
     bm25 = "$score[1]"
     share = qm.DivExpression(
         div=qm.DivParams(
             left=bm25, right=qm.SumExpression(sum=[bm25, SATURATION]), by_zero_default=0.0
         )
     )
-    fused = qm.SumExpression(sum=["$score[0]", qm.MultExpression(mult=[LEXICAL_WEIGHT, share])])
+    fused = qm.SumExpression(sum=["$score[0]", qm.MultExpression(mult=[weight, share])])
     return qm.FormulaQuery(formula=fused, defaults={"$score[0]": 0.0, "$score[1]": 0.0})

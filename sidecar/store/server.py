@@ -257,7 +257,12 @@ class ServerStore:
         else:
             dense_params = await self._params(query_filter)
             prefetch, query = hybrid.server_fused(
-                vector, weights, query_filter, limit, dense_params
+                vector,
+                weights,
+                query_filter,
+                limit,
+                dense_params,
+                self.search_tuning.lexical_weight,
             )
             using, params = None, None
         response = await self._call(
