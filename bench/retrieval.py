@@ -43,8 +43,8 @@ import Stemmer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sidecar.bench import processes  # noqa: E402
-from sidecar.bench.conversations import (  # noqa: E402
+from sidecar.bench import processes
+from sidecar.bench.conversations import (
     Conversation,
     generate,
     load_locomo,
