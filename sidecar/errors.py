@@ -153,6 +153,17 @@ class Unavailable(WhoseError):
     status = 503
 
 
+class EmbeddingUnavailable(Unavailable):
+    """The embedder could not embed (sidecar/embed/): nothing was searched or stored.
+    `reasons` name what failed in words a caller can act on (`timeout`, `unreachable`,
+    `http_503`, ...)."""
+
+    code = "embedding_unavailable"
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "reasons": self.reasons}
+
+
 class PolicyUnavailable(Unavailable):
     """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
 

@@ -19,7 +19,7 @@ from sidecar.answers.minds import minds
 from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
     HistoryResponse,
@@ -47,7 +47,7 @@ def _now() -> datetime:
 
 class Memory:
     def __init__(
-        self, settings: Settings, reader: Reader, writer: Writer, embedder: HashingEmbedder
+        self, settings: Settings, reader: Reader, writer: Writer, embedder: Embedder
     ) -> None:
         self.settings = settings
         self.reader = reader
@@ -65,11 +65,17 @@ class Memory:
         return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
 
     async def observe(
-        self, who: Identity, observation: Observation, route: WriteRoute = "observations"
+        self,
+        who: Identity,
+        observations: Sequence[Observation],
+        route: WriteRoute = "observations",
     ) -> StoredRecords:
-        """What a speaker said, as the speaker's own views (writes/observations.py)."""
-        records = await self.writer.write(observed_records(observation), who, _now(), route)
-        return StoredRecords(records=records)
+        """What speakers said, as each speaker's own views (writes/observations.py): every
+        claim of every observation stored, or (WriteRefused, with every reason) none."""
+        bodies = [body for o in observations for body in observed_records(o)]
+        if not observations or len(bodies) > MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
+        return StoredRecords(records=await self.writer.write(bodies, who, _now(), route))
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"
@@ -109,11 +115,19 @@ class Memory:
             modality=request.modality,
             min_confidence=request.min_confidence,
         )
+        mode = request.mode
         vector = request.vector
-        if vector is None:
-            vector = self.embedder.embed(request.query or "")
+        if mode != "lexical" and vector is None:
+            # No embedding, no search: EmbeddingUnavailable answers 503 with the reason.
+            [vector] = await self.embedder.embed_batch([request.query or ""], "query")
         answer = await self.reader.nearest(
-            question, route, vector, scope, request.limit, with_other_views=True
+            question,
+            route,
+            None if mode == "lexical" else vector,
+            scope,
+            request.limit,
+            text=None if mode == "dense" else request.query,
+            with_other_views=True,
         )
         items = mark_replaced(answer.items)
         verdict, conflicts = verdict_of(items, answer.vocabulary, answer.others)

@@ -26,6 +26,8 @@ from sidecar.record import (
 )
 
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
+# How recall ranks: the dense embedding and BM25 fused, or either alone.
+SearchMode = Literal["hybrid", "dense", "lexical"]
 
 
 class RecallRequest(BaseModel):
@@ -34,7 +36,16 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
-    vector: Vector | None = None
+    vector: Vector | None = Field(
+        default=None,
+        description="Your own embedding of the question (the collection's model): the "
+        "dense side of the search; with `query`, fused with its words.",
+    )
+    search: SearchMode | None = Field(
+        default=None,
+        description="`hybrid` (the default with a query): the dense embedding and BM25 over "
+        "the words fused; `dense` or `lexical` (BM25) alone. A vector alone is `dense`.",
+    )
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
     limit: int = Field(default=10, ge=1, le=1000)
@@ -52,10 +63,18 @@ class RecallRequest(BaseModel):
     include_history: bool = False
 
     @model_validator(mode="after")
-    def _one_query(self) -> RecallRequest:
-        if (self.query is None) == (self.vector is None):
-            raise ValueError("give exactly one of query or vector")
+    def _a_query(self) -> RecallRequest:
+        if self.query is None and self.vector is None:
+            raise ValueError("give a query, a vector, or both")
+        if self.search in ("hybrid", "lexical") and self.query is None:
+            raise ValueError(f"a {self.search} search needs the query's words")
+        if self.search in ("dense", "lexical") and self.query is not None and self.vector:
+            raise ValueError(f"a {self.search} search takes a query or a vector, not both")
         return self
+
+    @property
+    def mode(self) -> SearchMode:
+        return self.search or ("hybrid" if self.query is not None else "dense")
 
 
 class Item(BaseModel):

@@ -102,6 +102,11 @@ class Proposition(_Strict):
     text: str = Field(min_length=1, max_length=2000)
     key: Name | None = None
     value: ScalarValue | None = None
+    quoted: bool | None = Field(
+        default=None,
+        description="The text is its speaker's own words, as said: its 'I' is the "
+        "speaker's and its 'yesterday' is relative to valid_at. Served as a dated quote.",
+    )
 
 
 class Source(_Strict):
@@ -235,6 +240,18 @@ class Stored:
             return self
         kept = {k: v for k, v in self.payload.items() if k not in dropped}
         return replace(self, payload=kept)
+
+
+def day(instant: Any) -> str:
+    """`8 May 2023` (UTC), or "" when there is no usable instant."""
+    if isinstance(instant, datetime):
+        moment = instant
+    else:
+        try:
+            moment = datetime.fromisoformat(str(instant))
+        except ValueError:
+            return ""
+    return f"{moment.day} {moment:%B %Y}"
 
 
 def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:

@@ -182,7 +182,7 @@ async def remember(
             access_scope=access_scope,
             claims=claims,
         )
-        written = await svc.memory.observe(who, observation, "mcp.remember")
+        written = await svc.memory.observe(who, [observation], "mcp.remember")
         return _result(readout.stored(written), written)
 
     return await _guarded(ctx, answer)

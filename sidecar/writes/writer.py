@@ -19,7 +19,8 @@ from uuid import UUID
 from sidecar.audit import AuditEntry, WriteOutcome, WriteRoute, audited_write, write_entry
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed import Embedder, EmbeddingUnavailable
+from sidecar.embed.indexed import indexed_text
 from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
@@ -51,7 +52,8 @@ _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
 @dataclass
 class Prepared:
     payload: dict[str, Any]
-    vector: list[float]
+    # The writer's own embedding, or None until the embedder makes one (`_embedded`).
+    vector: list[float] | None
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Writer:
         self,
         store: Store,
         policy: PolicyClient,
-        embedder: HashingEmbedder,
+        embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog | None = None,
     ) -> None:
@@ -112,8 +114,8 @@ class Writer:
         except WriteRefused as refused:
             attempt.refused(refused.problems)
             raise
-        except (PolicyUnavailable, LockUnavailable, StoreUnavailable) as exc:
-            attempt.failed(_error_code(exc))
+        except (PolicyUnavailable, LockUnavailable, StoreUnavailable, EmbeddingUnavailable) as exc:
+            attempt.failed(exc.code)
             raise
         finally:
             if self.audit is not None:
@@ -126,6 +128,9 @@ class Writer:
         prepared = self._checked(bodies, writer, now, attempt)
         payloads = [p.payload for p in prepared]
         blind = await self._decided(payloads, writer, attempt)
+        # Embedded once the policy has let the batch through, before any lock is taken
+        # (a remote embedder may take its whole timeout): a failure stores nothing.
+        vectors = await self._embedded(prepared)
         chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
         # New ids are locked too: two writers choosing one id must not both find it free.
@@ -147,7 +152,7 @@ class Writer:
             )
             _refuse_if(linked.problems, payloads)
             await held.confirm()
-            await self._commit(writer.tenant, prepared, linked.updates)
+            await self._commit(writer.tenant, payloads, vectors, linked.updates)
         attempt.outcome = "stored"
         return [_as_told(p, p["id"] in blind) for p in payloads]
 
@@ -193,12 +198,27 @@ class Writer:
         successors = await successors_of(self.store, tenant, suspects)
         return _Snapshot(open_versions, around, named_records, successors)
 
+    async def _embedded(self, prepared: list[Prepared]) -> list[list[float]]:
+        """Each record's dense vector: the writer's own, else the embedder's, of what is
+        indexed for the record (embed/indexed.py), all of a batch in one call."""
+        missing = [p for p in prepared if p.vector is None]
+        made: list[list[float]] = []
+        if missing:
+            texts = [indexed_text(p.payload) for p in missing]
+            made = await self.embedder.embed_batch(texts, "document")
+        supplied = iter(made)
+        return [p.vector if p.vector is not None else next(supplied) for p in prepared]
+
     async def _commit(
-        self, tenant: str, prepared: list[Prepared], updates: list[tuple[str, dict[str, Any]]]
+        self,
+        tenant: str,
+        payloads: list[dict[str, Any]],
+        vectors: list[list[float]],
+        updates: list[tuple[str, dict[str, Any]]],
     ) -> None:
         # New versions first: if we stop half-way, each names its predecessor,
         # which still looks current until `plan` is next given both.
-        await self.store.put(tenant, [(p.payload, p.vector) for p in prepared])
+        await self.store.put(tenant, list(zip(payloads, vectors, strict=True)))
         for record_id, fields in updates:
             await self.store.update(tenant, uuid.UUID(record_id), fields)
 
@@ -259,9 +279,7 @@ class Writer:
                 "provenance": provenance.model_copy(update={"writer": writer.id}),
             }
         )
-        text = record.proposition.text if record.proposition else record.content
-        vector = body.vector if body.vector is not None else self.embedder.embed(text)
-        return Prepared(record.payload(), vector)
+        return Prepared(record.payload(), body.vector)
 
     async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
         taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
@@ -303,14 +321,6 @@ class _Attempt:
             error=self.error,
             opa_decision_ids=self.opa_decision_ids,
         )
-
-
-def _error_code(exc: Exception) -> str:
-    if isinstance(exc, PolicyUnavailable):
-        return "policy_unavailable"
-    if isinstance(exc, LockUnavailable):
-        return "lock_unavailable"
-    return "store_unavailable"
 
 
 def new_record_id(writer: Identity, chosen: UUID | None) -> UUID:
@@ -377,7 +387,7 @@ def _prepared_problems(prepared: list[Prepared], dim: int) -> list[tuple[int, st
     problems: list[tuple[int, str]] = []
     seen: set[str] = set()
     for i, p in enumerate(prepared):
-        if len(p.vector) != dim:
+        if p.vector is not None and len(p.vector) != dim:
             problems.append((i, f"vector_dimension_must_be_{dim}"))
         if p.payload["id"] in seen:
             problems.append((i, "duplicate_id_in_batch"))
