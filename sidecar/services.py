@@ -33,7 +33,6 @@ from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
 from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
-from sidecar.store.edge_process import EdgeProcessStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import IndexSpec
@@ -128,8 +127,6 @@ def open_store(
             index=index,
         )
     path = settings.data_dir / "store" / settings.collection
-    if settings.edge_process:
-        return EdgeProcessStore(path, settings.vector_size, settings.optimize_interval_s, search)
     return EdgeStore(
         path, settings.vector_size, settings.optimize_interval_s, quiet_for, search, index
     )

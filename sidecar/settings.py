@@ -88,9 +88,6 @@ class Settings(BaseSettings):
     embed_retries: int = Field(default=2, ge=0, le=5)
     embed_batch: int = Field(default=64, ge=1, le=2048)
     optimize_interval_s: float = Field(default=10.0, gt=0)
-    # The embedded store in a process of its own (store/edge_process.py): its calls,
-    # which hold the interpreter, then stop that process rather than the event loop.
-    edge_process: bool = False
     # Vector search (both backends, store/__init__.py `Search`): exact when the filter
     # matches at most search_exact_below points (0: Qdrant decides alone), else HNSW
     # with beam width search_hnsw_ef (None: Qdrant's default, 100).

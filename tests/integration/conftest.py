@@ -13,7 +13,6 @@ from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import PolicyClient
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.edge_process import EdgeProcessStore
 from sidecar.store.server import ServerStore
 from tests.conftest import OPA_LIBRARY, POLICY_DIR, STORE_BACKENDS
 
@@ -46,13 +45,10 @@ def backend(
     request: pytest.FixtureRequest | None = None,
 ) -> Store:
     """One of the two store backends, not yet opened: `edge` (Qdrant's engine
-    in-process), `edge-process` (the same engine in a child process) or `server`
-    (qdrant-client against the session's real Qdrant server, in a collection of its
-    own; skipped where there is no server binary)."""
+    in-process) or `server` (qdrant-client against the session's real Qdrant server,
+    in a collection of its own; skipped where there is no server binary)."""
     if kind == "edge":
         return EdgeStore(folder / "edge", dim, optimize_interval_s=optimize_interval_s)
-    if kind == "edge-process":
-        return EdgeProcessStore(folder / "edge", dim, optimize_interval_s=optimize_interval_s)
     assert request is not None, "the server backend needs the test's request"
     qdrant = request.getfixturevalue("qdrant_server")
     return ServerStore.connect([qdrant.url], f"test_{uuid.uuid4().hex[:12]}", dim)
@@ -60,5 +56,3 @@ def backend(
 
 # The `params` of a fixture that builds a store on each backend.
 BACKENDS = list(STORE_BACKENDS)
-# ... and also with the embedded engine in a process of its own.
-WITH_EDGE_PROCESS = [*BACKENDS, *(["edge-process"] if "edge" in BACKENDS else [])]

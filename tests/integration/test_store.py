@@ -23,13 +23,13 @@ from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
-from tests.integration.conftest import WITH_EDGE_PROCESS, backend
+from tests.integration.conftest import BACKENDS, backend
 
 DIM = 64
 embed = HashingEmbedder(DIM).embed
 
 
-@pytest.fixture(params=WITH_EDGE_PROCESS)
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     opened = backend(request.param, tmp_path, DIM, optimize_interval_s=0.01, request=request)
     await opened.open()
