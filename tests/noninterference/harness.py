@@ -185,14 +185,19 @@ class Stores:
 
 
 def start_stores(
-    folder: Path, policy: Path, pool: TenantPool, backend: Backend
+    folder: Path,
+    policy: Path,
+    pool: TenantPool,
+    backend: Backend,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Stores]:
     """Stores A and B: two sidecars on `backend` (each with a store of its own: an
-    embedded engine or a Qdrant server), each with its own local OPA.
+    embedded engine or a Qdrant server), each with its own local OPA, and `settings`
+    (WHOSE_* variables) beside the defaults.
 
     One after the other: two local OPAs loading a large directory at once on two
     busy cores can miss start_sidecar's readiness deadline."""
-    env = STORE_ENV | {"WHOSE_POLICY_DIR": str(policy)}
+    env = STORE_ENV | {"WHOSE_POLICY_DIR": str(policy)} | (settings or {})
     started: list[subprocess.Popen[bytes]] = []
     stores: Stores | None = None
     try:
