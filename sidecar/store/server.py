@@ -183,14 +183,17 @@ class ServerStore:
         self._ensured = True
 
     async def _adoptable(self, info: qm.CollectionInfo) -> bool:
-        """Empty, with the dense vector (this dimension, cosine) and the lexical one."""
+        """Empty, with the dense vector (this dimension, cosine) and the lexical one,
+        scored as stored (an IDF modifier would weigh terms by the other records)."""
         params = info.config.params
         dense_params = params.vectors
+        lexical_params = (params.sparse_vectors or {}).get(LEXICAL)
         if not (
             isinstance(dense_params, qm.VectorParams)
             and dense_params.size == self.index.dim
             and dense_params.distance == qm.Distance.COSINE
-            and LEXICAL in (params.sparse_vectors or {})
+            and lexical_params is not None
+            and lexical_params.modifier in (None, qm.Modifier.NONE)
         ):
             return False
         counted = await self._call(lambda c: c.count(self.collection, exact=True))

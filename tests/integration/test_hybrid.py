@@ -16,12 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
 
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.embed.indexed import indexed_text
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
+from sidecar.store.server import ServerStore
+from sidecar.store.vectors import LEXICAL, IndexMismatch
 from tests.integration.conftest import BACKENDS, backend
+from tests.qdrant_server import QdrantNode
 
 DIM = 64
 embed = HashingEmbedder(DIM).embed
@@ -179,3 +184,37 @@ async def test_both_backends_score_alike(tmp_path: Path, request: pytest.Fixture
     assert edge.keys() == server.keys()
     for key, value in edge.items():
         assert server[key] == pytest.approx(value, abs=2e-3), key
+
+
+@pytest.mark.parametrize("modifier", [qm.Modifier.IDF, None])
+async def test_a_collection_made_by_hand_is_adopted_only_without_an_idf_modifier(
+    modifier: qm.Modifier | None, request: pytest.FixtureRequest
+) -> None:
+    """An empty collection with the right vectors becomes the sidecar's; with an IDF
+    modifier on the lexical vector Qdrant would weigh every term by the whole
+    collection (other tenants' records, hidden ones): refused like any mismatch."""
+    if "server" not in BACKENDS:
+        pytest.skip("needs the server backend (WHOSE_TEST_BACKENDS)")
+    node: QdrantNode = request.getfixturevalue("qdrant_server")
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    client = AsyncQdrantClient(url=node.url, check_compatibility=False)
+    try:
+        await client.create_collection(
+            name,
+            vectors_config=qm.VectorParams(size=DIM, distance=qm.Distance.COSINE),
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=modifier)},
+        )
+    finally:
+        await client.close()
+    store = ServerStore.connect([node.url], name, DIM)
+    try:
+        if modifier is None:
+            await store.open()
+            await put(store, rec("acme", OURS[0]))
+            [found] = await store.search(None, Scope(tenant="acme"), 1, text="support group")
+            assert found.payload["content"] == OURS[0]
+        else:
+            with pytest.raises(IndexMismatch, match="records no embedding model"):
+                await store.open()
+    finally:
+        await store.close()
