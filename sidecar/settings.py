@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
     # Hybrid search (store/hybrid.py): the weight of BM25's share against the dense
-    # score; None: 2.0 with the hashing embedder, 0.5 with a model (bench/retrieval.py).
+    # score; None: 4.0 with the hashing embedder, 1.0 with a model (bench/retrieval.py).
     lexical_weight: float | None = Field(default=None, ge=0, le=100)
 
     # Redis: supersession locks shared by replicas. Unset: in-process locks, which is
