@@ -1,11 +1,13 @@
-# Erasure: may the asker erase these records, and what becomes of the records
-# derived from them?
+# Erasure: may the asker make this erasure request, may each record be erased, and
+# what becomes of the records derived from an erased one?
 #
 # Input: {asker, request: {kind, subject?, source?}, records, now}. `kind` is
-# `records` (ids the asker named, each already one the asker may see: the
-# sidecar asks the disclosure policy first and treats the others as missing),
-# or `subject`, `source`, `tenant` (bulk requests, which reach records the
-# asker may not see: only an erasure officer may make them).
+# `records`: ids the asker named. The sidecar asks the disclosure policy first and
+# answers for a record the asker may not see exactly as for a missing one, so every
+# record here is one the asker may see. `subject`, `source` and `tenant` are bulk
+# requests: they reach records the asker may not see, so only an erasure officer
+# (config.erasure.officer_roles) may make them, and each record must be what the
+# request names (the sidecar's scan is not trusted for that).
 # METADATA
 # scope: package
 # schemas:
@@ -15,7 +17,6 @@
 #   - data.whose.holds: schema.holds
 package whose.erasure
 
-import data.whose.config
 import data.whose.lib.directory
 import data.whose.lib.subjects
 
@@ -36,20 +37,20 @@ answer := {
 
 # METADATA
 # description: |
-#   The decision for one record. `derived`: what becomes of the records derived
-#   from it once it is erased (`flag`: served with a note, never as current;
-#   `withdraw`: their valid time ends now; `erase`: erased with it).
+#   The decision for one record: allowed when no rule refuses. `derived` says what
+#   becomes of the records derived from it once it is erased.
 decide(record) := {
-	"allow": allow(record),
+	"allow": count(denials(record)) == 0,
 	"reasons": denials(record),
-	"derived": config.erasure.on_derived,
+	"derived": on_derived,
 }
 
-default allow(_) := false
-
 # METADATA
-# description: allowed only when no rule refuses.
-allow(record) if count(denials(record)) == 0
+# description: |
+#   What becomes of a record derived from an erased one (config.erasure.on_derived):
+#   `flag` (served as stale, with a note saying why), `withdraw` (its valid time ends
+#   now), `erase` (erased with it). Flagged when the config says nothing.
+on_derived := object.get(data.whose.config, ["erasure", "on_derived"], "flag")
 
 # METADATA
 # description: every reason the record may not be erased (empty means allow).
@@ -69,6 +70,14 @@ request_denials := union({
 		input.request.kind != "records"
 		not officer
 	},
+	{"subject_missing" |
+		input.request.kind == "subject"
+		not input.request.subject
+	},
+	{"source_missing" |
+		input.request.kind == "source"
+		not input.request.source
+	},
 })
 
 known_asker if {
@@ -79,7 +88,7 @@ known_asker if {
 # METADATA
 # description: the asker holds a role the config names for erasure requests.
 officer if {
-	some role in config.erasure.officer_roles
+	some role in object.get(data.whose.config, ["erasure", "officer_roles"], [])
 	directory.has_role(input.asker, role)
 }
 
@@ -100,13 +109,11 @@ standing_denials(record) := {"not_holder_or_writer" |
 	not holder_or_writer(record)
 }
 
-holder_or_writer(record) if record.observer_id == input.asker.id
-
-holder_or_writer(record) if record.source.speaker == input.asker.id
+holder_or_writer(record) if subjects.holder(record) == input.asker.id
 
 holder_or_writer(record) if record.provenance.writer == input.asker.id
 
-# A bulk request erases only what it names: the sidecar's scan is not trusted for that.
+# A bulk request erases only what it names.
 match_denials(record) := union({
 	{"not_about_subject" |
 		input.request.kind == "subject"

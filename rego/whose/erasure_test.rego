@@ -6,12 +6,14 @@ alice := {"id": "alice", "tenant": "acme"}
 
 bob := {"id": "bob", "tenant": "acme"}
 
+# An erasure officer by the demo directory (rego/whose/directory/data.json).
 dpo := {"id": "dpo", "tenant": "acme"}
 
 belief := {
 	"id": "r1",
 	"tenant": "acme",
 	"observer_id": "alice",
+	"observed_id": "carol",
 	"modality": "believed",
 	"source_id": "chat-1",
 	"source": {"kind": "conversation", "speaker": "alice"},
@@ -20,11 +22,13 @@ belief := {
 	"recorded_at": "2026-10-01T00:00:00Z",
 }
 
-ask(asker, request, records) := erasure.answer with input as {
-	"asker": asker,
-	"request": request,
-	"records": records,
-	"now": "2026-12-01T00:00:00Z",
+ask(asker, request, records) := answer if {
+	answer := erasure.answer with input as {
+		"asker": asker,
+		"request": request,
+		"records": records,
+		"now": "2026-12-01T00:00:00Z",
+	}
 }
 
 by_id := {"kind": "records"}
@@ -59,6 +63,17 @@ test_default_deny_without_asker if {
 
 test_derived_records_are_flagged_by_default if ask(alice, by_id, [belief]).decisions.r1.derived == "flag"
 
+test_derived_choice_from_config if {
+	answer := ask(alice, by_id, [belief]) with data.whose.config.erasure.on_derived as "erase"
+	answer.decisions.r1.derived == "erase"
+}
+
+test_flagged_without_erasure_config if {
+	answer := ask(alice, by_id, [belief]) with data.whose.config as {}
+	answer.decisions.r1.derived == "flag"
+	answer.decisions.r1.allow
+}
+
 test_a_record_request_is_never_unrestricted if not ask(dpo, by_id, [belief]).request.unrestricted
 
 test_subject_request_needs_an_officer if {
@@ -66,6 +81,11 @@ test_subject_request_needs_an_officer if {
 	answer.request.reasons == {"needs_erasure_officer"}
 	not answer.request.unrestricted
 	not answer.decisions.r1.allow
+}
+
+test_no_officer_without_erasure_config if {
+	answer := ask(dpo, {"kind": "tenant"}, [belief]) with data.whose.config as {}
+	answer.request.reasons == {"needs_erasure_officer"}
 }
 
 test_officer_subject_request_is_unrestricted if {
@@ -80,9 +100,18 @@ test_officer_role_from_the_token if {
 	answer.decisions.r1.allow
 }
 
+test_subject_request_reaches_the_observed_mind if {
+	ask(dpo, {"kind": "subject", "subject": "carol"}, [belief]).decisions.r1.allow
+}
+
 test_subject_request_erases_only_records_about_the_subject if {
-	d := ask(dpo, {"kind": "subject", "subject": "carol"}, [belief]).decisions.r1
+	d := ask(dpo, {"kind": "subject", "subject": "erin"}, [belief]).decisions.r1
 	d.reasons == {"not_about_subject"}
+}
+
+test_subject_and_source_must_be_named if {
+	ask(dpo, {"kind": "subject"}, []).request.reasons == {"subject_missing"}
+	ask(dpo, {"kind": "source"}, []).request.reasons == {"source_missing"}
 }
 
 test_source_request_erases_only_that_source if {

@@ -11,13 +11,27 @@ record := {
 	"provenance": {"writer": "relay"},
 }
 
-test_people_named_in_every_place if subjects.people(record) == {"alice", "bob", "relay"}
+fact := {"id": "r2", "tenant": "acme", "provenance": {"writer": "narrator"}}
 
-test_people_of_a_bare_record_is_empty if count(subjects.people({"id": "r2"})) == 0
+test_people_are_holder_observed_and_speaker if subjects.people(record) == {"alice", "bob"}
+
+test_holder_is_the_observer if subjects.holder(record) == "alice"
+
+test_holder_of_a_claim_without_observer_is_its_speaker if {
+	subjects.holder(json.remove(record, ["observer_id"])) == "alice"
+}
+
+test_a_fact_without_speaker_is_its_writers if {
+	subjects.holder(fact) == "narrator"
+	subjects.people(fact) == {"narrator"}
+}
 
 test_concerns_the_observed_mind if subjects.concerns(record, "bob")
 
-test_does_not_concern_others if not subjects.concerns(record, "carol")
+test_does_not_concern_the_relay_or_others if {
+	not subjects.concerns(record, "relay")
+	not subjects.concerns(record, "carol")
+}
 
 holds := {"tenants": {"acme": {"records": ["r9"], "subjects": ["bob"]}}}
 
