@@ -22,6 +22,7 @@ from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
+    ErasureResponse,
     HistoryResponse,
     MemoryResponse,
     PropositionResponse,
@@ -34,6 +35,7 @@ from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite
 from sidecar.settings import Settings
 from sidecar.store.filters import Scope
+from sidecar.writes.eraser import Eraser
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.witnessed import WitnessedEvent
@@ -47,12 +49,18 @@ def _now() -> datetime:
 
 class Memory:
     def __init__(
-        self, settings: Settings, reader: Reader, writer: Writer, embedder: HashingEmbedder
+        self,
+        settings: Settings,
+        reader: Reader,
+        writer: Writer,
+        embedder: HashingEmbedder,
+        eraser: Eraser,
     ) -> None:
         self.settings = settings
         self.reader = reader
         self.writer = writer
         self.embedder = embedder
+        self.eraser = eraser
 
     # --- writes -------------------------------------------------------------------------
 
@@ -77,6 +85,27 @@ class Memory:
         """An event seen together, as each witness's view (writes/witnessed.py)."""
         records = await self.writer.write(witnessed_records(event), who, _now(), route)
         return StoredRecords(records=records)
+
+    # --- erasure ------------------------------------------------------------------------
+
+    async def forget(
+        self,
+        who: Identity,
+        record_id: UUID,
+        route: str,
+        *,
+        history: bool = False,
+        reason: str | None = None,
+    ) -> ErasureResponse:
+        """Erase a record (with `history`, every version of its chain) if the erasure
+        policy lets the asker (ErasureRefused otherwise, nothing erased); NotFound, as
+        if missing, when the asker may not see it (writes/eraser.py)."""
+        erased = await self.eraser.forget(who, [record_id], route, history=history, reason=reason)
+        if not erased.erased:
+            raise NotFound("memory")
+        return ErasureResponse(
+            erased=[UUID(i) for i in erased.erased], decision_id=erased.decision_id
+        )
 
     # --- reads --------------------------------------------------------------------------
 

@@ -183,6 +183,14 @@ class StoredRecords(BaseModel):
     records: list[MemoryRecord]
 
 
+class ErasureResponse(BaseModel):
+    """DELETE /v1/memories/{id}: the records erased (the one named, or with `history`
+    every version of its chain). Nothing else: not what was derived from them."""
+
+    erased: list[UUID]
+    decision_id: UUID
+
+
 class Problem(BaseModel):
     """A machine-readable refusal: `error` is stable, `reasons` say what to fix."""
 

@@ -40,7 +40,7 @@ SourceKind = Literal[
 ]
 Attitude = Literal["knows", "believes"]
 # What became of a premise after a record was derived from it (writes/lineage.py).
-PremiseChange = Literal["superseded", "erased", "withdrawn", "narrowed"]
+PremiseChange = Literal["superseded", "erased", "withdrawn", "narrowed", "stale"]
 # The RAG library a document came from through the Qdrant dialect (writes/documents.py).
 Library = Literal["langchain", "llamaindex", "haystack", "plain"]
 

@@ -28,6 +28,7 @@ from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
+from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
 from sidecar.writes.writer import Writer
 
@@ -44,6 +45,7 @@ class Services:
     redis: aioredis.Redis | None
     reader: Reader
     writer: Writer
+    eraser: Eraser
     embedder: HashingEmbedder
     authenticate: Authenticator
     memory: Memory
@@ -175,7 +177,10 @@ async def open_services(
         )
         embedder = HashingEmbedder(settings.vector_size)
         reader = Reader(store, gate, bounds)
-        writer = Writer(store, policy, embedder, chain_locks(settings, redis), audit)
+        # One set of locks for every path that changes a chain (writes, erasures).
+        locks = chain_locks(settings, redis)
+        writer = Writer(store, policy, embedder, locks, audit)
+        eraser = Eraser(store, policy, locks, reader, audit)
         yield Services(
             settings=settings,
             store=store,
@@ -185,7 +190,8 @@ async def open_services(
             redis=redis,
             reader=reader,
             writer=writer,
+            eraser=eraser,
             embedder=embedder,
             authenticate=authenticate,
-            memory=Memory(settings, reader, writer, embedder),
+            memory=Memory(settings, reader, writer, embedder, eraser),
         )

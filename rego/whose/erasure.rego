@@ -7,7 +7,9 @@
 # record here is one the asker may see. `subject`, `source` and `tenant` are bulk
 # requests: they reach records the asker may not see, so only an erasure officer
 # (config.erasure.officer_roles) may make them, and each record must be what the
-# request names (the sidecar's scan is not trusted for that).
+# request names (the sidecar's scan is not trusted for that). `derived`: records
+# derived from one being erased, when its decision chose `erase` for them: the
+# erasure of their premise stands for them, and only the tenant and holds apply.
 # METADATA
 # scope: package
 # schemas:
@@ -67,9 +69,10 @@ denials(record) := union({
 request_denials := union({
 	{"no_asker" | not known_asker},
 	{"needs_erasure_officer" |
-		input.request.kind != "records"
+		input.request.kind in bulk_kinds
 		not officer
 	},
+	{"unknown_kind" | not input.request.kind in ({"records", "derived"} | bulk_kinds)},
 	{"subject_missing" |
 		input.request.kind == "subject"
 		not input.request.subject
@@ -79,6 +82,10 @@ request_denials := union({
 		not input.request.source
 	},
 })
+
+# METADATA
+# description: the requests that reach records by what they are about, not by id.
+bulk_kinds := {"subject", "source", "tenant"}
 
 known_asker if {
 	is_string(input.asker.id)
@@ -97,7 +104,7 @@ default unrestricted := false
 # METADATA
 # description: a bulk request by an officer reaches records the officer may not see.
 unrestricted if {
-	input.request.kind != "records"
+	input.request.kind in bulk_kinds
 	officer
 }
 
@@ -105,6 +112,7 @@ tenant_denials(record) := {"tenant_mismatch" | record.tenant != input.asker.tena
 
 # A record is its holder's and its writer's to erase; an officer may erase any.
 standing_denials(record) := {"not_holder_or_writer" |
+	input.request.kind == "records"
 	not officer
 	not holder_or_writer(record)
 }

@@ -124,3 +124,17 @@ test_legal_hold_stops_even_the_officer if {
 	d := ask(dpo, by_id, [belief]).decisions.r1 with data.whose.holds as {"tenants": {"acme": {"records": ["r1"], "subjects": []}}}
 	d.reasons == {"legal_hold"}
 }
+
+test_a_derivation_is_erased_with_its_premise_whoever_holds_it if {
+	answer := ask(alice, {"kind": "derived"}, [object.union(belief, {"observer_id": "bob"})])
+	answer.request.allow
+	not answer.request.unrestricted
+	answer.decisions.r1.allow
+}
+
+test_a_held_derivation_is_not_erased_with_its_premise if {
+	answer := ask(alice, {"kind": "derived"}, [belief]) with data.whose.holds as {"tenants": {"acme": {"records": [], "subjects": ["carol"]}}}
+	answer.decisions.r1.reasons == {"legal_hold"}
+}
+
+test_unknown_kind_refused if ask(dpo, {"kind": "everything"}, []).request.reasons == {"unknown_kind"}

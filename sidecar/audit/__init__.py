@@ -11,10 +11,12 @@ to a SQLite file under the data directory.
 """
 
 from sidecar.audit.model import (
+    AuditedErasure,
     AuditedRecord,
     AuditedWrite,
     AuditEntry,
     AuditQuery,
+    ErasureOutcome,
     Outcome,
     Purpose,
     RecordOutcome,
@@ -35,8 +37,10 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "AuditQuery",
+    "AuditedErasure",
     "AuditedRecord",
     "AuditedWrite",
+    "ErasureOutcome",
     "Outcome",
     "Purpose",
     "RecordOutcome",
