@@ -62,7 +62,9 @@ async def test_an_id_the_asker_may_not_see_is_left_alone_as_a_missing_one(world:
 
 
 async def test_an_audience_member_may_not_erase_the_holders_record(world: Core) -> None:
-    [note] = await world.write("alice", belief("alice", "the party is on the roof", ["alice", "bob"]))
+    [note] = await world.write(
+        "alice", belief("alice", "the party is on the roof", ["alice", "bob"])
+    )
     with pytest.raises(ErasureRefused) as refused:
         await world.eraser.forget(BOB, [note.id], "test")
     assert refused.value.reasons == [{"id": str(note.id), "reasons": ["not_holder_or_writer"]}]
@@ -91,7 +93,8 @@ async def test_the_chain_closes_over_an_erased_version(world: Core) -> None:
     # Erasing the current version makes the one before it current again.
     await world.eraser.forget(ALICE, [c.id], "test")
     [(_, alone)] = (await world.stored(a.id)).items()
-    assert "superseded_by" not in alone and "invalid_at" not in alone
+    assert "superseded_by" not in alone
+    assert "invalid_at" not in alone
     assert (await world.seen_by("alice", a.id))[str(a.id)].status == "current"
 
 
@@ -160,7 +163,8 @@ async def test_the_audit_entry_says_who_what_and_why_without_the_claim(world: Co
     await world.eraser.forget(ALICE, [note.id], "test", reason="ticket-7")
     [entry] = await world.entries(purpose="erase")
     assert entry.asker == "alice"
-    assert entry.erasure is not None and entry.erasure.reason == "ticket-7"
+    assert entry.erasure is not None
+    assert entry.erasure.reason == "ticket-7"
     assert [(w.id, w.outcome, w.reasons) for w in entry.written] == [
         (str(note.id), "erased", ["requested"])
     ]

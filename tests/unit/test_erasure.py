@@ -3,6 +3,7 @@ a derived record (writes/lineage.py): pure, no store."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +51,8 @@ def test_erasing_the_current_version_makes_the_one_before_current_again() -> Non
     plan = relink({"v2"}, versions)
     assert plan.reopened == ["v1"]
     after = applied(versions, {"v2"})
-    assert "superseded_by" not in after["v1"] and "invalid_at" not in after["v1"]
+    assert "superseded_by" not in after["v1"]
+    assert "invalid_at" not in after["v1"]
 
 
 def test_erasing_the_first_version_leaves_the_next_first() -> None:
@@ -69,7 +71,8 @@ def test_a_neighbour_whose_link_names_something_else_is_left_alone() -> None:
     versions = chain(3)
     versions["v0"]["superseded_by"] = "elsewhere"
     plan = relink({"v1"}, versions)
-    assert "v0" not in plan.set and "v0" not in plan.clear
+    assert "v0" not in plan.set
+    assert "v0" not in plan.clear
     assert plan.set["v2"] == {"supersedes": "v0"}
 
 
@@ -88,7 +91,7 @@ def test_any_erasure_leaves_one_coherent_line(n: int, data: st.DataObject) -> No
     after = applied(versions, erased)
     survivors = [f"v{i}" for i in range(n) if f"v{i}" not in erased]
     assert sorted(after) == sorted(survivors)
-    for before, later in zip(survivors, survivors[1:], strict=False):
+    for before, later in itertools.pairwise(survivors):
         assert after[before]["superseded_by"] == later
         assert after[before]["invalid_at"] == after[later]["valid_at"]
         assert after[later]["supersedes"] == before
