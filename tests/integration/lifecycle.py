@@ -159,3 +159,10 @@ def belief(holder: str, text: str, audience: list[str], **extra: Any) -> MemoryW
         }
         | extra
     )
+
+
+def ids(*records: MemoryRecord) -> list[uuid.UUID]:
+    """The stored ids of records a write answered with."""
+    found = [r.id for r in records]
+    assert all(i is not None for i in found)
+    return [i for i in found if i is not None]
