@@ -38,6 +38,7 @@ from sidecar.store.filters import Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
+from sidecar.writes.versions import Change, Point, Versions
 from sidecar.writes.witnessed import WitnessedEvent
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
@@ -55,12 +56,14 @@ class Memory:
         writer: Writer,
         embedder: HashingEmbedder,
         eraser: Eraser,
+        versions: Versions,
     ) -> None:
         self.settings = settings
         self.reader = reader
         self.writer = writer
         self.embedder = embedder
         self.eraser = eraser
+        self.versions = versions
 
     # --- writes -------------------------------------------------------------------------
 
@@ -85,6 +88,31 @@ class Memory:
         """An event seen together, as each witness's view (writes/witnessed.py)."""
         records = await self.writer.write(witnessed_records(event), who, _now(), route)
         return StoredRecords(records=records)
+
+    # --- documents by the ids their library gave them (the Qdrant dialect) -------------
+
+    async def upsert_points(
+        self, who: Identity, points: Sequence[Point], route: WriteRoute = "proxy.upsert"
+    ) -> StoredRecords:
+        """Each point a new document, or a new version of the one its id names
+        (writes/versions.py); all or nothing."""
+        return StoredRecords(records=await self.versions.upsert(who, points, route))
+
+    async def update_points(
+        self, who: Identity, targets: Sequence[UUID] | Scope, change: Change, route: WriteRoute
+    ) -> StoredRecords:
+        """A new version of each document named, its payload changed; all or nothing."""
+        return StoredRecords(records=await self.versions.update(who, targets, change, route))
+
+    async def delete_points(
+        self, who: Identity, targets: Sequence[UUID] | Scope, route: str = "proxy.delete"
+    ) -> list[str]:
+        """Erase every version of each document named that the asker may see."""
+        return await self.versions.delete(who, targets, route)
+
+    async def point_aliases(self, who: Identity, ids: Sequence[UUID]) -> dict[UUID, list[UUID]]:
+        """The record ids each point id names for the asker (writes/versions.py)."""
+        return await self.versions.aliases(who, ids)
 
     # --- erasure ------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
+from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
 
 log = logging.getLogger("whose")
@@ -181,6 +182,7 @@ async def open_services(
         locks = chain_locks(settings, redis)
         writer = Writer(store, policy, embedder, locks, audit)
         eraser = Eraser(store, policy, locks, reader, audit)
+        versions = Versions(store, reader, writer, eraser, locks)
         yield Services(
             settings=settings,
             store=store,
@@ -193,5 +195,5 @@ async def open_services(
             eraser=eraser,
             embedder=embedder,
             authenticate=authenticate,
-            memory=Memory(settings, reader, writer, embedder, eraser),
+            memory=Memory(settings, reader, writer, embedder, eraser, versions),
         )

@@ -25,6 +25,7 @@ from sidecar.errors import Unavailable, WhoseError, validation_reasons
 from sidecar.http import admin, api
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
+from sidecar.http.qdrant import writes as proxy_writes
 from sidecar.http.qdrant.dialect import QdrantError, error_response
 from sidecar.http.request_metrics import RequestTimer, Traffic
 from sidecar.mcp import endpoint as mcp_endpoint
@@ -69,6 +70,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(api.router)
     app.include_router(admin.router)
+    # The dialect's writes before its routes: those end with the catch-all refusal.
+    app.include_router(proxy_writes.router)
     app.include_router(proxy.router)
     # The MCP endpoint (streamable HTTP) and where a host learns which issuer to ask.
     app.router.routes.append(

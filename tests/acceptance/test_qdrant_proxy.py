@@ -219,12 +219,36 @@ def test_upsert_goes_through_the_write_policy(served: tuple[str, dict[str, Any]]
     assert client(base, "alice").retrieve(COLLECTION, ids=[langchain_style.id]) == []
 
 
-def test_anything_else_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
-    base, world = served
+def test_delete_goes_through_the_erasure_policy(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    note = record("alice", "the launch venue is Hall C", ["alice", "bob"])
+    point = qm.PointStruct(id=note.pop("id"), vector=note.pop("vector"), payload=note)
+    client(base, "alice").upsert(COLLECTION, points=[point])
+    stored = str(record_id(Identity("alice", "acme"), uuid.UUID(str(point.id))))
+    # Bob may see it, not erase it; Carol may not see it: as if it did not exist.
     with pytest.raises(UnexpectedResponse) as refused:
-        client(base, "alice").delete(COLLECTION, points_selector=[world["private"]["id"]])
+        client(base, "bob").delete(COLLECTION, points_selector=[stored])
+    assert refused.value.status_code == 403
+    assert b"not_holder_or_writer" in refused.value.content
+    carol = client(base, "carol").delete(COLLECTION, points_selector=[stored])
+    missing = client(base, "carol").delete(COLLECTION, points_selector=[str(uuid.uuid4())])
+    assert carol.status == missing.status == qm.UpdateStatus.COMPLETED
+    assert ids(client(base, "alice").retrieve(COLLECTION, ids=[stored])) == {stored}
+    # The holder deletes it, by the id she chose.
+    client(base, "alice").delete(COLLECTION, points_selector=[point.id])
+    assert client(base, "alice").retrieve(COLLECTION, ids=[stored]) == []
+
+
+def test_anything_else_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    with pytest.raises(UnexpectedResponse) as refused:
+        client(base, "alice").delete_collection(COLLECTION)
     assert refused.value.status_code == 405
     assert b"not supported by whose" in refused.value.content
+    with pytest.raises(UnexpectedResponse) as vectors:
+        client(base, "alice").delete_vectors(COLLECTION, vectors=[""], points=[str(uuid.uuid4())])
+    assert vectors.value.status_code == 400
+    assert b"not supported by whose" in vectors.value.content
     with pytest.raises(UnexpectedResponse) as unknown:
         client(base, "alice").query_points("other_collection", query=QUERY)
     assert unknown.value.status_code == 404
