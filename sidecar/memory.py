@@ -36,6 +36,7 @@ from sidecar.record import MemoryRecord, MemoryWrite
 from sidecar.settings import Settings
 from sidecar.store.filters import Scope
 from sidecar.writes.eraser import Eraser
+from sidecar.writes.erasure_requests import ErasureProgress, ErasureRequest, ErasureRequests
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.versions import Change, Point, Versions
@@ -57,6 +58,7 @@ class Memory:
         embedder: HashingEmbedder,
         eraser: Eraser,
         versions: Versions,
+        erasures: ErasureRequests,
     ) -> None:
         self.settings = settings
         self.reader = reader
@@ -64,6 +66,7 @@ class Memory:
         self.embedder = embedder
         self.eraser = eraser
         self.versions = versions
+        self.erasures = erasures
 
     # --- writes -------------------------------------------------------------------------
 
@@ -134,6 +137,17 @@ class Memory:
         return ErasureResponse(
             erased=[UUID(i) for i in erased.erased], decision_id=erased.decision_id
         )
+
+    async def request_erasure(self, who: Identity, request: ErasureRequest) -> ErasureProgress:
+        """Erase every record about a subject, from a source, or of the tenant, in
+        bounded steps (writes/erasure_requests.py); ErasureRefused unless the asker is
+        an erasure officer by the policy."""
+        return await self.erasures.submit(who, request)
+
+    async def erasure_status(self, who: Identity, request_id: UUID) -> ErasureProgress:
+        """How far an erasure request has got; NotFound for one the asker neither made
+        nor, as an officer, may follow."""
+        return await self.erasures.status(who, request_id)
 
     # --- reads --------------------------------------------------------------------------
 

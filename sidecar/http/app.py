@@ -22,7 +22,7 @@ from starlette.routing import Route
 from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
 from sidecar.errors import Unavailable, WhoseError, validation_reasons
-from sidecar.http import admin, api
+from sidecar.http import admin, api, erasures
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
 from sidecar.http.qdrant import writes as proxy_writes
@@ -69,6 +69,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(api.router)
+    app.include_router(erasures.router)
     app.include_router(admin.router)
     # The dialect's writes before its routes: those end with the catch-all refusal.
     app.include_router(proxy_writes.router)

@@ -79,6 +79,8 @@ class Erased:
     erased: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
+    # Records of a bulk step the policy kept, with why (a legal hold, say).
+    refused: dict[str, list[str]] = field(default_factory=dict)
     decision_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
@@ -192,25 +194,36 @@ class Eraser:
                 if r.id not in denied
             ]
             attempt.done = await self._apply(who, attempt)
+            attempt.done.refused = denied
             return attempt.done
         except (PolicyUnavailable, LockUnavailable, StoreUnavailable) as exc:
             attempt.error = exc.code
             raise
         finally:
-            self._audit(who, route, request, reason, request_id, attempt)
+            asked = AuditedErasure(
+                request_id=request_id,
+                kind=request.kind,
+                subject=request.subject,
+                source=request.source,
+                reason=reason,
+            )
+            self._audit(who, route, asked, attempt)
 
     async def apply(
         self,
         actor: Identity,
         erasing: list[Erasing],
         route: str,
+        asked: AuditedErasure,
         *,
         revision: str | None,
-        request: ErasureRequestView,
-        reason: str | None = None,
+        opa_decision_ids: Sequence[str] = (),
     ) -> Erased:
-        """Erase records already decided (the retention sweep: whose.retention said so)."""
-        attempt = _Attempt(erasing=erasing, revision=revision)
+        """Erase records already decided (the retention sweep: whose.retention said so);
+        `asked` is what the audit entry says was asked for."""
+        attempt = _Attempt(
+            erasing=erasing, revision=revision, opa_decision_ids=list(opa_decision_ids)
+        )
         try:
             attempt.done = await self._apply(actor, attempt)
             return attempt.done
@@ -218,7 +231,7 @@ class Eraser:
             attempt.error = exc.code
             raise
         finally:
-            self._audit(actor, route, request, reason, None, attempt)
+            self._audit(actor, route, asked, attempt)
 
     # --- the steps ------------------------------------------------------------------
 
@@ -287,15 +300,7 @@ class Eraser:
         attempt.erasing = list(erasing.values())
         return attempt.erasing
 
-    def _audit(
-        self,
-        actor: Identity,
-        route: str,
-        request: ErasureRequestView,
-        reason: str | None,
-        request_id: str | None,
-        attempt: _Attempt,
-    ) -> None:
+    def _audit(self, actor: Identity, route: str, asked: AuditedErasure, attempt: _Attempt) -> None:
         if self.audit is None:
             return
         done = attempt.done
@@ -329,13 +334,7 @@ class Eraser:
             opa_decision_ids=attempt.opa_decision_ids,
             written=written,
             error=attempt.error,
-            erasure=AuditedErasure(
-                request_id=request_id,
-                kind=request.kind,
-                subject=request.subject,
-                source=request.source,
-                reason=reason,
-            ),
+            erasure=asked,
         )
         self.audit.record(entry)
 

@@ -33,7 +33,9 @@ from sidecar.record import MemoryRecord, MemoryWrite, Stored
 from sidecar.store import Store
 from sidecar.store.filters import Scope
 from sidecar.writes.eraser import Eraser
+from sidecar.writes.erasure_requests import ErasureRequests, FileRequests
 from sidecar.writes.locks import LocalLocks
+from sidecar.writes.retention import Sweeper
 from sidecar.writes.writer import Writer
 from tests.conftest import POLICY_DIR, start_opa, stop
 from tests.integration.conftest import backend
@@ -96,6 +98,8 @@ class Core:
     eraser: Eraser
     audit: AuditLog
     clock: Clock
+    requests: ErasureRequests
+    sweeper: Sweeper
     tenant: str = "acme"
 
     async def write(self, who: str, *bodies: MemoryWrite, **claims: Any) -> list[MemoryRecord]:
@@ -137,8 +141,12 @@ async def core(
     reader = Reader(store, gate, Bounds(4, 4, 1000))
     writer = Writer(store, policy, embedder, locks, audit)
     eraser = Eraser(store, policy, locks, reader, audit, clock=clock)
+    requests = ErasureRequests(
+        store, policy, eraser, FileRequests(folder / "requests"), locks, step=2, clock=clock
+    )
+    sweeper = Sweeper(store, policy, eraser, locks, clock=clock)
     try:
-        yield Core(store, policy, reader, writer, eraser, audit, clock)
+        yield Core(store, policy, reader, writer, eraser, audit, clock, requests, sweeper)
     finally:
         await gate.idle()
         await audit.close()

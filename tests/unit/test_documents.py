@@ -99,7 +99,11 @@ def test_a_document_is_its_writers_assertion_by_default() -> None:
     record = written({"content": "x", **READERS}, writer="confluence-sync")
     assert record["observer_id"] == "confluence-sync"
     assert record["modality"] == "asserted"
-    assert record["source"] == {"kind": "document", "speaker": "confluence-sync", "participants": []}
+    assert record["source"] == {
+        "kind": "document",
+        "speaker": "confluence-sync",
+        "participants": [],
+    }
 
 
 def test_author_and_holder_name_whose_claim_it_is() -> None:
