@@ -285,9 +285,9 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         """Forget a memory for good: it is erased, not marked, and cannot be recalled
         again by anyone. Use it for a memory that is wrong or that its holder asked to
         have forgotten; to record a change of mind, remember the new view instead
-        (history is kept). Only a memory's holder or writer may forget it
-        (`erasure_refused` otherwise); `not_found` if it does not exist or you may not
-        see it (the two are the same answer)."""
+        (history is kept). A memory is its holder's: only its holder or writer may
+        forget it, never someone else's attributed view (`erasure_refused` otherwise);
+        `not_found` if it does not exist or you may not see it (the same answer)."""
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
             erased = await svc.memory.forget(who, id, "mcp.forget", history=history, reason=reason)
