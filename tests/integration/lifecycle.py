@@ -36,6 +36,7 @@ from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests
 from sidecar.writes.locks import LocalLocks
 from sidecar.writes.retention import Sweeper
+from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
 from tests.conftest import POLICY_DIR, start_opa, stop
 from tests.integration.conftest import backend
@@ -100,6 +101,7 @@ class Core:
     clock: Clock
     requests: ErasureRequests
     sweeper: Sweeper
+    versions: Versions
     tenant: str = "acme"
 
     async def write(self, who: str, *bodies: MemoryWrite, **claims: Any) -> list[MemoryRecord]:
@@ -145,8 +147,9 @@ async def core(
         store, policy, eraser, FileRequests(folder / "requests"), locks, step=2, clock=clock
     )
     sweeper = Sweeper(store, policy, eraser, locks, clock=clock)
+    versions = Versions(store, reader, writer, eraser, locks, clock=clock)
     try:
-        yield Core(store, policy, reader, writer, eraser, audit, clock, requests, sweeper)
+        yield Core(store, policy, reader, writer, eraser, audit, clock, requests, sweeper, versions)
     finally:
         await gate.idle()
         await audit.close()
