@@ -167,7 +167,8 @@ class PremiseChanged(_Strict):
 
     premise: UUID
     change: PremiseChange
-    at: Instant
+    # When the sidecar recorded the change.
+    recorded_at: Instant
 
 
 class MemoryRecord(_Strict):
@@ -285,7 +286,7 @@ class Stored:
         narrowed by `at`."""
         for change in self.payload.get("premise_changes") or ():
             try:
-                if _instant(change["at"]) <= at:
+                if _instant(change["recorded_at"]) <= at:
                     return True
             except (KeyError, TypeError, ValueError):
                 return True  # unreadable: never served as current

@@ -44,7 +44,7 @@ test_summary_of_what_applied_then_allowed if derive(summary("2026-10-03T00:00:00
 stale_summary := object.union(summary("2026-10-03T00:00:00Z"), {"premise_changes": [{
 	"premise": "p1",
 	"change": "erased",
-	"at": "2026-10-07T00:00:00Z",
+	"recorded_at": "2026-10-07T00:00:00Z",
 }]})
 
 test_summary_of_a_stale_summary_refused if {

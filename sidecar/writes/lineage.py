@@ -63,7 +63,7 @@ def marked(
     existing = [c for c in record.get("premise_changes") or () if isinstance(c, dict)]
     known = {(str(c.get("premise")), c.get("change")) for c in existing}
     new = [
-        {"premise": premise, "change": change, "at": iso(at)}
+        {"premise": premise, "change": change, "recorded_at": iso(at)}
         for premise, change in sorted(changes.items())
         if premise in premises and (premise, change) not in known
     ]

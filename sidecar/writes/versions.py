@@ -230,28 +230,27 @@ class Versions:
         stored = await self.writer.write(
             [p.body for p in plans], who, self.clock(), route, chosen=[p.chosen for p in plans]
         )
-        await self._withdraw([p for p in plans if p.reissues is not None], who.tenant)
+        reissued = [(p, r) for p, r in zip(plans, stored, strict=True) if p.reissues is not None]
+        await self._withdraw(reissued, who.tenant)
         return stored
 
-    async def _withdraw(self, plans: list[_Planned], tenant: str) -> None:
-        """The versions a new line replaced end now; what was derived from them is
-        marked (fewer readers: `narrowed`)."""
-        if not plans:
+    async def _withdraw(self, reissued: list[tuple[_Planned, MemoryRecord]], tenant: str) -> None:
+        """The versions a new line replaced end where it starts; what was derived from
+        them is marked (fewer readers: `narrowed`)."""
+        if not reissued:
             return
-        now = self.clock()
         changes: dict[str, PremiseChange] = {}
-        olds = [p.reissues for p in plans if p.reissues is not None]
+        olds = [p.reissues for p, _ in reissued if p.reissues is not None]
         async with self.locks.hold([chain_lock_key(r.payload) for r in olds]) as held:
             await held.confirm()
-            for plan in plans:
+            for plan, new in reissued:
                 old = plan.reissues
-                assert old is not None
-                if not old.ended_by(now):
-                    await self.store.update(
-                        tenant, UUID(old.id), {"invalid_at": iso(max(now, old.valid_at))}
-                    )
+                assert old is not None and new.valid_at is not None
+                ends = max(old.valid_at, new.valid_at)
+                if old.invalid_at is None or old.invalid_at > ends:
+                    await self.store.update(tenant, UUID(old.id), {"invalid_at": iso(ends)})
                 changes[old.id] = "narrowed" if _narrower(old.payload, plan.body) else "withdrawn"
-        await self.lineage.propagate(tenant, changes, now)
+        await self.lineage.propagate(tenant, changes, self.clock())
 
     # --- deletes ----------------------------------------------------------------------
 

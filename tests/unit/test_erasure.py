@@ -107,14 +107,16 @@ AT = datetime(2026, 10, 9, tzinfo=UTC)
 def test_a_derived_record_is_marked_for_its_own_premises_only() -> None:
     summary = {"id": "s1", "provenance": {"derived_from": ["p1", "p2"]}}
     marks = marked(summary, {"p1": "erased", "p9": "erased"}, AT)
-    assert marks == [{"premise": "p1", "change": "erased", "at": "2026-10-09T00:00:00Z"}]
+    assert marks == [{"premise": "p1", "change": "erased", "recorded_at": "2026-10-09T00:00:00Z"}]
 
 
 def test_a_mark_is_made_once() -> None:
     summary = {
         "id": "s1",
         "provenance": {"derived_from": ["p1"]},
-        "premise_changes": [{"premise": "p1", "change": "erased", "at": "2026-10-01T00:00:00Z"}],
+        "premise_changes": [
+            {"premise": "p1", "change": "erased", "recorded_at": "2026-10-01T00:00:00Z"}
+        ],
     }
     assert marked(summary, {"p1": "erased"}, AT) is None
     assert marked(summary, {"p1": "superseded"}, AT) is not None

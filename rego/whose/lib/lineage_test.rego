@@ -5,8 +5,8 @@ import data.whose.lib.lineage
 summary := {
 	"id": "s1",
 	"premise_changes": [
-		{"premise": "p1", "change": "superseded", "at": "2026-10-02T00:00:00Z"},
-		{"premise": "p2", "change": "erased", "at": "2026-10-03T00:00:00Z"},
+		{"premise": "p1", "change": "superseded", "recorded_at": "2026-10-02T00:00:00Z"},
+		{"premise": "p2", "change": "erased", "recorded_at": "2026-10-03T00:00:00Z"},
 	],
 }
 
