@@ -230,26 +230,30 @@ class Versions:
         stored = await self.writer.write(
             [p.body for p in plans], who, self.clock(), route, chosen=[p.chosen for p in plans]
         )
-        reissued = [(p, r) for p, r in zip(plans, stored, strict=True) if p.reissues is not None]
+        reissued = [
+            (p.reissues, p.body, r.valid_at or self.clock())
+            for p, r in zip(plans, stored, strict=True)
+            if p.reissues is not None
+        ]
         await self._withdraw(reissued, who.tenant)
         return stored
 
-    async def _withdraw(self, reissued: list[tuple[_Planned, MemoryRecord]], tenant: str) -> None:
+    async def _withdraw(
+        self, reissued: list[tuple[Stored, MemoryWrite, datetime]], tenant: str
+    ) -> None:
         """The versions a new line replaced end where it starts; what was derived from
         them is marked (fewer readers: `narrowed`)."""
         if not reissued:
             return
         changes: dict[str, PremiseChange] = {}
-        olds = [p.reissues for p, _ in reissued if p.reissues is not None]
-        async with self.locks.hold([chain_lock_key(r.payload) for r in olds]) as held:
+        keys = [chain_lock_key(old.payload) for old, _, _ in reissued]
+        async with self.locks.hold(keys) as held:
             await held.confirm()
-            for plan, new in reissued:
-                old = plan.reissues
-                assert old is not None and new.valid_at is not None
-                ends = max(old.valid_at, new.valid_at)
+            for old, body, starts in reissued:
+                ends = max(old.valid_at, starts)
                 if old.invalid_at is None or old.invalid_at > ends:
                     await self.store.update(tenant, UUID(old.id), {"invalid_at": iso(ends)})
-                changes[old.id] = "narrowed" if _narrower(old.payload, plan.body) else "withdrawn"
+                changes[old.id] = "narrowed" if _narrower(old.payload, body) else "withdrawn"
         await self.lineage.propagate(tenant, changes, self.clock())
 
     # --- deletes ----------------------------------------------------------------------
