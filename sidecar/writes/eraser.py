@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from sidecar import metrics
 from sidecar.audit import (
     AuditedErasure,
     AuditedWrite,
@@ -322,6 +323,8 @@ class Eraser:
                 written.append(
                     audited_write(len(written), {"id": record_id}, "withdrawn", ["premise_erased"])
                 )
+        for audited in written:
+            metrics.ERASURES.labels(audited.outcome, route).inc()
         entry = AuditEntry(
             decision_id=done.decision_id if done is not None else uuid.uuid4(),
             time=datetime.now(UTC),

@@ -354,6 +354,9 @@ class ErasureRequests:
                         await asyncio.sleep(0)  # let requests in between
             except Unavailable:
                 log.exception("erasure requests: a step failed; trying again later")
+            except Exception:
+                # A bug must not stop every later request: logged, tried again later.
+                log.exception("erasure requests: a step failed unexpectedly")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=poll_s)
             self._wake.clear()

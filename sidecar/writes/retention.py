@@ -167,3 +167,6 @@ async def every(
             log.info("retention: another sweep is running; this one skipped")
         except Unavailable:
             log.exception("retention: the sweep failed; the next one will try again")
+        except Exception:
+            # A bug must not stop every later sweep: logged, the next one tried.
+            log.exception("retention: the sweep failed unexpectedly")
