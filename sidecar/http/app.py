@@ -118,9 +118,25 @@ def _install_error_shapes(app: FastAPI) -> None:
         return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if isinstance(exc.detail, dict):
             body = exc.detail
         else:
             body = {"error": str(exc.detail).lower().replace(" ", "_")}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route on the path only; a path
+            # served by several (GET and DELETE /v1/memories/{id}) names them all.
+            headers = dict(headers or {}) | {"Allow": ", ".join(_methods_on(request))}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+
+def _methods_on(request: Request) -> list[str]:
+    """Every method the app's routes serve on the request's path."""
+    methods = {
+        method
+        for route in request.app.routes
+        if isinstance(route, Route) and route.path_regex.match(request.url.path)
+        for method in route.methods or ()
+    }
+    return sorted(methods)

@@ -16,9 +16,12 @@ from sidecar.writes.erasure_requests import ErasureProgress, ErasureRequest
 
 router = APIRouter(tags=["erasure"])
 
+# 400: a body that is not JSON at all (FastAPI's own refusal); 413: http/limits.py.
 _errors: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem},
     401: {"model": Problem},
     403: {"model": Problem},
+    413: {"model": Problem},
     422: {"model": Problem},
     503: {"model": Problem},
 }
