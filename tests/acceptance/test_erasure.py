@@ -197,3 +197,62 @@ def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/v1/memories/{record}", headers=as_("alice")).status_code == 404
     finally:
         stop(process)
+
+
+@pytest.mark.parametrize("with_redis", [False, True], ids=["audit file", "redis"])
+def test_nothing_of_an_erased_claim_stays_in_the_audit_log_or_the_caches(
+    tmp_path: Path, request: pytest.FixtureRequest, with_redis: bool
+) -> None:
+    """Written, read (the decision cache and the allow rate fill), erased: the claim's
+    text is nowhere in Redis (cache, allow rates, audit stream) nor in the audit file,
+    and the audit log still says who erased which id."""
+    marker = f"SECRET{uuid.uuid4().hex}"
+    env = {"WHOSE_REDIS_URL": request.getfixturevalue("redis_url")} if with_redis else {}
+    base, process = start_sidecar(tmp_path / "sidecar", env=env)
+    try:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            record = note(http, "alice", f"the code name is {marker}", ["alice", "bob"])
+            for who in ("alice", "bob", "alice"):
+                http.post("/v1/recall", json={"query": "the code name"}, headers=as_(who))
+                http.get(f"/v1/memories/{record}", headers=as_(who))
+            erased = http.delete(f"/v1/memories/{record}", headers=as_("alice"))
+            assert erased.status_code == 200, erased.text
+            entries = http.get(
+                "/v1/audit",
+                params={"record": record, "outcome": "erased"},
+                headers=as_("erin", roles="auditor"),
+            )
+            assert [e["asker"] for e in entries.json()["entries"]] == ["alice"]
+    finally:
+        stop(process)
+    if with_redis:
+        import redis
+
+        client = redis.Redis.from_url(env["WHOSE_REDIS_URL"])
+        kept = b"".join(_redis_dump(client, key) for key in client.scan_iter())
+        client.close()
+        assert kept  # the cache, the allow rates and the audit stream are there
+    else:
+        files = list((tmp_path / "sidecar").glob("audit.sqlite3*"))
+        assert files
+        kept = b"".join(f.read_bytes() for f in files)
+        assert record.encode() in kept
+    assert marker.encode() not in kept
+    assert b"the code name" not in kept
+
+
+def _redis_dump(client: Any, key: bytes) -> bytes:
+    kind = client.type(key)
+    if kind == b"string":
+        return key + (client.get(key) or b"")
+    if kind == b"stream":
+        return key + repr(client.xrange(key)).encode()
+    if kind == b"hash":
+        return key + repr(client.hgetall(key)).encode()
+    if kind == b"set":
+        return key + repr(client.smembers(key)).encode()
+    if kind == b"zset":
+        return key + repr(client.zrange(key, 0, -1, withscores=True)).encode()
+    if kind == b"list":
+        return key + repr(client.lrange(key, 0, -1)).encode()
+    return key
