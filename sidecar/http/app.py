@@ -23,6 +23,7 @@ from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
 from sidecar.errors import Unavailable, WhoseError, validation_reasons
 from sidecar.http import admin, api, erasures
+from sidecar.http.allowed import methods_on
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
 from sidecar.http.qdrant import writes as proxy_writes
@@ -127,16 +128,6 @@ def _install_error_shapes(app: FastAPI) -> None:
         if exc.status_code == 405:
             # Starlette names the methods of the first route on the path only; a path
             # served by several (GET and DELETE /v1/memories/{id}) names them all.
-            headers = dict(headers or {}) | {"Allow": ", ".join(_methods_on(request))}
+            served = methods_on(request.app.routes, request.url.path)
+            headers = dict(headers or {}) | {"Allow": ", ".join(served)}
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
-
-
-def _methods_on(request: Request) -> list[str]:
-    """Every method the app's routes serve on the request's path."""
-    methods = {
-        method
-        for route in request.app.routes
-        if isinstance(route, Route) and route.path_regex.match(request.url.path)
-        for method in route.methods or ()
-    }
-    return sorted(methods)

@@ -170,6 +170,9 @@ def dense_vector(vector: Any) -> list[float]:
         isinstance(x, int | float) and not isinstance(x, bool) for x in vector
     ):
         raise QdrantError(400, "named or sparse vectors are not supported: send one dense vector")
+    if not all(math.isfinite(x) for x in vector):
+        # JSON parsing lets NaN and Infinity through; the engine would store garbage.
+        raise QdrantError(400, "Wrong input: vector values must be finite numbers")
     return [float(x) for x in vector]
 
 

@@ -26,6 +26,7 @@ from fastapi.routing import APIRoute
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
+from sidecar.http.allowed import routes_on
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.dialect import (
     ERRORS,
@@ -289,10 +290,8 @@ def _methods_served(request: Request) -> list[str]:
     """
     matching = [
         route
-        for route in request.app.routes
-        if isinstance(route, APIRoute)
-        and route.endpoint is not unsupported
-        and route.path_regex.match(request.url.path)
+        for route in routes_on(request.app.routes, request.url.path)
+        if isinstance(route, APIRoute) and route.endpoint is not unsupported
     ]
     fewest = min((route.path.count("{") for route in matching), default=0)
     return sorted({m for r in matching if r.path.count("{") == fewest for m in r.methods or set()})
