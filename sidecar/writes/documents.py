@@ -146,11 +146,13 @@ def to_write(
     writer: str,
     *,
     was: Mapping[str, Any] | None = None,
+    holder: str | None = None,
 ) -> MemoryWrite:
     """The record a point's payload stands for, with the point's vector; WriteRefused
-    naming what to add or fix otherwise. `writer` holds a document that names no
-    holder or author. `was`: the document a payload update changed (its library and
-    id carry over to the plain payload the update made, see `payload_of`)."""
+    naming what to add or fix otherwise. A document that names no holder or author is
+    `holder`'s (for a payload update, the changed version's), else the writer's.
+    `was`: the document a payload update changed (its library and id carry over to
+    the plain payload the update made, see `payload_of`)."""
     found = shape_of(payload)
     if was is not None and found.library == "plain":
         found = Shape(was["library"], found.text, found.metadata, was.get("id"))
@@ -171,7 +173,8 @@ def to_write(
         reasons.append("missing_metadata:source")
     if reasons:
         raise WriteRefused([{"index": index, "id": str(point), "reasons": reasons}])
-    holder = metadata.get(HOLDER) or metadata.get(AUTHOR) or writer
+    holder = metadata.get(HOLDER) or metadata.get(AUTHOR) or holder or writer
+
     body: Payload = {
         "id": str(point),
         "content": found.text,

@@ -188,6 +188,8 @@ class Versions:
                     stored.vector,
                     who.id,
                     was=stored.payload.get("document"),
+                    # Still its holder's: whether the asker may write it is the policy's.
+                    holder=_voice(stored.payload),
                 )
             except WriteRefused as refused:
                 problems += refused.problems

@@ -55,6 +55,9 @@ CONTENT_FREE = {
 SECURITY = {
     ("GET", "/v1/audit"),
     ("POST", "/v1/explain"),
+    # An erasure officer's requests: counts of what was erased and kept, never content.
+    ("POST", "/v1/erasures"),
+    ("GET", "/v1/erasures/{request_id}"),
 }
 # The refusal catch-all answers "not supported" for every method.
 CATCH_ALL = "/collections/{rest:path}"
