@@ -49,8 +49,10 @@ from sidecar.writes.locks import ChainLocks
 from sidecar.writes.writer import MAX_BATCH, Writer, WriteRefused
 
 Payload = dict[str, Any]
-# The versions one chosen id may have (a lookup is bounded by this per id).
+# The versions one chosen id may have (a lookup is bounded by this per id), and the
+# versions one lookup reads in all.
 _MAX_VERSIONS = 100
+_MAX_LOOKUP = 10_000
 
 
 def _utcnow() -> datetime:
@@ -115,7 +117,7 @@ class Versions:
             ),
         )
         lines: dict[str, list[Stored]] = {}
-        page = await self.store.find(scope, _MAX_VERSIONS * len(named))
+        page = await self.store.find(scope, min(_MAX_VERSIONS * len(named), _MAX_LOOKUP))
         for record in page.records:
             chosen = (record.payload.get("provenance") or {}).get("chosen_id")
             lines.setdefault(str(chosen), []).append(record)
@@ -149,7 +151,7 @@ class Versions:
         self, who: Identity, points: Sequence[Point], route: WriteRoute
     ) -> list[MemoryRecord]:
         """Each point as a new document or a new version of the one its id names:
-        all or nothing (WriteRefused, WriteRefused with every reason)."""
+        all or nothing (WriteRefused with every reason)."""
         if not 1 <= len(points) <= MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} points"])
         bodies = _converted(points, who.id)
