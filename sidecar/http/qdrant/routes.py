@@ -10,7 +10,8 @@ obligations, status), and point ids that are record ids.
 Search-like reads (query, search, scroll, count) see current versions, like
 recall; reads by id (retrieve, get) see any version, like GET /v1/memories/{id}.
 A point that may not be disclosed is absent, exactly as if it did not exist.
-Every read goes through the one read path (reads/reader.py).
+Every read goes through the one read path (reads/reader.py). The dialect's writes
+and deletes are in http/qdrant/writes.py.
 """
 
 from __future__ import annotations
