@@ -38,7 +38,8 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.audit import AuditLog, SqliteSink  # noqa: E402
+from sidecar.audit.sqlite_sink import SqliteSink  # noqa: E402
+from sidecar.audit.writer import AuditLog  # noqa: E402
 from sidecar.auth.identity import Identity  # noqa: E402
 from sidecar.bench.measure import summary as latency_summary  # noqa: E402
 from sidecar.embed.hashing import HashingEmbedder  # noqa: E402
@@ -48,7 +49,7 @@ from sidecar.policy.opa import PolicyClient  # noqa: E402
 from sidecar.reads.gate import Gate  # noqa: E402
 from sidecar.reads.reader import Bounds, Reader  # noqa: E402
 from sidecar.store.edge import EdgeStore  # noqa: E402
-from sidecar.store.filters import Scope  # noqa: E402
+from sidecar.store.scope import Scope  # noqa: E402
 from tests.conftest import start_opa, start_sidecar, stop  # noqa: E402
 from tests.integration.test_policy_client import data_calls  # noqa: E402
 

@@ -16,12 +16,14 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from sidecar.answers.minds import minds
-from sidecar.answers.verdict import decide, newest_fact, settle
+from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
+    ErasureProgress,
+    ErasureRequest,
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
@@ -34,9 +36,9 @@ from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite
 from sidecar.settings import Settings
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.eraser import Eraser
-from sidecar.writes.erasure_requests import ErasureProgress, ErasureRequest, ErasureRequests
+from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.versions import Change, Point, Versions
@@ -55,7 +57,7 @@ class Memory:
         settings: Settings,
         reader: Reader,
         writer: Writer,
-        embedder: HashingEmbedder,
+        embedder: Embedder,
         eraser: Eraser,
         versions: Versions,
         erasures: ErasureRequests,
@@ -79,11 +81,17 @@ class Memory:
         return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
 
     async def observe(
-        self, who: Identity, observation: Observation, route: WriteRoute = "observations"
+        self,
+        who: Identity,
+        observations: Sequence[Observation],
+        route: WriteRoute = "observations",
     ) -> StoredRecords:
-        """What a speaker said, as the speaker's own views (writes/observations.py)."""
-        records = await self.writer.write(observed_records(observation), who, _now(), route)
-        return StoredRecords(records=records)
+        """What speakers said, as each speaker's own views (writes/observations.py): every
+        claim of every observation stored, or (WriteRefused, with every reason) none."""
+        bodies = [body for o in observations for body in observed_records(o)]
+        if not observations or len(bodies) > MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
+        return StoredRecords(records=await self.writer.write(bodies, who, _now(), route))
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"
@@ -180,14 +188,22 @@ class Memory:
             modality=request.modality,
             min_confidence=request.min_confidence,
         )
+        mode = request.mode
         vector = request.vector
-        if vector is None:
-            vector = self.embedder.embed(request.query or "")
+        if mode != "lexical" and vector is None:
+            # No embedding, no search: EmbeddingUnavailable answers 503 with the reason.
+            [vector] = await self.embedder.embed_batch([request.query or ""], "query")
         answer = await self.reader.nearest(
-            question, route, vector, scope, request.limit, with_other_views=True
+            question,
+            route,
+            None if mode == "lexical" else vector,
+            scope,
+            request.limit,
+            text=None if mode == "dense" else request.query,
+            with_other_views=True,
         )
-        items = settle(answer.items)
-        verdict, conflicts = decide(items, answer.vocabulary, answer.others)
+        items = mark_replaced(answer.items)
+        verdict, conflicts = verdict_of(items, answer.vocabulary, answer.others)
         return RecallResponse(
             verdict=verdict,
             items=items,
@@ -239,8 +255,8 @@ class Memory:
         question = DisclosureQuestion(who, audience, purpose="recall", now=_now(), as_of=as_of)
         scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
         answer = await self.reader.listing(question, route, scope, self.settings.max_candidates)
-        items = settle(answer.items)
-        verdict, conflicts = decide(items, answer.vocabulary)
+        items = mark_replaced(answer.items)
+        verdict, conflicts = verdict_of(items, answer.vocabulary)
         world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
         return PropositionResponse(
             key=key,

@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (the records are in record.py)."""
+"""Request and response bodies of the HTTP API (the records are in record.py).
+
+The Python client (sidecar/client/) sends and reads these very models, so this module
+and what it imports stay free of the server's machinery (tests/unit/test_layering.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sidecar.audit.model import AuditEntry
+from sidecar.policy.contract import Decision, RuleReasons
 from sidecar.record import (
     Attitude,
     Instant,
@@ -20,6 +26,8 @@ from sidecar.record import (
 )
 
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
+# How recall ranks: the dense embedding and BM25 fused, or either alone.
+SearchMode = Literal["hybrid", "dense", "lexical"]
 
 
 class RecallRequest(BaseModel):
@@ -28,7 +36,16 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
-    vector: Vector | None = None
+    vector: Vector | None = Field(
+        default=None,
+        description="Your own embedding of the question (the collection's model): the "
+        "dense side of the search; with `query`, fused with its words.",
+    )
+    search: SearchMode | None = Field(
+        default=None,
+        description="`hybrid` (the default with a query): the dense embedding and BM25 over "
+        "the words fused; `dense` or `lexical` (BM25) alone. A vector alone is `dense`.",
+    )
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
     limit: int = Field(default=10, ge=1, le=1000)
@@ -46,10 +63,18 @@ class RecallRequest(BaseModel):
     include_history: bool = False
 
     @model_validator(mode="after")
-    def _one_query(self) -> RecallRequest:
-        if (self.query is None) == (self.vector is None):
-            raise ValueError("give exactly one of query or vector")
+    def _a_query(self) -> RecallRequest:
+        if self.query is None and self.vector is None:
+            raise ValueError("give a query, a vector, or both")
+        if self.search in ("hybrid", "lexical") and self.query is None:
+            raise ValueError(f"a {self.search} search needs the query's words")
+        if self.search in ("dense", "lexical") and self.query is not None and self.vector:
+            raise ValueError(f"a {self.search} search takes a query or a vector, not both")
         return self
+
+    @property
+    def mode(self) -> SearchMode:
+        return self.search or ("hybrid" if self.query is not None else "dense")
 
 
 class Item(BaseModel):
@@ -88,8 +113,9 @@ class Item(BaseModel):
 
 
 class View(BaseModel):
-    holder: str | None
-    value: ScalarValue | None
+    # Optional fields have a default: answers are served without their nulls.
+    holder: str | None = None
+    value: ScalarValue | None = None
     record_id: UUID
     usable_as: str
 
@@ -127,7 +153,7 @@ class MindView(BaseModel):
     """One current view in a holder's mind, as the policy lets it be used."""
 
     record_id: UUID
-    value: ScalarValue | None
+    value: ScalarValue | None = None
     attitude: str | None = Field(
         default=None, description="For a view of someone else's mind: knows or believes."
     )
@@ -189,6 +215,100 @@ class ErasureResponse(BaseModel):
 
     erased: list[UUID]
     decision_id: UUID
+
+
+# An erasure request (POST /v1/erasures, writes/erasure_requests.py): what it erases.
+BulkKind = Literal["subject", "source", "tenant"]
+ErasureStatus = Literal["running", "done", "failed"]
+
+
+class ErasureRequest(BaseModel):
+    """POST /v1/erasures: what to erase, and why (kept in the audit log)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: BulkKind = Field(
+        description="`subject`: every record a person holds, said, or that is about their "
+        "mind; `source`: every record from one source; `tenant`: every record of yours."
+    )
+    subject: Name | None = None
+    source: Name | None = None
+    reason: Name | None = Field(
+        default=None, description="Your reference for why (a ticket id), kept in the audit log."
+    )
+
+    @model_validator(mode="after")
+    def _named(self) -> ErasureRequest:
+        if self.kind == "subject" and self.subject is None:
+            raise ValueError("a subject request names its subject")
+        if self.kind == "source" and self.source is None:
+            raise ValueError("a source request names its source")
+        if self.kind != "subject" and self.subject is not None:
+            raise ValueError("only a subject request names a subject")
+        if self.kind != "source" and self.source is not None:
+            raise ValueError("only a source request names a source")
+        return self
+
+
+class ErasureProgress(BaseModel):
+    """An erasure request and how far it has got (GET /v1/erasures/{id})."""
+
+    request_id: UUID
+    tenant: str
+    requested_by: str
+    kind: BulkKind
+    subject: str | None = None
+    source: str | None = None
+    reason: str | None = None
+    status: ErasureStatus
+    erased: int = Field(default=0, description="Records erased so far (derivations included).")
+    kept: int = Field(default=0, description="Records the policy kept (a legal hold, say).")
+    kept_because: dict[str, int] = Field(default_factory=dict)
+    examined: int = 0
+    steps: int = 0
+    created_at: Instant
+    updated_at: Instant
+    finished_at: Instant | None = None
+    error: str | None = None
+    # Where the scans stand (which one, and the point to go on from): for the sidecar.
+    scan: int = 0
+    cursor: str | None = None
+    # Who asked, as the policy saw them (roles from their token included): each step
+    # is decided for them.
+    asker: dict[str, list[str] | str] = Field(default_factory=dict, exclude=True)
+
+
+class AuditPage(BaseModel):
+    """GET /v1/audit: entries of the caller's tenant, newest first."""
+
+    entries: list[AuditEntry]
+
+
+class ExplainRequest(BaseModel):
+    """Whom to explain a decision for: an asker of the caller's tenant, with the
+    groups, roles and scopes their token would carry, and an audience."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: Name
+    groups: list[Name] = Field(default_factory=list, max_length=100)
+    roles: list[Name] = Field(default_factory=list, max_length=100)
+    scopes: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Name] = Field(default_factory=list, max_length=100)
+    record_id: UUID
+    purpose: Literal["recall", "get", "history"] = "recall"
+    as_of: Instant | None = None
+
+
+class ExplainResponse(BaseModel):
+    decision_id: UUID
+    record_id: UUID
+    policy_revision: str | None
+    opa_decision_id: str | None
+    # Exactly what OPA evaluated (record content and proposition text left out).
+    input: dict[str, Any]
+    decision: Decision
+    rules: list[RuleReasons]
 
 
 class Problem(BaseModel):

@@ -62,6 +62,13 @@ def _as_utc(value: datetime) -> datetime:
 
 
 Instant = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def iso(instant: datetime) -> str:
+    """An instant as stored and as the policy reads it: RFC 3339, `Z` for UTC."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 # Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -100,6 +107,11 @@ class Proposition(_Strict):
     text: str = Field(min_length=1, max_length=2000)
     key: Name | None = None
     value: ScalarValue | None = None
+    quoted: bool | None = Field(
+        default=None,
+        description="The text is its speaker's own words, as said: its 'I' is the "
+        "speaker's and its 'yesterday' is relative to valid_at. Served as a dated quote.",
+    )
 
 
 class Source(_Strict):
@@ -268,8 +280,7 @@ class Stored:
         return _text((self.payload.get("proposition") or {}).get("key"))
 
     def applied_at(self, at: datetime) -> bool:
-        """Whether the record's valid time covers `at` (valid_at <= at < invalid_at)."""
-        return self.valid_at <= at and not self.ended_by(at)
+        return valid_time_covers(self.valid_at, self.invalid_at, at)
 
     def ended_by(self, at: datetime) -> bool:
         return self.invalid_at is not None and self.invalid_at <= at
@@ -299,6 +310,24 @@ class Stored:
             return self
         kept = {k: v for k, v in self.payload.items() if k not in dropped}
         return replace(self, payload=kept)
+
+
+def day(instant: Any) -> str:
+    """`8 May 2023` (UTC), or "" when there is no usable instant."""
+    if isinstance(instant, datetime):
+        moment = instant
+    else:
+        try:
+            moment = datetime.fromisoformat(str(instant))
+        except ValueError:
+            return ""
+    return f"{moment.day} {moment:%B %Y}"
+
+
+def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:
+    """Whether a claim applied at `at`: valid_at <= at < invalid_at (open-ended
+    without one). The one statement of it, for reads and for supersession."""
+    return valid_at <= at and (invalid_at is None or at < invalid_at)
 
 
 def _instant(value: Any) -> datetime:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
-from sidecar.errors import Unavailable, WhoseError, validation_reasons
+from sidecar.errors import FilterRefused, Unavailable, WhoseError, validation_reasons
 from sidecar.http import admin, api, erasures
 from sidecar.http.allowed import methods_on
 from sidecar.http.limits import BodySizeLimit
@@ -35,7 +35,6 @@ from sidecar.messages import Problem
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.services import open_services
 from sidecar.settings import Settings
-from sidecar.store.filters import FilterRefused
 
 log = logging.getLogger("whose")
 
@@ -49,10 +48,17 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with (
-            open_services(settings, authenticate, traffic.quiet_for) as services,
-            mcp_sessions.run(),
-        ):
+        async with AsyncExitStack() as stack:
+            try:
+                services = await stack.enter_async_context(
+                    open_services(settings, authenticate, traffic.quiet_for)
+                )
+            except ValueError as exc:
+                # A configuration that cannot serve (a store made for another embedding
+                # model, a model that will not load): serving.serve says it in one line.
+                app.state.startup_error = exc
+                raise
+            await stack.enter_async_context(mcp_sessions.run())
             app.state.services = services
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
             # the process: keep it out of the cyclic GC, whose full passes over it
@@ -115,7 +121,8 @@ def _install_error_shapes(app: FastAPI) -> None:
 
     @app.exception_handler(FilterRefused)
     async def filter_refused(_: Request, exc: FilterRefused) -> JSONResponse:
-        # A filter only the engine could tell was bad (store/filters.py admits the rest).
+        # A filter only the engine could tell was bad (the proxy's checks,
+        # http/qdrant/caller_filter.py, admit the rest).
         return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)

@@ -11,8 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter
 
 from sidecar.http.deps import Asker, Svc
-from sidecar.messages import Problem
-from sidecar.writes.erasure_requests import ErasureProgress, ErasureRequest
+from sidecar.messages import ErasureProgress, ErasureRequest, Problem
 
 router = APIRouter(tags=["erasure"])
 

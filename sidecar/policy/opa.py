@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -22,9 +21,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar import metrics
 from sidecar.auth.identity import Identity
-from sidecar.errors import Unavailable
+from sidecar.errors import PolicyUnavailable as PolicyUnavailable
 from sidecar.policy.contract import (
     NO_DECISION,
+    BatchDecisions,
     Decision,
     DisclosureQuestion,
     ErasureAnswer,
@@ -32,7 +32,6 @@ from sidecar.policy.contract import (
     ErasureRequestView,
     Explanation,
     RetentionDecision,
-    Verdicts,
     WriteDecision,
     erasure_input,
     retention_input,
@@ -51,15 +50,6 @@ EXPLAIN_RULE = "whose/disclosure/explanation"
 ERASURE_RULE = "whose/erasure/answer"
 RETENTION_RULE = "whose/retention/decisions"
 RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
-
-
-class PolicyUnavailable(Unavailable):
-    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
-
-    code = "policy_unavailable"
-    reason = "policy_unavailable"
-    # The read it cut short (set by reads/gate.py), so a refusal can name it.
-    decision_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +92,7 @@ class PolicyClient:
 
     async def disclosure(
         self, question: DisclosureQuestion, records: list[dict[str, Any]], *, viewed: bool = False
-    ) -> Verdicts:
+    ) -> BatchDecisions:
         """Decisions for a batch, keyed by record id. Missing ids are denials.
         `viewed`: the records are already policy views (DisclosureQuestion.input)."""
         answer = await self._query(DISCLOSURE_RULE, question.input(records, viewed=viewed))
@@ -111,7 +101,7 @@ class PolicyClient:
         vocabulary = result.get("vocabulary")
         if not isinstance(vocabulary, dict):
             raise PolicyUnavailable("OPA answered without the policy's vocabulary")
-        return Verdicts(
+        return BatchDecisions(
             {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records},
             answer.decision_id,
             answer.revision,
@@ -183,11 +173,7 @@ class PolicyClient:
 
     async def retention_horizon_days(self) -> float | None:
         """The shortest maximum age any retention rule sets, in days; None: no rules."""
-        path = f"/v1/data/{RETENTION_HORIZON}"
-        status, answer = await self._post(path, {"input": {}}, RETENTION_HORIZON)
-        if status != 200 or not isinstance(answer, dict):
-            raise PolicyUnavailable(f"OPA answered {status}")
-        days = answer.get("result")
+        days = await self._value(RETENTION_HORIZON)
         if days is None:
             return None
         if not isinstance(days, int | float) or isinstance(days, bool) or days <= 0:
@@ -227,6 +213,14 @@ class PolicyClient:
         return Answer(
             answer["result"], decision_id if isinstance(decision_id, str) else None, revision
         )
+
+    async def _value(self, rule: str) -> Any:
+        """A rule's value without input; None where the rule is undefined (a rule that
+        may well be: the minimum of no retention rules)."""
+        status, answer = await self._post(f"/v1/data/{rule}", {"input": {}}, rule)
+        if status != 200 or not isinstance(answer, dict):
+            raise PolicyUnavailable(f"OPA answered {status}")
+        return answer.get("result")
 
     async def _owns_policy_data(self, revision: str) -> bool:
         """Whether the bundles OPA answered from own all of data.whose.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -27,26 +28,26 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
-from sidecar.record import Stored
+from sidecar.embed.lexical import ENCODER
+from sidecar.errors import FilterRefused
+from sidecar.record import Stored, iso
 from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
-    dense,
+    hybrid,
     records,
 )
-from sidecar.store.filters import (
+from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
-    FilterRefused,
-    Scope,
-    iso,
     point_id,
-    to_qdrant,
 )
+from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.vectors import DENSE, LEXICAL, SPEC_KEY, IndexSpec, check, dense, lexical
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,16 @@ class EdgeStore:
         optimize_interval_s: float = 10.0,
         quiet_for: Callable[[], float] | None = None,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> None:
         """`quiet_for`: seconds since the server last had a request in flight (0 while
-        one is); without it, only this store's own calls count."""
+        one is); without it, only this store's own calls count. `index`: the vectors
+        this sidecar makes (default: the hashing embedder's), checked against the
+        store's own record of them at open."""
         self.path = path
         self.search_tuning = search or Search()
         self.vector_size = vector_size
+        self.index = index or IndexSpec.hashing(vector_size)
         self.optimize_interval_s = optimize_interval_s
         self._server_quiet_for = quiet_for
         self._calls_in_flight = 0
@@ -87,13 +92,17 @@ class EdgeStore:
             self._dirty.set()
 
     def _open_shard(self) -> qe.EdgeShard:
+        spec_file = self.path / f"{SPEC_KEY}.json"
         if (self.path / "edge_config.json").exists():
+            recorded = None
+            if spec_file.exists():
+                recorded = IndexSpec.from_json(json.loads(spec_file.read_text()))
+            # Before the engine opens the folder: a refusal leaves no lock behind.
+            check(f"the store {self.path}", recorded, self.index)
             shard = qe.EdgeShard.load(str(self.path))
         else:
-            config = qe.EdgeConfig(
-                vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
-            )
-            shard = qe.EdgeShard.create(str(self.path), config)
+            shard = qe.EdgeShard.create(str(self.path), edge_config(self.index))
+            spec_file.write_text(json.dumps(self.index.as_json()))
         # On a new store the indexes go in before any data, so every segment is built
         # with them; a store made by an earlier version gains the ones added since.
         indexed = shard.info().payload_schema
@@ -127,31 +136,48 @@ class EdgeStore:
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
         flt = _edge_filter(scope, exclude)
+        terms = ENCODER.query(text) if text is not None else []
+        if vector is None and not terms:
+            return []
 
         def query() -> list[Any]:
             # The estimate and the search in one trip to the worker thread.
             request = qe.QueryRequest(
                 limit=limit,
-                query=qe.Query.Nearest(vector),
                 filter=flt,
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vector=with_vector,
-                params=self._params(flt),
+                **self._query(vector, terms, flt, limit),
             )
             return list(self.shard.query(request))
 
         points = await self._run(query)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
+
+    def _query(
+        self, vector: list[float] | None, terms: list[int], flt: qe.Filter, limit: int
+    ) -> dict[str, Any]:
+        """Dense, lexical or both (store/hybrid.py)."""
+        if not terms:
+            assert vector is not None
+            return {"query": qe.Query.Nearest(vector), "params": self._params(flt)}
+        if vector is None:
+            return {"query": qe.Query.Nearest(hybrid.edge_lexical(terms), using=LEXICAL)}
+        prefetches, formula = hybrid.edge_fused(
+            vector, terms, flt, limit, self._params(flt), self.search_tuning.lexical_weight
+        )
+        return {"query": formula, "prefetches": prefetches}
 
     def _params(self, flt: qe.Filter) -> qe.SearchParams | None:
         """Exact search when the filter matches few enough points (the payload indexes'
@@ -194,7 +220,8 @@ class EdgeStore:
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
-            qe.Point(point_id(tenant, payload["id"]), vector, payload) for payload, vector in items
+            qe.Point(point_id(tenant, payload["id"]), _vectors(payload, vector), payload)
+            for payload, vector in items
         ]
         # One operation: a batch is stored whole or not at all.
         await self._run(self.shard.update, qe.UpdateOperation.upsert_points(points))
@@ -274,6 +301,20 @@ class EdgeStore:
             self._last_call = time.monotonic()
 
 
+def edge_config(index: IndexSpec) -> qe.EdgeConfig:
+    """A new shard: the dense vector (unnamed) and the lexical one, scored as stored: no
+    IDF modifier, which would weigh every term by the other records (store/hybrid.py)."""
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=index.dim, distance=qe.Distance.Cosine),
+        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams()},
+    )
+
+
+def _vectors(payload: dict[str, Any], vector: list[float]) -> dict[str, Any]:
+    sparse = lexical(payload)
+    return {DENSE: vector, LEXICAL: qe.SparseVector(sparse.indices, sparse.values)}
+
+
 Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
 
 
@@ -291,12 +332,13 @@ def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
     try:
         return to_edge(to_qdrant(scope, exclude))
     except Exception as exc:
-        # store/filters.py admits only what the engine takes; this is the engine's own word.
+        # The proxy's checks (http/qdrant/caller_filter.py) admit only what the engine
+        # takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
 
 
 def to_edge(flt: qm.Filter) -> qe.Filter:
-    """A Qdrant filter (qdrant-client's models, see store/filters.py) in the engine's types."""
+    """A Qdrant filter (qdrant-client's models, see store/scope.py) in the engine's types."""
     min_should = None
     if flt.min_should is not None:
         conditions = [_edge(c) for c in flt.min_should.conditions]
@@ -383,5 +425,5 @@ def _edge_range(bounds: Any) -> Any:
 
 
 def _instant(value: Any) -> str | None:
-    # store/filters.py gives every bound as a UTC datetime.
+    # http/qdrant/caller_filter.py gives every bound as a UTC datetime.
     return None if value is None else iso(value)

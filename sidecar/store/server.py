@@ -40,23 +40,33 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from sidecar.embed.lexical import ENCODER
 from sidecar.record import Stored
 from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
-    dense,
+    hybrid,
     records,
 )
-from sidecar.store.filters import (
+from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
-    Scope,
     point_id,
-    to_qdrant,
+)
+from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.vectors import (
+    DENSE,
+    LEXICAL,
+    SPEC_KEY,
+    IndexMismatch,
+    IndexSpec,
+    check,
+    dense,
+    lexical,
 )
 
 log = logging.getLogger(__name__)
@@ -87,13 +97,16 @@ class ServerStore:
         layout: Layout | None = None,
         retries: int = 2,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> None:
-        """`clients`: one per node URL, tried in turn when one fails."""
+        """`clients`: one per node URL, tried in turn when one fails. `index`: the
+        vectors this sidecar makes, checked against the collection's record of them."""
         if not clients:
             raise ValueError("a server store needs at least one Qdrant URL")
         self.clients = clients
         self.collection = collection
         self.vector_size = vector_size
+        self.index = index or IndexSpec.hashing(vector_size)
         self.layout = layout or Layout()
         self.attempts = 1 + retries
         self.search_tuning = search or Search()
@@ -112,6 +125,7 @@ class ServerStore:
         layout: Layout | None = None,
         retries: int = 2,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> ServerStore:
         # No compatibility check: it is a blocking request at construction, and it
         # warns across two minor versions; the tests run against the server we ship.
@@ -121,23 +135,42 @@ class ServerStore:
             )
             for url in urls
         ]
-        return cls(clients, collection, vector_size, layout, retries, search)
+        return cls(clients, collection, vector_size, layout, retries, search, index)
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
-        # answers 503 until Qdrant is back, instead of failing to start.
+        # answers 503 until Qdrant is back, instead of failing to start. A collection
+        # made for other vectors refuses the start (IndexMismatch).
         try:
-            await self._ensure_collection()
+            await self._create_or_check()
         except StoreUnavailable as exc:
             log.warning("Qdrant unreachable at start-up; will retry: %s", exc)
 
     async def _ensure_collection(self) -> None:
+        try:
+            await self._create_or_check()
+        except IndexMismatch as exc:
+            # Found only now (Qdrant was down at start): fail closed on every request.
+            log.error("%s", exc)
+            raise StoreUnavailable(str(exc)) from None
+
+    async def _create_or_check(self) -> None:
         if self._ensured:
             return
         exists = await self._call(lambda c: c.collection_exists(self.collection))
         if not exists:
             await self._call(self._create, idempotent=False)
         info = await self._call(lambda c: c.get_collection(self.collection))
+        recorded = IndexSpec.from_json((info.config.metadata or {}).get(SPEC_KEY))
+        if recorded is None and await self._adoptable(info):
+            # An empty collection made by hand with these vectors: it is ours now.
+            metadata = {SPEC_KEY: self.index.as_json()}
+            await self._call(
+                lambda c: c.update_collection(self.collection, metadata=metadata),
+                idempotent=False,
+            )
+            recorded = self.index
+        check(f"the Qdrant collection {self.collection}", recorded, self.index)
         # A collection made by an earlier version gains the indexes added since
         # (a server in strict mode refuses filters on fields without one).
         for name, schema in _indexes():
@@ -149,11 +182,32 @@ class ServerStore:
                 )
         self._ensured = True
 
+    async def _adoptable(self, info: qm.CollectionInfo) -> bool:
+        """Empty, with the dense vector (this dimension, cosine) and the lexical one,
+        scored as stored (an IDF modifier would weigh terms by the other records)."""
+        params = info.config.params
+        dense_params = params.vectors
+        lexical_params = (params.sparse_vectors or {}).get(LEXICAL)
+        if not (
+            isinstance(dense_params, qm.VectorParams)
+            and dense_params.size == self.index.dim
+            and dense_params.distance == qm.Distance.COSINE
+            and lexical_params is not None
+            and lexical_params.modifier in (None, qm.Modifier.NONE)
+        ):
+            return False
+        counted = await self._call(lambda c: c.count(self.collection, exact=True))
+        return counted.count == 0
+
     async def _create(self, client: AsyncQdrantClient) -> None:
         try:
             await client.create_collection(
                 self.collection,
-                vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
+                vectors_config=qm.VectorParams(size=self.index.dim, distance=qm.Distance.COSINE),
+                # No IDF modifier: it would weigh every term by the other records
+                # (store/hybrid.py).
+                sparse_vectors_config={LEXICAL: qm.SparseVectorParams()},
+                metadata={SPEC_KEY: self.index.as_json()},
                 shard_number=self.layout.shards,
                 replication_factor=self.layout.replication,
                 write_consistency_factor=self.layout.write_consistency,
@@ -174,21 +228,44 @@ class ServerStore:
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
         await self._ensure_collection()
         query_filter = to_qdrant(scope, exclude)
-        params = await self._params(query_filter)
+        terms = ENCODER.query(text) if text is not None else []
+        if vector is None and not terms:
+            return []
+        query: Any
+        prefetch: list[qm.Prefetch] | None = None
+        if not terms:
+            assert vector is not None
+            query, using, params = vector, None, await self._params(query_filter)
+        elif vector is None:
+            query, using, params = hybrid.server_lexical(terms), LEXICAL, None
+        else:
+            dense_params = await self._params(query_filter)
+            prefetch, query = hybrid.server_fused(
+                vector,
+                terms,
+                query_filter,
+                limit,
+                dense_params,
+                self.search_tuning.lexical_weight,
+            )
+            using, params = None, None
         response = await self._call(
             lambda c: c.query_points(
                 self.collection,
-                query=vector,
+                query=query,
+                using=using,
+                prefetch=prefetch,
                 query_filter=query_filter,
                 limit=limit,
                 score_threshold=score_threshold,
@@ -250,10 +327,7 @@ class ServerStore:
         return Page(page, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
-        points = [
-            qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
-            for payload, vector in items
-        ]
+        points = [_point(tenant, payload, vector) for payload, vector in items]
         await self._ensure_collection()
         await self._call(
             lambda c: c.upsert(self.collection, points=points, wait=True), idempotent=False
@@ -363,6 +437,18 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, UnexpectedResponse):
         return f"HTTP {exc.status_code}: {exc.content[:200]!r}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _point(tenant: str, payload: dict[str, Any], vector: list[float]) -> qm.PointStruct:
+    sparse = lexical(payload)
+    return qm.PointStruct(
+        id=point_id(tenant, payload["id"]),
+        vector={
+            DENSE: vector,
+            LEXICAL: qm.SparseVector(indices=sparse.indices, values=sparse.values),
+        },
+        payload=payload,
+    )
 
 
 Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams

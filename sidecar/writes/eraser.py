@@ -31,10 +31,10 @@ from sidecar.audit import (
     AuditedErasure,
     AuditedWrite,
     AuditEntry,
-    AuditLog,
     ErasureOutcome,
     audited_write,
 )
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.errors import ErasureRefused
 from sidecar.policy.contract import (

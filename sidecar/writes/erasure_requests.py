@@ -29,86 +29,27 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import redis.asyncio as aioredis
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import ErasureRefused, NotFound, Unavailable
+from sidecar.errors import ErasureRefused, ErasureRequestsUnavailable, NotFound, Unavailable
+from sidecar.messages import ErasureProgress, ErasureRequest
 from sidecar.policy.contract import ErasureRequestView
 from sidecar.policy.opa import PolicyClient
-from sidecar.record import Instant, Name
 from sidecar.store import Store
-from sidecar.store.filters import Absent, Either, Match, Scope
+from sidecar.store.scope import Absent, Either, Match, Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks
 
 log = logging.getLogger(__name__)
 
-BulkKind = Literal["subject", "source", "tenant"]
-Status = Literal["running", "done", "failed"]
-
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class ErasureRequest(BaseModel):
-    """POST /v1/erasures: what to erase, and why (kept in the audit log)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: BulkKind = Field(
-        description="`subject`: every record a person holds, said, or that is about their "
-        "mind; `source`: every record from one source; `tenant`: every record of yours."
-    )
-    subject: Name | None = None
-    source: Name | None = None
-    reason: Name | None = Field(
-        default=None, description="Your reference for why (a ticket id), kept in the audit log."
-    )
-
-    @model_validator(mode="after")
-    def _named(self) -> ErasureRequest:
-        if self.kind == "subject" and self.subject is None:
-            raise ValueError("a subject request names its subject")
-        if self.kind == "source" and self.source is None:
-            raise ValueError("a source request names its source")
-        if self.kind != "subject" and self.subject is not None:
-            raise ValueError("only a subject request names a subject")
-        if self.kind != "source" and self.source is not None:
-            raise ValueError("only a source request names a source")
-        return self
-
-
-class ErasureProgress(BaseModel):
-    """An erasure request and how far it has got (GET /v1/erasures/{id})."""
-
-    request_id: uuid.UUID
-    tenant: str
-    requested_by: str
-    kind: BulkKind
-    subject: str | None = None
-    source: str | None = None
-    reason: str | None = None
-    status: Status
-    erased: int = Field(default=0, description="Records erased so far (derivations included).")
-    kept: int = Field(default=0, description="Records the policy kept (a legal hold, say).")
-    kept_because: dict[str, int] = Field(default_factory=dict)
-    examined: int = 0
-    steps: int = 0
-    created_at: Instant
-    updated_at: Instant
-    finished_at: Instant | None = None
-    error: str | None = None
-    # Where the scans stand (which one, and the point to go on from): for the sidecar.
-    scan: int = 0
-    cursor: str | None = None
-    # Who asked, as the policy saw them (roles from their token included): each step
-    # is decided for them.
-    asker: dict[str, list[str] | str] = Field(default_factory=dict, exclude=True)
 
 
 class Requests(Protocol):
@@ -172,13 +113,13 @@ class RedisRequests:
                     pipe.srem(f"{self.prefix}s:running", str(progress.request_id))
                 await pipe.execute()
         except RedisError as exc:
-            raise RequestsUnavailable(str(exc)) from exc
+            raise ErasureRequestsUnavailable(str(exc)) from exc
 
     async def load(self, tenant: str, request_id: uuid.UUID) -> ErasureProgress | None:
         try:
             text = await self.client.get(f"{self.prefix}:{request_id}")
         except RedisError as exc:
-            raise RequestsUnavailable(str(exc)) from exc
+            raise ErasureRequestsUnavailable(str(exc)) from exc
         found = _loaded(text.decode() if isinstance(text, bytes) else None)
         return found if found is not None and found.tenant == tenant else None
 
@@ -188,15 +129,9 @@ class RedisRequests:
             names = sorted(i.decode() if isinstance(i, bytes) else str(i) for i in ids)
             texts = [await self.client.get(f"{self.prefix}:{name}") for name in names]
         except RedisError as exc:
-            raise RequestsUnavailable(str(exc)) from exc
+            raise ErasureRequestsUnavailable(str(exc)) from exc
         found = [_loaded(t.decode() if isinstance(t, bytes) else None) for t in texts]
         return [p for p in found if p is not None and p.status == "running"]
-
-
-class RequestsUnavailable(Unavailable):
-    """The request store (Redis) failed: nothing was started."""
-
-    code = "requests_unavailable"
 
 
 def _dumped(progress: ErasureProgress) -> str:

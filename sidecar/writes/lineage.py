@@ -27,9 +27,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sidecar.record import PremiseChange, Stored
+from sidecar.record import PremiseChange, Stored, iso
 from sidecar.store import Store
-from sidecar.store.filters import AnyOf, Scope, iso
+from sidecar.store.scope import AnyOf, Scope
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.supersession import chain_of, predecessor_lock_key
 

@@ -30,7 +30,7 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import Unavailable
 from sidecar.policy.opa import PolicyClient
 from sidecar.store import Store
-from sidecar.store.filters import NotAfter, Scope
+from sidecar.store.scope import NotAfter, Scope
 from sidecar.writes.eraser import Eraser, Erasing
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 

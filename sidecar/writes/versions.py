@@ -5,7 +5,7 @@ A RAG library names each document by a point id it chose (LangChain's and
 LlamaIndex's ids, Haystack's hash of its document id) and uses that id again to
 read, rewrite and delete it. The sidecar serves record ids as point ids, and the
 stored id of a first version is derived from the id its writer chose
-(writes/writer.py `record_id`), so every version keeps the chosen id
+(writes/writer.py `new_record_id`), so every version keeps the chosen id
 (`provenance.chosen_id`), and for its writer alone an id names, besides the record of
 that id, the writer's own line under it (`aliases`): its current version, or every
 version. Anyone else's use of the same id names nothing of it.
@@ -39,9 +39,9 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import InvalidRequest
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.reader import Reader
-from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Stored
+from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Stored, iso
 from sidecar.store import Store
-from sidecar.store.filters import AnyOf, Match, Scope, iso
+from sidecar.store.scope import AnyOf, Match, Scope
 from sidecar.writes.documents import payload_of, to_write
 from sidecar.writes.eraser import MAX_IDS, Eraser
 from sidecar.writes.lineage import Lineage, chain_lock_key

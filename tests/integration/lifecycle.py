@@ -21,7 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.audit import AuditEntry, AuditLog, AuditQuery, SqliteSink
+from sidecar.audit import AuditEntry, AuditQuery
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache
@@ -31,7 +33,7 @@ from sidecar.reads.gate import Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.record import MemoryRecord, MemoryWrite, Stored
 from sidecar.store import Store
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests
 from sidecar.writes.locks import LocalLocks

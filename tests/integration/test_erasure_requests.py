@@ -13,7 +13,8 @@ import pytest
 
 from sidecar.auth.identity import Identity
 from sidecar.errors import ErasureRefused, NotFound
-from sidecar.writes.erasure_requests import ErasureRequest, ErasureRequests, FileRequests
+from sidecar.messages import ErasureRequest
+from sidecar.writes.erasure_requests import ErasureRequests, FileRequests
 from sidecar.writes.locks import LocalLocks
 from tests.integration.conftest import BACKENDS
 from tests.integration.lifecycle import Core, belief, core, original, own_opa, set_data

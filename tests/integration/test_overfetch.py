@@ -15,19 +15,21 @@ from typing import Any
 
 import pytest
 
-from sidecar.answers.verdict import decide
-from sidecar.audit import AuditLog, SqliteSink
+from sidecar.answers.verdict import verdict_of
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache
-from sidecar.policy.contract import DisclosureQuestion, Pushdown
+from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.opa import PolicyClient
+from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.allow_rate import LocalAllowRates
 from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
-from tests.integration.test_policy_client import data_calls
+from sidecar.store.scope import Scope
+from tests.integration.test_policy_client import disclosure_calls
 
 DIM = 64
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -78,7 +80,7 @@ async def test_loop_widens_until_limit_allowed_are_found(
     crowded: EdgeStore, gate: Disclosure, opa_url: str
 ) -> None:
     vector = embedder.embed("when is the launch date")
-    before = data_calls(opa_url)
+    before = disclosure_calls(gate.gate.policy, opa_url)
     found = await Reader(crowded, gate.gate, Bounds(4, 5, 1000)).overfetch(
         gate, vector, Scope(tenant="acme"), 5
     )
@@ -88,7 +90,8 @@ async def test_loop_widens_until_limit_allowed_are_found(
     # 20, then 40, then 80 candidates: the 5 allowed ones rank after 100 forbidden ones.
     assert found.rounds == 3
     assert found.truncated is False
-    assert data_calls(opa_url) - before == found.rounds  # one policy call per round
+    # One policy call per round.
+    assert disclosure_calls(gate.gate.policy, opa_url) - before == found.rounds
 
 
 async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, gate: Disclosure) -> None:
@@ -116,7 +119,7 @@ async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclo
     response = await reader.nearest(ask(), "recall", embedder.embed("launch"), scope, 50)
     assert len(response.items) == 5  # every allowed record, and no more exist
     assert response.truncated is False
-    assert decide(response.items, response.vocabulary)[0] == "attributed"
+    assert verdict_of(response.items, response.vocabulary)[0] == "attributed"
     assert not any("October 17" in item.attribution for item in response.items)
 
 

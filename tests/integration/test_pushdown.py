@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from sidecar.audit import AuditLog, SqliteSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.policy.cache import LocalCache
 from sidecar.policy.contract import DisclosureQuestion
@@ -24,7 +25,7 @@ from sidecar.policy.opa import PolicyClient
 from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
 from sidecar.reads.gate import Gate
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.conftest import start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -22,11 +22,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
+from sidecar.errors import FilterRefused
+from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.memory import Memory
 from sidecar.messages import Item, Problem
 from sidecar.reads.reader import Shown
 from sidecar.record import has_usable_length
-from sidecar.store.filters import FilterRefused, caller_filter, point_id
+from sidecar.store.schema import point_id
 
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
 QDRANT_API_VERSION = version("qdrant-client")
@@ -95,7 +97,7 @@ def parse(model: type[M], body: Any) -> M:
 
 
 def checked_filter(raw: Any, tenant: str) -> qm.Filter | None:
-    """The caller's filter, bounded and tenant-scoped (store/filters.py), or a 400."""
+    """The caller's filter, bounded and tenant-scoped (http/qdrant/caller_filter.py), or a 400."""
     try:
         return caller_filter(raw, tenant)
     except FilterRefused as exc:
@@ -107,7 +109,7 @@ async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter |
     the current version of a document the asker wrote under that id
     (writes/versions.py), so the ids a library remembers still find its documents."""
     checked = checked_filter(raw, who.tenant)
-    wanted = [r for r in (record_id(i) for i in _raw_has_ids(raw)) if r is not None]
+    wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(raw)) if r is not None]
     if checked is None or not wanted:
         return checked
     named = await memory.point_aliases(who, wanted)
@@ -223,7 +225,7 @@ def wants_vector(with_vector: Any) -> bool:
     return bool(with_vector)
 
 
-def record_id(raw: Any) -> UUID | None:
+def point_as_record_id(raw: Any) -> UUID | None:
     # Record ids are UUIDs; an integer id can name no record here.
     try:
         return uuid.UUID(str(raw))

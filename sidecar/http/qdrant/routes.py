@@ -40,12 +40,12 @@ from sidecar.http.qdrant.dialect import (
     dense,
     ok,
     parse,
-    record_id,
+    point_as_record_id,
     wants_vector,
 )
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.services import Services
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
 RawBody = Annotated[dict[str, Any], Body()]
@@ -200,7 +200,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     with_vector = wants_vector(request.with_vector)
     with_payload = request.with_payload if request.with_payload is not None else True
     cursor = None if request.offset is None else str(request.offset)
-    if cursor is not None and record_id(cursor) is None:
+    if cursor is not None and point_as_record_id(cursor) is None:
         raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
     question = _question(who, "recall")
     scope = await _current(svc, who, question, body.get("filter"))
@@ -226,7 +226,7 @@ async def _by_ids(
 ) -> list[Any]:
     """The points asked for that the asker may see; an id also names the current
     version of a document the asker wrote under it (writes/versions.py)."""
-    asked = [r for r in (record_id(i) for i in ids) if r is not None]
+    asked = [r for r in (point_as_record_id(i) for i in ids) if r is not None]
     named = await svc.memory.point_aliases(who, asked)
     wanted = list(dict.fromkeys(r for records in named.values() for r in records))
     answer = await svc.reader.by_ids(

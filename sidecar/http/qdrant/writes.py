@@ -35,11 +35,11 @@ from sidecar.http.qdrant.dialect import (
     dense_vector,
     ok,
     parse,
-    record_id,
+    point_as_record_id,
     upsert_rows,
 )
 from sidecar.services import Services
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.eraser import MAX_IDS
 from sidecar.writes.versions import Change, Point
 
@@ -145,7 +145,7 @@ async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
     rows = upsert_rows(body)
     points = []
     for point, vector, payload in rows:
-        record = record_id(point)
+        record = point_as_record_id(point)
         if record is None:
             raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
         points.append(Point(record, dense_vector(vector), payload))
@@ -214,7 +214,7 @@ async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[
     if len(ids) > MAX_IDS:
         raise QdrantError(400, f"at most {MAX_IDS} ids per request")
     # An id that is not a UUID names no record here: as missing.
-    return [r for r in (record_id(i) for i in ids) if r is not None]
+    return [r for r in (point_as_record_id(i) for i in ids) if r is not None]
 
 
 def _no_conditions(body: dict[str, Any]) -> None:
