@@ -227,13 +227,16 @@ def test_an_erasure_the_policy_refuses_reads_back_with_its_reasons(
 
 def test_an_officer_requests_an_erasure_and_follows_it(base: str) -> None:
     person = f"subject-{uuid.uuid4().hex[:8]}"
-    mine = belief(fresh_key()).model_copy(
-        update={
-            "content": f"{person} believes the launch is October 17",
-            "observer_id": person,
-            "source": {"kind": "conversation", "speaker": person},
-            "audience": [person],
-        }
+    key = fresh_key()
+    mine = MemoryWrite(
+        content=f"{person} believes the launch is October 17",
+        proposition={"text": "the launch is October 17", "key": key},
+        observer_id=person,
+        source_id="private-session-43",
+        source={"kind": "conversation", "speaker": person},
+        modality="reported_belief",
+        confidence=0.78,
+        audience=[person],
     )
     with (
         WhoseClient(base, token=token(person)) as someone,
