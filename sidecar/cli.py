@@ -166,6 +166,84 @@ def repair(
 
 
 @app.command()
+def sweep(
+    tenant: Annotated[
+        list[str] | None, typer.Option(help="Sweep only this tenant; repeat (default: all).")
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(help="Sweep as of this instant (RFC 3339), not the clock's (tests, audits)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Decide and count; erase nothing.")
+    ] = False,
+    max_erased: Annotated[
+        int | None, typer.Option(help="Records erased at most (WHOSE_RETENTION_MAX_ERASED).")
+    ] = None,
+    max_examined: Annotated[
+        int | None,
+        typer.Option(help="Records examined at most (WHOSE_RETENTION_MAX_EXAMINED)."),
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Store folder (WHOSE_DATA_DIR).")] = None,
+) -> None:
+    """Erase the records the retention policy says have expired (legal holds kept).
+
+    Bounded: at most --max-erased erased and --max-examined examined; run it again to
+    go on. With the embedded store, stop the sidecar first (one process owns the
+    folder), or let the server sweep on its schedule (WHOSE_RETENTION_INTERVAL_S)."""
+    import asyncio
+    import json
+    from datetime import UTC, datetime
+
+    from sidecar import logs
+    from sidecar.auth.tokens import Authenticator
+    from sidecar.services import open_services
+
+    settings = Settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    logs.configure(settings)
+    at = None
+    if now is not None:
+        try:
+            at = datetime.fromisoformat(now.replace("Z", "+00:00")).astimezone(UTC)
+        except ValueError:
+            typer.echo(f"--now is not an RFC 3339 instant: {now!r}", err=True)
+            raise typer.Exit(code=2) from None
+
+    async def run() -> dict[str, Any]:
+        # No request is served: the identity settings are not needed.
+        unused = Authenticator(settings.model_copy(update={"dev": True}))
+        async with open_services(settings, unused, background=False) as services:
+            if at is not None:
+                services.sweeper.clock = services.eraser.clock = lambda: at
+            report = await services.sweeper.sweep(
+                max_erased=max_erased or settings.retention_max_erased,
+                max_examined=max_examined or settings.retention_max_examined,
+                tenants=tenant,
+                dry_run=dry_run,
+            )
+            await services.audit.flushed()
+        return {
+            "now": report.now.isoformat(),
+            "horizon_days": report.horizon_days,
+            "tenants": report.tenants,
+            "examined": report.examined,
+            "expired": report.expired,
+            "erased": report.erased,
+            "held": report.held,
+            "stopped_by_bound": report.stopped_by_bound,
+            "dry_run": dry_run,
+        }
+
+    try:
+        typer.echo(json.dumps(asyncio.run(run())))
+    except ValueError as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+
+
+@app.command()
 def reindex(
     data_dir: Annotated[Path | None, typer.Option(help="Store folder (WHOSE_DATA_DIR).")] = None,
     page: Annotated[int, typer.Option(help="Records per page (each page is saved).")] = 256,

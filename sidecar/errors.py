@@ -208,3 +208,17 @@ def validation_reasons(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     return [
         {"loc": list(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")} for e in errors
     ]
+
+
+class ErasureRequestsUnavailable(Unavailable):
+    """The erasure requests' store (Redis) failed: no request was started or read."""
+
+    code = "erasure_requests_unavailable"
+
+
+class ErasureRefused(WhoseError):
+    """The erasure policy refused the request, or a record it names: nothing was
+    erased. Only ever about records the asker may see (others answer as missing)."""
+
+    code = "erasure_refused"
+    status = 403

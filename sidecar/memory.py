@@ -22,6 +22,9 @@ from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
+    ErasureProgress,
+    ErasureRequest,
+    ErasureResponse,
     HistoryResponse,
     MemoryResponse,
     PropositionResponse,
@@ -34,8 +37,11 @@ from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite
 from sidecar.settings import Settings
 from sidecar.store.scope import Scope
+from sidecar.writes.eraser import Eraser
+from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
+from sidecar.writes.versions import Change, Point, Versions
 from sidecar.writes.witnessed import WitnessedEvent
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
@@ -47,12 +53,22 @@ def _now() -> datetime:
 
 class Memory:
     def __init__(
-        self, settings: Settings, reader: Reader, writer: Writer, embedder: Embedder
+        self,
+        settings: Settings,
+        reader: Reader,
+        writer: Writer,
+        embedder: Embedder,
+        eraser: Eraser,
+        versions: Versions,
+        erasures: ErasureRequests,
     ) -> None:
         self.settings = settings
         self.reader = reader
         self.writer = writer
         self.embedder = embedder
+        self.eraser = eraser
+        self.versions = versions
+        self.erasures = erasures
 
     # --- writes -------------------------------------------------------------------------
 
@@ -83,6 +99,63 @@ class Memory:
         """An event seen together, as each witness's view (writes/witnessed.py)."""
         records = await self.writer.write(witnessed_records(event), who, _now(), route)
         return StoredRecords(records=records)
+
+    # --- documents by the ids their library gave them (the Qdrant dialect) -------------
+
+    async def upsert_points(
+        self, who: Identity, points: Sequence[Point], route: WriteRoute = "proxy.upsert"
+    ) -> StoredRecords:
+        """Each point a new document, or a new version of the one its id names
+        (writes/versions.py); all or nothing."""
+        return StoredRecords(records=await self.versions.upsert(who, points, route))
+
+    async def update_points(
+        self, who: Identity, targets: Sequence[UUID] | Scope, change: Change, route: WriteRoute
+    ) -> StoredRecords:
+        """A new version of each document named, its payload changed; all or nothing."""
+        return StoredRecords(records=await self.versions.update(who, targets, change, route))
+
+    async def delete_points(
+        self, who: Identity, targets: Sequence[UUID] | Scope, route: str = "proxy.delete"
+    ) -> list[str]:
+        """Erase every version of each document named that the asker may see."""
+        return await self.versions.delete(who, targets, route)
+
+    async def point_aliases(self, who: Identity, ids: Sequence[UUID]) -> dict[UUID, list[UUID]]:
+        """The record ids each point id names for the asker (writes/versions.py)."""
+        return await self.versions.aliases(who, ids)
+
+    # --- erasure ------------------------------------------------------------------------
+
+    async def forget(
+        self,
+        who: Identity,
+        record_id: UUID,
+        route: str,
+        *,
+        history: bool = False,
+        reason: str | None = None,
+    ) -> ErasureResponse:
+        """Erase a record (with `history`, every version of its chain) if the erasure
+        policy lets the asker (ErasureRefused otherwise, nothing erased); NotFound, as
+        if missing, when the asker may not see it (writes/eraser.py)."""
+        erased = await self.eraser.forget(who, [record_id], route, history=history, reason=reason)
+        if not erased.erased:
+            raise NotFound("memory")
+        return ErasureResponse(
+            erased=[UUID(i) for i in erased.erased], decision_id=erased.decision_id
+        )
+
+    async def request_erasure(self, who: Identity, request: ErasureRequest) -> ErasureProgress:
+        """Erase every record about a subject, from a source, or of the tenant, in
+        bounded steps (writes/erasure_requests.py); ErasureRefused unless the asker is
+        an erasure officer by the policy."""
+        return await self.erasures.submit(who, request)
+
+    async def erasure_status(self, who: Identity, request_id: UUID) -> ErasureProgress:
+        """How far an erasure request has got; NotFound for one the asker neither made
+        nor, as an officer, may follow."""
+        return await self.erasures.status(who, request_id)
 
     # --- reads --------------------------------------------------------------------------
 

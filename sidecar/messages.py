@@ -92,7 +92,11 @@ class Item(BaseModel):
     usable_as: str = Field(description="What the policy lets the claim support.")
     obligations: list[str]
     notes: list[str] = Field(default_factory=list, description="Why the policy downgraded it.")
-    status: Literal["current", "superseded"]
+    status: Literal["current", "superseded", "stale"] = Field(
+        description="`superseded`: no longer applied at the instant asked about; `stale`: "
+        "still applied, but derived from a premise since superseded, erased, withdrawn or "
+        "narrowed (`notes` say which): not to be taken as current."
+    )
     proposition: Proposition | None = None
     observer_id: str | None = None
     observed_id: str | None = None
@@ -203,6 +207,75 @@ class PropositionResponse(BaseModel):
 
 class StoredRecords(BaseModel):
     records: list[MemoryRecord]
+
+
+class ErasureResponse(BaseModel):
+    """DELETE /v1/memories/{id}: the records erased (the one named, or with `history`
+    every version of its chain). Nothing else: not what was derived from them."""
+
+    erased: list[UUID]
+    decision_id: UUID
+
+
+# An erasure request (POST /v1/erasures, writes/erasure_requests.py): what it erases.
+BulkKind = Literal["subject", "source", "tenant"]
+ErasureStatus = Literal["running", "done", "failed"]
+
+
+class ErasureRequest(BaseModel):
+    """POST /v1/erasures: what to erase, and why (kept in the audit log)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: BulkKind = Field(
+        description="`subject`: every record a person holds, said, or that is about their "
+        "mind; `source`: every record from one source; `tenant`: every record of yours."
+    )
+    subject: Name | None = None
+    source: Name | None = None
+    reason: Name | None = Field(
+        default=None, description="Your reference for why (a ticket id), kept in the audit log."
+    )
+
+    @model_validator(mode="after")
+    def _named(self) -> ErasureRequest:
+        if self.kind == "subject" and self.subject is None:
+            raise ValueError("a subject request names its subject")
+        if self.kind == "source" and self.source is None:
+            raise ValueError("a source request names its source")
+        if self.kind != "subject" and self.subject is not None:
+            raise ValueError("only a subject request names a subject")
+        if self.kind != "source" and self.source is not None:
+            raise ValueError("only a source request names a source")
+        return self
+
+
+class ErasureProgress(BaseModel):
+    """An erasure request and how far it has got (GET /v1/erasures/{id})."""
+
+    request_id: UUID
+    tenant: str
+    requested_by: str
+    kind: BulkKind
+    subject: str | None = None
+    source: str | None = None
+    reason: str | None = None
+    status: ErasureStatus
+    erased: int = Field(default=0, description="Records erased so far (derivations included).")
+    kept: int = Field(default=0, description="Records the policy kept (a legal hold, say).")
+    kept_because: dict[str, int] = Field(default_factory=dict)
+    examined: int = 0
+    steps: int = 0
+    created_at: Instant
+    updated_at: Instant
+    finished_at: Instant | None = None
+    error: str | None = None
+    # Where the scans stand (which one, and the point to go on from): for the sidecar.
+    scan: int = 0
+    cursor: str | None = None
+    # Who asked, as the policy saw them (roles from their token included): each step
+    # is decided for them.
+    asker: dict[str, list[str] | str] = Field(default_factory=dict, exclude=True)
 
 
 class AuditPage(BaseModel):

@@ -68,6 +68,11 @@ CACHE = Counter(
 )
 # Bound once: the read path counts every batch, and `labels()` is a locked look-up.
 CACHE_HIT, CACHE_MISS, CACHE_BYPASS = (CACHE.labels(r) for r in ("hit", "miss", "bypass"))
+ERASURES = Counter(
+    "whose_erasures",
+    "Records an erasure erased, refused, or (derived from an erased one) flagged or withdrawn.",
+    ["outcome", "route"],
+)
 AUDIT_DROPPED = Counter(
     "whose_audit_dropped",
     "Audit entries lost: the in-memory queue was full, or the local spill file was full,"

@@ -7,6 +7,7 @@ rather than dropped, because a misspelt `audience` must not pass unnoticed.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -38,6 +39,10 @@ SourceKind = Literal[
     "perception",
 ]
 Attitude = Literal["knows", "believes"]
+# What became of a premise after a record was derived from it (writes/lineage.py).
+PremiseChange = Literal["superseded", "erased", "withdrawn", "narrowed", "stale"]
+# The RAG library a document came from through the Qdrant dialect (writes/documents.py).
+Library = Literal["langchain", "llamaindex", "haystack", "plain"]
 
 
 # OPA compares instants as int64 nanoseconds since 1970: outside these years a
@@ -127,6 +132,55 @@ class Provenance(_Strict):
     writer: Name | None = None
     method: Name | None = None
     derived_from: list[UUID] = Field(default_factory=list, max_length=1000)
+    # The id the writer chose for the record, in the writer's own namespace (set by the
+    # sidecar): every version written under it answers to it (writes/versions.py).
+    chosen_id: UUID | None = None
+
+
+# Document metadata is kept as written, within bounds: it is the writer's, like content.
+_MAX_METADATA_BYTES = 16_384
+
+
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    def finite(v: Any, depth: int) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(v, float):
+            return math.isfinite(v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and finite(x, depth + 1) for k, x in v.items())
+        if isinstance(v, list):
+            return all(finite(x, depth + 1) for x in v)
+        return v is None or isinstance(v, str | int | bool)
+
+    if not finite(value, 0):
+        raise ValueError("metadata holds JSON values only, finite numbers, nested at most 8 deep")
+    if len(json.dumps(value, ensure_ascii=False)) > _MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is at most {_MAX_METADATA_BYTES} characters of JSON")
+    return value
+
+
+class Document(_Strict):
+    """The document a RAG library wrote as this record (writes/documents.py)."""
+
+    library: Library
+    # The library's own id of the document the record belongs to: Haystack's
+    # Document.id, LlamaIndex's ref_doc_id.
+    id: Name | None = None
+    # The rest of the document's metadata, as written: never read by the policy.
+    metadata: Annotated[dict[str, Any], AfterValidator(_bounded_metadata)] = Field(
+        default_factory=dict
+    )
+
+
+class PremiseChanged(_Strict):
+    """A premise of a derived record changed after the record was made (set by the
+    sidecar): the record is no longer served as current (docs/design.md §4)."""
+
+    premise: UUID
+    change: PremiseChange
+    # When the sidecar recorded the change.
+    recorded_at: Instant
 
 
 class MemoryRecord(_Strict):
@@ -152,6 +206,8 @@ class MemoryRecord(_Strict):
     supersedes: UUID | None = None
     superseded_by: UUID | None = None
     provenance: Provenance | None = None
+    document: Document | None = None
+    premise_changes: list[PremiseChanged] | None = Field(default=None, max_length=1000)
 
     @model_validator(mode="after")
     def _shape(self) -> MemoryRecord:
@@ -229,9 +285,23 @@ class Stored:
     def ended_by(self, at: datetime) -> bool:
         return self.invalid_at is not None and self.invalid_at <= at
 
-    def status_at(self, at: datetime) -> Literal["current", "superseded"]:
-        """Whether it still applied at `at` (its invalid_at has not passed)."""
-        return "superseded" if self.ended_by(at) else "current"
+    def status_at(self, at: datetime) -> Literal["current", "superseded", "stale"]:
+        """Whether it still applied at `at` (its invalid_at has not passed), and if so,
+        whether a premise it was derived from had changed by then (stale)."""
+        if self.ended_by(at):
+            return "superseded"
+        return "stale" if self.stale_at(at) else "current"
+
+    def stale_at(self, at: datetime) -> bool:
+        """A premise of this derived record had been superseded, erased, withdrawn or
+        narrowed by `at`."""
+        for change in self.payload.get("premise_changes") or ():
+            try:
+                if _instant(change["recorded_at"]) <= at:
+                    return True
+            except (KeyError, TypeError, ValueError):
+                return True  # unreadable: never served as current
+        return False
 
     def without(self, fields: Iterable[str]) -> Stored:
         """The same record with some payload fields left out (links it may not show)."""

@@ -18,8 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse
-from sidecar.policy.contract import Decision, DisclosureInput, IngestInput, WriteDecision
-from sidecar.record import MemoryRecord, MemoryWrite, Name
+from sidecar.policy.contract import (
+    Decision,
+    DerivedChoice,
+    DisclosureInput,
+    ErasureInput,
+    IngestInput,
+    RetentionInput,
+    WriteDecision,
+)
+from sidecar.record import MemoryRecord, MemoryWrite, Modality, Name, PremiseChange, SourceKind
 from sidecar.writes.witnessed import WitnessedEvent
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -74,8 +82,46 @@ class Ingest(_Data):
     relay_roles: list[Name] = Field(description="Roles that may write other people's views.")
 
 
+class Erasure(_Data):
+    """Who may erase what beyond their own records, and what becomes of derivations."""
+
+    officer_roles: list[Name] = Field(
+        description="Roles that may make bulk erasure requests (by subject, source, "
+        "tenant) and erase any record they may see."
+    )
+    on_derived: DerivedChoice = Field(
+        description="What becomes of a record derived from an erased one: `flag` (served "
+        "as stale, with a note), `withdraw` (its valid time ends), `erase` (erased too)."
+    )
+
+
+class RetentionRule(_Data):
+    """A maximum age; the fields given narrow which records it covers."""
+
+    max_age_days: int = Field(ge=1, description="Days after `recorded_at` a record expires.")
+    tenant: Name | None = None
+    modality: Modality | None = None
+    source_kind: SourceKind | None = None
+    source_id: Name | None = None
+    access_scope: Name | None = None
+
+
+class Retention(_Data):
+    rules: list[RetentionRule] = Field(
+        description="The shortest rule that covers a record applies; none: kept."
+    )
+
+
+class Stale(_Data):
+    withhold: list[PremiseChange] = Field(
+        description="A derived record one of whose premises changed this way is not "
+        "disclosed at all; otherwise it is served as stale, with a note."
+    )
+
+
 class Config(_Data):
-    """data.whose.config: the evidence policy, announcements, authorities, relays."""
+    """data.whose.config: the evidence policy, announcements, authorities, relays,
+    erasure and retention."""
 
     evidence: EvidencePolicy
     announcements: Announcements
@@ -84,13 +130,38 @@ class Config(_Data):
     attestation: dict[str, list[Name]] = Field(
         description="Source or evidence kind to the roles that may cite it."
     )
+    erasure: Erasure | None = Field(
+        default=None, description="Absent: no erasure officer; derivations flagged."
+    )
+    retention: Retention | None = Field(default=None, description="Absent: nothing expires.")
+    stale: Stale | None = Field(
+        default=None, description="Absent: stale derivations are disclosed, with notes."
+    )
+
+
+class TenantHolds(_Data):
+    records: list[Name] = Field(default_factory=list, description="Record ids held.")
+    subjects: list[Name] = Field(
+        default_factory=list,
+        description="People whose records (held, said, or about them) are held.",
+    )
+
+
+class Holds(_Data):
+    """data.whose.holds: legal holds, per tenant; a held record is neither erased nor
+    expired, by anyone."""
+
+    tenants: dict[str, TenantHolds]
 
 
 POLICY_MODELS: dict[str, type[BaseModel]] = {
     "disclosure_input": DisclosureInput,
     "ingest_input": IngestInput,
+    "erasure_input": ErasureInput,
+    "retention_input": RetentionInput,
     "config": Config,
     "directory": Directory,
+    "holds": Holds,
     "vocabulary": Vocabulary,
 }
 

@@ -4,10 +4,12 @@ at start-up in order (OPA, store, Redis, audit) and closed in reverse."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -36,7 +38,11 @@ from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import IndexSpec
+from sidecar.writes.eraser import Eraser
+from sidecar.writes.erasure_requests import ErasureRequests, FileRequests, RedisRequests
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
+from sidecar.writes.retention import Sweeper, every
+from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
 
 log = logging.getLogger("whose")
@@ -52,6 +58,8 @@ class Services:
     redis: aioredis.Redis | None
     reader: Reader
     writer: Writer
+    eraser: Eraser
+    sweeper: Sweeper
     embedder: Embedder
     authenticate: Authenticator
     memory: Memory
@@ -202,14 +210,30 @@ def audit_log(settings: Settings, redis: aioredis.Redis | None) -> AuditLog:
     )
 
 
+async def _in_background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> None:
+    """Work that runs as long as the services are open, cancelled when they close."""
+    task = asyncio.create_task(work, name=name)
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(stop)
+
+
 @asynccontextmanager
 async def open_services(
     settings: Settings,
     authenticate: Authenticator,
     quiet_for: Callable[[], float] | None = None,
+    *,
+    background: bool = True,
 ) -> AsyncIterator[Services]:
     """Everything a request handler reaches, opened in order (OPA, store, Redis, audit)
-    and closed in reverse: the API's lifespan and `whose mcp` over stdio share it."""
+    and closed in reverse: the API's lifespan and `whose mcp` over stdio share it.
+    `background`: also run what goes on between requests (erasure requests left
+    running, the retention sweep); off for one-shot commands (`whose sweep`)."""
     async with AsyncExitStack() as stack:
         embedder = open_embedder(settings)
         stack.push_async_callback(embedder.close)
@@ -240,7 +264,34 @@ async def open_services(
             settings.max_count_scan,
         )
         reader = Reader(store, gate, bounds)
-        writer = Writer(store, policy, embedder, chain_locks(settings, redis), audit)
+        # One set of locks for every path that changes a chain (writes, erasures).
+        locks = chain_locks(settings, redis)
+        writer = Writer(store, policy, embedder, locks, audit)
+        eraser = Eraser(store, policy, locks, reader, audit)
+        versions = Versions(store, reader, writer, eraser, locks)
+        erasures = ErasureRequests(
+            store,
+            policy,
+            eraser,
+            RedisRequests(redis)
+            if redis is not None
+            else FileRequests(settings.data_dir / "erasure-requests"),
+            locks,
+            step=settings.erasure_step,
+        )
+        sweeper = Sweeper(store, policy, eraser, locks)
+        if background:
+            await _in_background(stack, erasures.run(settings.erasure_poll_s), "whose-erasures")
+            if settings.retention_interval_s > 0:
+
+                async def sweep() -> None:
+                    await sweeper.sweep(
+                        max_erased=settings.retention_max_erased,
+                        max_examined=settings.retention_max_examined,
+                    )
+
+                loop = every(settings.retention_interval_s, sweep)
+                await _in_background(stack, loop, "whose-retention")
         yield Services(
             settings=settings,
             store=store,
@@ -250,7 +301,9 @@ async def open_services(
             redis=redis,
             reader=reader,
             writer=writer,
+            eraser=eraser,
+            sweeper=sweeper,
             embedder=embedder,
             authenticate=authenticate,
-            memory=Memory(settings, reader, writer, embedder),
+            memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
         )

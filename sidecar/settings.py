@@ -138,6 +138,17 @@ class Settings(BaseSettings):
     # The proxy's count examines at most this many matching points (see http/qdrant/routes.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 
+    # Erasure requests (writes/erasure_requests.py): records one step reads, and how
+    # often the server looks for requests left running (by a restart, another replica).
+    erasure_step: int = Field(default=200, ge=1, le=1000)
+    erasure_poll_s: float = Field(default=30.0, gt=0)
+    # Retention (writes/retention.py): seconds between two sweeps in the server (0: no
+    # sweep; `whose sweep` still runs one), and the records one sweep may erase and
+    # examine in all.
+    retention_interval_s: float = Field(default=3600.0, ge=0)
+    retention_max_erased: int = Field(default=1000, ge=1, le=100_000)
+    retention_max_examined: int = Field(default=10_000, ge=1, le=1_000_000)
+
     # Verified identity, from exactly one key source: an HS256 secret, a PEM public
     # key, a JWKS file, a JWKS URL, or OpenID Connect discovery from jwt_issuer.
     jwt_hs256_secret: SecretStr | None = None

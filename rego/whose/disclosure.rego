@@ -19,6 +19,7 @@ package whose.disclosure
 
 import data.whose.disclosure.denials
 import data.whose.lib.evidence
+import data.whose.lib.lineage
 import data.whose.lib.sources
 import data.whose.lib.validity
 
@@ -61,7 +62,7 @@ decision(record) := {
 	"allow": allowed(denied),
 	"usable_as": use,
 	"obligations": obligations(use),
-	"reasons": (denied | notes(record, use)),
+	"reasons": ((denied | notes(record, use)) | lineage.notes(record)),
 } if {
 	denied := object.get(denied_by_id, record.id, set())
 	use := usable_as(record)
@@ -116,6 +117,7 @@ explanation := {
 		],
 		[
 			{"rule": "data.whose.disclosure.notes", "reasons": sort(notes(input.record, usable_as(input.record)))},
+			{"rule": "data.whose.lib.lineage.notes", "reasons": sort(lineage.notes(input.record))},
 			{"rule": "data.whose.disclosure.usable_as", "reasons": [usable_as(input.record)]},
 		],
 	),

@@ -204,6 +204,17 @@ derivation_denials(record) := union({
 		premise.access_scope
 		not record.access_scope
 	},
+	# A derivation must not start after its premise stopped applying (a summary of
+	# the venue written after the venue changed), nor build on a stale derivation.
+	{"premise_superseded" |
+		some premise in premises_of(record)
+		premise.invalid_at
+		time.parse_rfc3339_ns(premise.invalid_at) <= time.parse_rfc3339_ns(record.valid_at)
+	},
+	{"premise_stale" |
+		some premise in premises_of(record)
+		count(object.get(premise, "premise_changes", [])) > 0
+	},
 })
 
 # Only premises the writer may read are compared: an unreadable one must answer

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sidecar.messages import (
     Conflict,
+    ErasureResponse,
     HistoryResponse,
     Item,
     MemoryResponse,
@@ -123,6 +124,12 @@ def stored(answer: StoredRecords) -> str:
     return "\n".join(lines)
 
 
+def erased(answer: ErasureResponse) -> str:
+    lines = [f"Forgot {len(answer.erased)} memory version(s) for good:"]
+    lines += [f"- id: {record_id}" for record_id in answer.erased]
+    return "\n".join(lines)
+
+
 def refusal(error: str, reasons: Sequence[object]) -> str:
     """A refusal: the stable code first, so a model (and a person) can act on it."""
     words = {
@@ -130,6 +137,7 @@ def refusal(error: str, reasons: Sequence[object]) -> str:
         "invalid_request": "the arguments are not valid",
         "not_found": "no such memory, or none you may see",
         "write_refused": "the write was refused and nothing was stored",
+        "erasure_refused": "you may not erase this memory; nothing was erased",
         "policy_unavailable": "the policy could not be asked: nothing may be disclosed; "
         "verify or abstain",
         "store_unavailable": "the memory store is unavailable; try again later",
@@ -143,8 +151,9 @@ def refusal(error: str, reasons: Sequence[object]) -> str:
 
 def _reason(reason: object) -> str:
     if isinstance(reason, dict):
-        if "reasons" in reason:  # a write refusal: per record of the batch
-            return f"record {reason.get('index')}: " + ", ".join(map(str, reason["reasons"]))
+        if "reasons" in reason:  # a write or erasure refusal: per record
+            which = reason.get("index", reason.get("id"))
+            return f"record {which}: " + ", ".join(map(str, reason["reasons"]))
         if "loc" in reason:  # a validation error
             where = ".".join(map(str, reason["loc"]))
             return f"{where}: {reason.get('type')} ({reason.get('msg')})"

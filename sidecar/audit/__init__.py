@@ -15,10 +15,12 @@ sinks and the writer are imported from their modules.
 """
 
 from sidecar.audit.model import (
+    AuditedErasure,
     AuditedRecord,
     AuditedWrite,
     AuditEntry,
     AuditQuery,
+    ErasureOutcome,
     Outcome,
     Purpose,
     RecordOutcome,
@@ -32,8 +34,10 @@ from sidecar.audit.model import (
 __all__ = [
     "AuditEntry",
     "AuditQuery",
+    "AuditedErasure",
     "AuditedRecord",
     "AuditedWrite",
+    "ErasureOutcome",
     "Outcome",
     "Purpose",
     "RecordOutcome",

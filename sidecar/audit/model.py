@@ -17,13 +17,37 @@ from pydantic import BaseModel, Field
 
 # What happened to a record in one entry: a read allowed or withheld it, a write
 # stored or refused it.
-RecordOutcome = Literal["allowed", "withheld", "stored", "refused"]
+RecordOutcome = Literal[
+    "allowed", "withheld", "stored", "refused", "erased", "flagged", "withdrawn"
+]
 # What `GET /v1/audit?outcome=` selects: a record outcome, or a request the policy
 # could not answer.
-Outcome = Literal["allowed", "withheld", "policy_unavailable", "stored", "refused"]
-Purpose = Literal["recall", "get", "history", "explain", "write"]
-WriteRoute = Literal["memories", "observations", "witnessed", "proxy.upsert", "mcp.remember"]
+Outcome = Literal[
+    "allowed",
+    "withheld",
+    "policy_unavailable",
+    "stored",
+    "refused",
+    "erased",
+    "flagged",
+    "withdrawn",
+]
+Purpose = Literal["recall", "get", "history", "explain", "write", "erase"]
+WriteRoute = Literal[
+    "memories",
+    "observations",
+    "witnessed",
+    "proxy.upsert",
+    "proxy.set_payload",
+    "proxy.overwrite_payload",
+    "proxy.delete_payload",
+    "mcp.remember",
+]
 WriteOutcome = Literal["stored", "refused"]
+# What an erasure did to a record: erased it, or, for a record derived from an
+# erased one, flagged it as stale or ended its valid time (writes/eraser.py); or
+# refused to erase it.
+ErasureOutcome = Literal["erased", "flagged", "withdrawn", "refused"]
 
 POLICY_UNAVAILABLE: Final = "policy_unavailable"
 
@@ -44,11 +68,14 @@ class Decided(Protocol):
 # The record outcomes that each `outcome` filter looks for (None: any). A request the
 # policy could not answer withholds (reads) or refuses (writes) what it had not settled.
 WANTED: dict[Outcome | None, frozenset[RecordOutcome]] = {
-    None: frozenset({"allowed", "withheld", "stored", "refused"}),
+    None: frozenset({"allowed", "withheld", "stored", "refused", "erased", "flagged", "withdrawn"}),
     "allowed": frozenset({"allowed"}),
     "withheld": frozenset({"withheld"}),
     "stored": frozenset({"stored"}),
     "refused": frozenset({"refused"}),
+    "erased": frozenset({"erased"}),
+    "flagged": frozenset({"flagged"}),
+    "withdrawn": frozenset({"withdrawn"}),
     POLICY_UNAVAILABLE: frozenset({"withheld", "refused"}),
 }
 
@@ -65,8 +92,8 @@ class AuditedRecord(BaseModel):
 
 
 class AuditedWrite(BaseModel):
-    """One record of a write request, stored or refused: whose claim it is, never
-    the claim itself."""
+    """One record of a write request, stored or refused, or of an erasure: whose
+    claim it is, never the claim itself."""
 
     # None: refused before it had an id (the body named none and failed validation).
     id: str | None
@@ -76,8 +103,21 @@ class AuditedWrite(BaseModel):
     # speaker (the write policy's `voice`, rego/whose/ingest.rego).
     holder: str | None = None
     observed_id: str | None = None
-    outcome: WriteOutcome
+    outcome: WriteOutcome | ErasureOutcome
     reasons: list[str] = Field(default_factory=list)
+
+
+class AuditedErasure(BaseModel):
+    """What an erasure request asked for (entries of purpose `erase`): never the
+    content of what it erased."""
+
+    # The bulk request this step belongs to (writes/erasure_requests.py), if any.
+    request_id: str | None = None
+    kind: str
+    subject: str | None = None
+    source: str | None = None
+    # The requester's own reference for why (a ticket, "GDPR art. 17", "retention").
+    reason: str | None = None
 
 
 class AuditEntry(BaseModel):
@@ -100,6 +140,8 @@ class AuditEntry(BaseModel):
     error: str | None = None
     # Explain only: whose decision the policy admin (`asker`) looked at.
     explained_for: str | None = None
+    # Erasures only: what was asked for, and why.
+    erasure: AuditedErasure | None = None
 
     def record_outcomes(self) -> Iterator[tuple[str | None, RecordOutcome]]:
         """Each record the entry names, with what happened to it (the same record may
@@ -122,7 +164,7 @@ class AuditEntry(BaseModel):
 def audited_write(
     index: int,
     record: Mapping[str, Any],
-    outcome: WriteOutcome,
+    outcome: WriteOutcome | ErasureOutcome,
     reasons: Iterable[str] = (),
 ) -> AuditedWrite:
     """One record of a write batch, from its body or prepared payload (a dict in the

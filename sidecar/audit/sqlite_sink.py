@@ -69,7 +69,15 @@ CREATE INDEX IF NOT EXISTS entry_outcomes_by_seq ON entry_outcomes (seq);
 
 # entry_records.outcomes: what happened to the record in that entry, one bit each
 # (one record can be both stored and refused in one write batch).
-_BIT: dict[RecordOutcome, int] = {"allowed": 1, "withheld": 2, "stored": 4, "refused": 8}
+_BIT: dict[RecordOutcome, int] = {
+    "allowed": 1,
+    "withheld": 2,
+    "stored": 4,
+    "refused": 8,
+    "erased": 16,
+    "flagged": 32,
+    "withdrawn": 64,
+}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 

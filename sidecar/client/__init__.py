@@ -22,6 +22,8 @@ from sidecar.client.clients import (
 from sidecar.client.text import as_text
 from sidecar.errors import (
     AuditUnavailable,
+    ErasureRefused,
+    ErasureRequestsUnavailable,
     Forbidden,
     InvalidRequest,
     LockUnavailable,
@@ -40,6 +42,8 @@ __all__ = [
     "AsyncWhoseClient",
     "AuditUnavailable",
     "DevIdentity",
+    "ErasureRefused",
+    "ErasureRequestsUnavailable",
     "Forbidden",
     "InvalidRequest",
     "LockUnavailable",

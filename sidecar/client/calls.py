@@ -27,6 +27,9 @@ from sidecar.audit.model import Outcome, Purpose
 from sidecar.errors import WhoseError, refusal_class
 from sidecar.messages import (
     AuditPage,
+    ErasureProgress,
+    ErasureRequest,
+    ErasureResponse,
     ExplainRequest,
     ExplainResponse,
     HistoryResponse,
@@ -76,6 +79,8 @@ RECALL = _route("POST", "/v1/recall")
 PROPOSITION = _route("GET", "/v1/propositions/{key}")
 AUDIT = _route("GET", "/v1/audit")
 EXPLAIN = _route("POST", "/v1/explain")
+ERASURES = _route("POST", "/v1/erasures")
+ERASURE = _route("GET", "/v1/erasures/{request_id}")
 # Not native: the Qdrant dialect's listing (see `scroll`).
 SCROLL = _route("POST", "/collections/{collection}/points/scroll")
 
@@ -136,10 +141,26 @@ def witness(event: WitnessedEvent) -> Call[StoredRecords]:
     return Call("POST", WITNESSED.path(), _model(StoredRecords), json=_body(event), read=False)
 
 
-def delete(record_id: UUID) -> Call[None]:
-    """DELETE /v1/memories/{id}: erase one record (issue 25's route). A sidecar without
-    the route answers 405, read back as MethodNotAllowed."""
-    return Call("DELETE", DELETE_MEMORY.path(record_id=record_id), _nothing, read=False)
+def delete(
+    record_id: UUID, *, history: bool = False, reason: str | None = None
+) -> Call[ErasureResponse]:
+    """DELETE /v1/memories/{id}: erase one record (`history`: every version of its
+    chain) if the erasure policy lets the asker (ErasureRefused, every reason,
+    otherwise); NotFound when missing or not the asker's to see (the same answer).
+    `reason` goes to the audit log. A sidecar without the route answers 405, read back
+    as MethodNotAllowed."""
+    params = [("history", "true")] if history else []
+    if reason is not None:
+        params.append(("reason", reason))
+    path = DELETE_MEMORY.path(record_id=record_id)
+    return Call("DELETE", path, _model(ErasureResponse), params=params, read=False)
+
+
+def request_erasure(request: ErasureRequest) -> Call[ErasureProgress]:
+    """POST /v1/erasures (an erasure officer): every record about a subject, from a
+    source, or of the tenant, erased in bounded steps; the first runs before it answers."""
+    body = _body(request)
+    return Call("POST", ERASURES.path(), _model(ErasureProgress), json=body, read=False)
 
 
 # --- reads --------------------------------------------------------------------------
@@ -192,6 +213,12 @@ def audit(
     }
     params = [(name, value) for name, value in given.items() if value is not None]
     return Call("GET", AUDIT.path(), _model(AuditPage), params=params)
+
+
+def erasure_status(request_id: UUID) -> Call[ErasureProgress]:
+    """GET /v1/erasures/{id}: how far an erasure request has got (its requester, or an
+    officer; NotFound otherwise)."""
+    return Call("GET", ERASURE.path(request_id=request_id), _model(ErasureProgress))
 
 
 def explain(request: ExplainRequest) -> Call[ExplainResponse]:

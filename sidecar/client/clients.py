@@ -33,6 +33,9 @@ from sidecar.client.calls import Call, Page
 from sidecar.errors import Unavailable
 from sidecar.messages import (
     AuditPage,
+    ErasureProgress,
+    ErasureRequest,
+    ErasureResponse,
     ExplainRequest,
     ExplainResponse,
     HistoryResponse,
@@ -253,10 +256,17 @@ class WhoseClient:
         """An event seen together, stored as each witness's view."""
         return self.send(calls.witness(calls.as_model(WitnessedEvent, event)))
 
-    def delete(self, record_id: UUID | str) -> None:
-        """Erase one record (DELETE /v1/memories/{id}); MethodNotAllowed from a sidecar
-        that does not serve erasure yet."""
-        return self.send(calls.delete(UUID(str(record_id))))
+    def delete(
+        self, record_id: UUID | str, *, history: bool = False, reason: str | None = None
+    ) -> ErasureResponse:
+        """Erase one record (`history`: every version of its chain): ErasureRefused
+        with the policy's reasons, NotFound when missing or not yours to see."""
+        return self.send(calls.delete(UUID(str(record_id)), history=history, reason=reason))
+
+    def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
+        """An erasure officer's request, by subject, source or tenant (role
+        `data_protection` by default; ErasureRefused otherwise)."""
+        return self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
 
     # --- reads ------------------------------------------------------------------------
 
@@ -307,6 +317,10 @@ class WhoseClient:
         """One decision for one asker and record, with each rule's reasons (role
         `policy-admin`)."""
         return self.send(calls.explain(calls.as_model(ExplainRequest, request)))
+
+    def erasure_status(self, request_id: UUID | str) -> ErasureProgress:
+        """How far an erasure request has got (its requester, or an officer)."""
+        return self.send(calls.erasure_status(UUID(str(request_id))))
 
     def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
@@ -368,8 +382,13 @@ class AsyncWhoseClient:
     async def witness(self, event: WitnessedEvent | Mapping[str, Any]) -> StoredRecords:
         return await self.send(calls.witness(calls.as_model(WitnessedEvent, event)))
 
-    async def delete(self, record_id: UUID | str) -> None:
-        return await self.send(calls.delete(UUID(str(record_id))))
+    async def delete(
+        self, record_id: UUID | str, *, history: bool = False, reason: str | None = None
+    ) -> ErasureResponse:
+        return await self.send(calls.delete(UUID(str(record_id)), history=history, reason=reason))
+
+    async def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
+        return await self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
 
     async def recall(self, request: RecallRequest | Mapping[str, Any] | str) -> RecallResponse:
         return await self.send(calls.recall(_as_recall(request)))
@@ -410,6 +429,9 @@ class AsyncWhoseClient:
 
     async def explain(self, request: ExplainRequest | Mapping[str, Any]) -> ExplainResponse:
         return await self.send(calls.explain(calls.as_model(ExplainRequest, request)))
+
+    async def erasure_status(self, request_id: UUID | str) -> ErasureProgress:
+        return await self.send(calls.erasure_status(UUID(str(request_id))))
 
     async def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None

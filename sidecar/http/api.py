@@ -20,6 +20,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from sidecar import metrics
 from sidecar.http.deps import Asker, Svc
 from sidecar.messages import (
+    ErasureResponse,
     HistoryResponse,
     MemoryResponse,
     Problem,
@@ -152,6 +153,35 @@ async def get_memory(
     a forbidden id from a missing one.
     """
     return await svc.memory.get(who, record_id, as_of, "get")
+
+
+@router.delete(
+    "/v1/memories/{record_id}",
+    response_model=ErasureResponse,
+    responses={403: {"model": Problem}, 404: {"model": Problem}, **_errors},
+)
+async def erase_memory(
+    record_id: UUID,
+    svc: Svc,
+    who: Asker,
+    history: Annotated[bool, Query(description="Erase every version of its chain.")] = False,
+    reason: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="Your reference for why (a ticket id), kept in the audit log.",
+        ),
+    ] = None,
+) -> ErasureResponse:
+    """Erase a record: it leaves the store (vector and payload), its chain closes over
+    it, and what was derived from it is flagged, withdrawn or erased as the erasure
+    policy says. 404 exactly as for a missing record when the asker may not see it;
+    403 `erasure_refused` with every reason when the policy says no (by default only
+    the record's holder and writer, or an erasure officer, may erase it)."""
+    return await svc.memory.forget(
+        who, record_id, "memories.delete", history=history, reason=reason
+    )
 
 
 @router.get(

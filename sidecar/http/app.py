@@ -22,9 +22,11 @@ from starlette.routing import Route
 from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
 from sidecar.errors import FilterRefused, Unavailable, WhoseError, validation_reasons
-from sidecar.http import admin, api
+from sidecar.http import admin, api, erasures
+from sidecar.http.allowed import methods_on
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
+from sidecar.http.qdrant import writes as proxy_writes
 from sidecar.http.qdrant.dialect import QdrantError, error_response
 from sidecar.http.request_metrics import RequestTimer, Traffic
 from sidecar.mcp import endpoint as mcp_endpoint
@@ -74,7 +76,10 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(api.router)
+    app.include_router(erasures.router)
     app.include_router(admin.router)
+    # The dialect's writes before its routes: those end with the catch-all refusal.
+    app.include_router(proxy_writes.router)
     app.include_router(proxy.router)
     # The MCP endpoint (streamable HTTP) and where a host learns which issuer to ask.
     app.router.routes.append(
@@ -121,9 +126,15 @@ def _install_error_shapes(app: FastAPI) -> None:
         return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if isinstance(exc.detail, dict):
             body = exc.detail
         else:
             body = {"error": str(exc.detail).lower().replace(" ", "_")}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route on the path only; a path
+            # served by several (GET and DELETE /v1/memories/{id}) names them all.
+            served = methods_on(request.app.routes, request.url.path)
+            headers = dict(headers or {}) | {"Allow": ", ".join(served)}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)

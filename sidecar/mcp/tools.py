@@ -36,6 +36,7 @@ from sidecar.auth.identity import (
 )
 from sidecar.errors import WhoseError, validation_reasons
 from sidecar.messages import (
+    ErasureResponse,
     HistoryResponse,
     MemoryResponse,
     PropositionResponse,
@@ -275,6 +276,31 @@ async def what_do_people_think(
     return await _guarded(ctx, answer)
 
 
+async def forget(
+    ctx: Context[Any, Any],
+    id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
+    history: Annotated[
+        bool, Field(description="Forget every version of it, not only this one.")
+    ] = False,
+    reason: Annotated[
+        Name | None,
+        Field(description="Why, in a few words (kept in the audit log, e.g. a ticket id)."),
+    ] = None,
+) -> Annotated[CallToolResult, ErasureResponse]:
+    """Forget a memory for good: it is erased, not marked, and cannot be recalled
+    again by anyone. Use it for a memory that is wrong or that its holder asked to
+    have forgotten; to record a change of mind, remember the new view instead
+    (history is kept). A memory is its holder's: only its holder or writer may
+    forget it, never someone else's attributed view (`erasure_refused` otherwise);
+    `not_found` if it does not exist or you may not see it (the same answer)."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        erased = await svc.memory.forget(who, id, "mcp.forget", history=history, reason=reason)
+        return _result(readout.erased(erased), erased)
+
+    return await _guarded(ctx, answer)
+
+
 def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServer[Any]:
     """The MCP server with whose's tools; `services` and `identity_of` say where a call
     finds the sidecar and its caller."""
@@ -290,6 +316,16 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         *(
             Tool.from_function(fn, description=(fn.__doc__ or "") + USE, annotations=read_only)
             for fn in (recall, get_memory, history, what_do_people_think)
+        ),
+        Tool.from_function(
+            forget,
+            description=forget.__doc__ or "",
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=True,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
         ),
     ]
     return _Server(

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from sidecar.auth.identity import Identity
-from sidecar.record import MemoryRecord, Name, iso
+from sidecar.record import Library, MemoryRecord, Name, iso
 
 _NOT_FOR_POLICY = ("content",)
 _PROPOSITION_FOR_POLICY = ("key",)
+# A document's metadata is the writer's text, like content: the policy sees its library
+# and id only.
+_DOCUMENT_FOR_POLICY = ("library", "id")
 
 # The purposes the disclosure policy knows (an unknown one is denied there).
 Purpose = str
@@ -52,17 +55,28 @@ class PolicyProposition(BaseModel):
     key: Name | None = None
 
 
+class PolicyDocument(BaseModel):
+    """The document a record came from, as the policy sees it: never its metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    library: Library
+    id: Name | None = None
+
+
 # A stored record as the policy sees it: every field of the record but the claim
-# itself (`content`, `proposition.text`, `proposition.value`); see policy_view.
+# itself (`content`, `proposition.text`, `proposition.value`, a document's
+# metadata); see policy_view.
 _FIELDS: dict[str, Any] = {
     name: (field.annotation, field)
     for name, field in MemoryRecord.model_fields.items()
-    if name not in (*_NOT_FOR_POLICY, "proposition")
+    if name not in (*_NOT_FOR_POLICY, "proposition", "document")
 }
 PolicyRecord = create_model(
     "PolicyRecord",
     __config__=ConfigDict(extra="forbid"),
     proposition=(PolicyProposition | None, None),
+    document=(PolicyDocument | None, None),
     **_FIELDS,
 )
 
@@ -154,6 +168,9 @@ def policy_view(record: dict[str, Any]) -> dict[str, Any]:
     proposition = view.get("proposition")
     if isinstance(proposition, dict):
         view["proposition"] = {k: v for k, v in proposition.items() if k in _PROPOSITION_FOR_POLICY}
+    document = view.get("document")
+    if isinstance(document, dict):
+        view["document"] = {k: v for k, v in document.items() if k in _DOCUMENT_FOR_POLICY}
     return view
 
 
@@ -201,3 +218,93 @@ def write_input(
         "records": [policy_view(r) for r in records],
         "premises": [policy_view(p) for p in premises],
     }
+
+
+# --- erasure and retention (rego/whose/erasure.rego, retention.rego) ----------------
+
+# What an erasure request names: records by id (each one the asker may see), or every
+# record about a subject, from a source, or of the whole tenant (bulk requests).
+ErasureKind = Literal["records", "subject", "source", "tenant", "derived"]
+# What becomes of the records derived from an erased one (writes/erasure.py).
+DerivedChoice = Literal["flag", "withdraw", "erase"]
+
+
+class ErasureRequestView(BaseModel):
+    """An erasure request as the policy sees it (never the requester's free-text reason)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ErasureKind
+    subject: Name | None = None
+    source: Name | None = None
+
+
+class ErasureInput(BaseModel):
+    """data.whose.erasure.answer: may the asker make the request, and erase each record?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    request: ErasureRequestView
+    records: list[PolicyRecord]
+    now: str = Field(description="RFC 3339, UTC")
+
+
+class RetentionInput(BaseModel):
+    """data.whose.retention.decisions: has each record outlived its maximum age?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[PolicyRecord]
+    now: str = Field(description="RFC 3339, UTC")
+
+
+class ErasureRequestDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+    # The request reaches records the asker may not see (an officer's bulk request).
+    unrestricted: StrictBool = False
+
+
+class ErasureDecision(BaseModel):
+    """What the erasure policy says about one record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+    derived: DerivedChoice = "flag"
+
+
+class ErasureAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    request: ErasureRequestDecision
+    decisions: dict[str, ErasureDecision] = Field(default_factory=dict)
+
+
+class RetentionDecision(BaseModel):
+    """What the retention policy says about one record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    expire: StrictBool
+    held: StrictBool = False
+    derived: DerivedChoice = "flag"
+
+
+def erasure_input(
+    asker: Identity, request: ErasureRequestView, records: list[dict[str, Any]], now: datetime
+) -> dict[str, Any]:
+    return {
+        "asker": asker.policy_view(),
+        "request": request.model_dump(exclude_none=True),
+        "records": [policy_view(r) for r in records],
+        "now": iso(now),
+    }
+
+
+def retention_input(records: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    return {"records": [policy_view(r) for r in records], "now": iso(now)}

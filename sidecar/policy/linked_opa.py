@@ -198,6 +198,10 @@ class LinkedOpa(PolicyClient):
         # No decision log to join here: the id names this evaluation in the audit log.
         return Answer(_loads(out), str(uuid.uuid4()), revision or None)
 
+    async def _value(self, rule: str) -> Any:
+        status, out, _ = await self._eval(rule, {}, rule)
+        return None if status == _UNDEFINED else _loads(out)
+
     async def compile(self, query: str, input_: dict[str, Any], unknowns: list[str]) -> Any:
         engine = self._require_engine()
         request = orjson.dumps({"query": query, "input": input_, "unknowns": unknowns})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import aiohttp
@@ -26,8 +27,14 @@ from sidecar.policy.contract import (
     BatchDecisions,
     Decision,
     DisclosureQuestion,
+    ErasureAnswer,
+    ErasureDecision,
+    ErasureRequestView,
     Explanation,
+    RetentionDecision,
     WriteDecision,
+    erasure_input,
+    retention_input,
     write_input,
 )
 from sidecar.policy.pushdown import Untranslatable
@@ -40,6 +47,9 @@ POLICY_ROOT = "whose"
 DISCLOSURE_RULE = "whose/disclosure/batch"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
+ERASURE_RULE = "whose/erasure/answer"
+RETENTION_RULE = "whose/retention/decisions"
+RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,42 @@ class PolicyClient:
         refused = WriteDecision(allow=False, reasons=["no_decision"])
         return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}, answer
 
+    async def erasure(
+        self,
+        asker: Identity,
+        request: ErasureRequestView,
+        records: list[dict[str, Any]],
+        now: datetime,
+    ) -> tuple[ErasureAnswer, Answer]:
+        """May the asker make the request, and erase each record? A record the policy
+        says nothing about is refused (`no_decision`)."""
+        answer = await self._query(ERASURE_RULE, erasure_input(asker, request, records, now))
+        try:
+            parsed = ErasureAnswer.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA erasure answer is malformed") from exc
+        refused = ErasureDecision(allow=False, reasons=["no_decision"])
+        decisions = {str(r["id"]): parsed.decisions.get(str(r["id"]), refused) for r in records}
+        return parsed.model_copy(update={"decisions": decisions}), answer
+
+    async def retention(
+        self, records: list[dict[str, Any]], now: datetime
+    ) -> tuple[dict[str, RetentionDecision], Answer]:
+        """Which records have outlived their maximum age (none the policy is silent on)."""
+        answer = await self._query(RETENTION_RULE, retention_input(records, now))
+        decisions = _parse(answer.result, RetentionDecision)
+        kept = RetentionDecision(expire=False)
+        return {str(r["id"]): decisions.get(str(r["id"]), kept) for r in records}, answer
+
+    async def retention_horizon_days(self) -> float | None:
+        """The shortest maximum age any retention rule sets, in days; None: no rules."""
+        days = await self._value(RETENTION_HORIZON)
+        if days is None:
+            return None
+        if not isinstance(days, int | float) or isinstance(days, bool) or days <= 0:
+            raise PolicyUnavailable("OPA retention horizon is malformed")
+        return float(days)
+
     async def eval_seconds(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]
     ) -> float:
@@ -167,6 +213,14 @@ class PolicyClient:
         return Answer(
             answer["result"], decision_id if isinstance(decision_id, str) else None, revision
         )
+
+    async def _value(self, rule: str) -> Any:
+        """A rule's value without input; None where the rule is undefined (a rule that
+        may well be: the minimum of no retention rules)."""
+        status, answer = await self._post(f"/v1/data/{rule}", {"input": {}}, rule)
+        if status != 200 or not isinstance(answer, dict):
+            raise PolicyUnavailable(f"OPA answered {status}")
+        return answer.get("result")
 
     async def _owns_policy_data(self, revision: str) -> bool:
         """Whether the bundles OPA answered from own all of data.whose.

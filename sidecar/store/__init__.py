@@ -92,6 +92,20 @@ class Store(Protocol):
         """Set payload fields of one stored record (supersession only; never content)."""
         ...
 
+    async def delete(self, tenant: str, record_ids: list[UUID]) -> None:
+        """Remove records of this tenant, vector and payload, in one operation (erasure
+        only, writes/eraser.py); unknown ids are ignored."""
+        ...
+
+    async def clear(self, tenant: str, record_id: UUID, fields: list[str]) -> None:
+        """Remove payload fields of one stored record (links and ends an erasure
+        relinks away, writes/erasure.py)."""
+        ...
+
+    async def tenants(self, limit: int) -> list[str]:
+        """Up to `limit` tenants that hold records (the retention sweep walks them)."""
+        ...
+
 
 def records(
     payloads: list[tuple[dict[str, Any] | None, float | None, list[float] | None]],

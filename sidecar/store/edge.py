@@ -231,6 +231,22 @@ class EdgeStore:
         operation = qe.UpdateOperation.set_payload([point_id(tenant, record_id)], fields)
         await self._run(self.shard.update, operation)
 
+    async def delete(self, tenant: str, record_ids: list[UUID]) -> None:
+        ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
+        if ids:
+            await self._run(self.shard.update, qe.UpdateOperation.delete_points(ids))
+            # Deleted points leave the segment files when the optimizer vacuums them.
+            self._dirty.set()
+
+    async def clear(self, tenant: str, record_id: UUID, fields: list[str]) -> None:
+        operation = qe.UpdateOperation.delete_payload([point_id(tenant, record_id)], fields)
+        await self._run(self.shard.update, operation)
+
+    async def tenants(self, limit: int) -> list[str]:
+        request = qe.FacetRequest(key=TENANT_FIELD, limit=limit, exact=True)
+        found = await self._run(self.shard.facet, request)
+        return sorted(str(hit.value) for hit in found.hits)
+
     async def optimize(self) -> None:
         """Build HNSW and merge segments now (the whole process waits: see above)."""
         await self._run(self.shard.optimize)

@@ -78,3 +78,15 @@ class MeasuredStore:
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
         async with _timed("update"):
             await self.inner.update(tenant, record_id, fields)
+
+    async def delete(self, tenant: str, record_ids: list[UUID]) -> None:
+        async with _timed("delete"):
+            await self.inner.delete(tenant, record_ids)
+
+    async def clear(self, tenant: str, record_id: UUID, fields: list[str]) -> None:
+        async with _timed("clear"):
+            await self.inner.clear(tenant, record_id, fields)
+
+    async def tenants(self, limit: int) -> list[str]:
+        async with _timed("tenants"):
+            return await self.inner.tenants(limit)

@@ -32,6 +32,9 @@ KEYWORD_FIELDS = (
     "provenance.writer",
     "provenance.method",
     "provenance.derived_from",
+    # The writer's own ids, and a RAG library's document ids (writes/versions.py).
+    "provenance.chosen_id",
+    "document.id",
     "evidence[].kind",
     "evidence[].ref",
     "evidence[].by",

@@ -77,7 +77,17 @@ class Exactly:
     values: tuple[str, ...]
 
 
-Condition = Match | AtLeast | NotAfter | EmptyOrAfter | Absent | AnyOf | AbsentOrAnyOf | Exactly
+@dataclass(frozen=True)
+class Either:
+    """At least one of the alternatives holds, each all of its conditions (a subject
+    erasure reaches a person as holder, observed mind, speaker or writer)."""
+
+    alternatives: tuple[tuple[Condition, ...], ...]
+
+
+Condition = (
+    Match | AtLeast | NotAfter | EmptyOrAfter | Absent | AnyOf | AbsentOrAnyOf | Exactly | Either
+)
 
 
 @dataclass(frozen=True)
@@ -181,3 +191,7 @@ def _qdrant(condition: Condition) -> qm.Condition:
                 qm.FieldCondition(key=key, match=qm.MatchValue(value=v)) for v in values
             ]
             return qm.Filter(must=[count, *each]) if values else _is_empty(key)
+        case Either(alternatives):
+            return qm.Filter(
+                should=[qm.Filter(must=[_qdrant(c) for c in alt]) for alt in alternatives]
+            )

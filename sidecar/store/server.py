@@ -341,6 +341,33 @@ class ServerStore:
             idempotent=False,
         )
 
+    async def delete(self, tenant: str, record_ids: list[UUID]) -> None:
+        if not record_ids:
+            return
+        await self._ensure_collection()
+        points: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
+        await self._call(
+            lambda c: c.delete(
+                self.collection, points_selector=qm.PointIdsList(points=points), wait=True
+            ),
+            idempotent=False,
+        )
+
+    async def clear(self, tenant: str, record_id: UUID, fields: list[str]) -> None:
+        await self._ensure_collection()
+        points: list[qm.ExtendedPointId] = [point_id(tenant, record_id)]
+        await self._call(
+            lambda c: c.delete_payload(self.collection, keys=fields, points=points, wait=True),
+            idempotent=False,
+        )
+
+    async def tenants(self, limit: int) -> list[str]:
+        await self._ensure_collection()
+        found = await self._call(
+            lambda c: c.facet(self.collection, key=TENANT_FIELD, limit=limit, exact=True)
+        )
+        return sorted(str(hit.value) for hit in found.hits)
+
     async def _call(
         self,
         fn: Callable[[AsyncQdrantClient], Awaitable[T]],

@@ -9,8 +9,10 @@ consistent supersession chain (writes/supersession.py), under a chain lock.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,9 +25,10 @@ from sidecar.embed import Embedder, EmbeddingUnavailable
 from sidecar.embed.indexed import indexed_text
 from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
+from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.scope import Scope
+from sidecar.writes.lineage import Lineage
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
     Chain,
@@ -36,6 +39,8 @@ from sidecar.writes.supersession import (
     predecessor_lock_key,
     versions_of,
 )
+
+log = logging.getLogger(__name__)
 
 # Bounds one chain lookup; more open versions than this means something else is wrong.
 _MAX_OPEN_VERSIONS = 16
@@ -95,6 +100,7 @@ class Writer:
         self.embedder = embedder
         self.locks = locks
         self.audit = audit
+        self.lineage = Lineage(store, locks)
 
     async def write(
         self,
@@ -102,6 +108,8 @@ class Writer:
         writer: Identity,
         now: datetime,
         route: WriteRoute = "memories",
+        *,
+        chosen: Sequence[UUID | None] | None = None,
     ) -> list[MemoryRecord]:
         """Store every record of the batch, or none (WriteRefused, with every reason).
 
@@ -110,7 +118,7 @@ class Writer:
         claim itself."""
         attempt = _Attempt([b.model_dump(mode="json", exclude={"id", "vector"}) for b in bodies])
         try:
-            stored = await self._write(bodies, writer, now, attempt)
+            stored = await self._write(bodies, writer, now, attempt, chosen)
         except WriteRefused as refused:
             attempt.refused(refused.problems)
             raise
@@ -123,9 +131,14 @@ class Writer:
         return stored
 
     async def _write(
-        self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
+        self,
+        bodies: list[MemoryWrite],
+        writer: Identity,
+        now: datetime,
+        attempt: _Attempt,
+        chosen: Sequence[UUID | None] | None = None,
     ) -> list[MemoryRecord]:
-        prepared = self._checked(bodies, writer, now, attempt)
+        prepared = self._checked(bodies, writer, now, attempt, chosen)
         payloads = [p.payload for p in prepared]
         blind = await self._decided(payloads, writer, attempt)
         # Embedded once the policy has let the batch through, before any lock is taken
@@ -154,14 +167,44 @@ class Writer:
             await held.confirm()
             await self._commit(writer.tenant, payloads, vectors, linked.updates)
         attempt.outcome = "stored"
+        await self._mark_derivations(writer.tenant, linked.updates, now)
         return [_as_told(p, p["id"] in blind) for p in payloads]
 
+    async def _mark_derivations(
+        self, tenant: str, updates: list[tuple[str, dict[str, Any]]], now: datetime
+    ) -> None:
+        """Records derived from a version this write superseded are stale now
+        (writes/lineage.py). After the write, outside its locks: a failure here leaves
+        the write stored, and is logged, not answered as a failed write."""
+        closed: dict[str, PremiseChange] = {
+            record_id: "superseded" for record_id, f in updates if f.get("superseded_by")
+        }
+        if not closed:
+            return
+        try:
+            await self.lineage.propagate(tenant, closed, now)
+        except (LockUnavailable, StoreUnavailable):
+            log.exception("derivations of %d superseded versions not marked stale", len(closed))
+
     def _checked(
-        self, bodies: list[MemoryWrite], writer: Identity, now: datetime, attempt: _Attempt
+        self,
+        bodies: list[MemoryWrite],
+        writer: Identity,
+        now: datetime,
+        attempt: _Attempt,
+        chosen: Sequence[UUID | None] | None = None,
     ) -> list[Prepared]:
-        """Each body prepared (tenant, writer, id, embedding), or the batch refused."""
+        """Each body prepared (tenant, writer, id, embedding), or the batch refused.
+
+        `chosen`: for a new version of a record the writer named by an id it chose
+        (writes/versions.py), that id, per body; the body's own id is then unset and
+        the new version gets a fresh one. Otherwise a body's id is the chosen id."""
         _refuse_if(_body_problems(bodies, writer, now), [b.model_dump(mode="json") for b in bodies])
-        prepared = [self._prepare(body, writer, now) for body in bodies]
+        ids = list(chosen) if chosen is not None else [body.id for body in bodies]
+        prepared = [
+            self._prepare(body, writer, now, chosen_id)
+            for body, chosen_id in zip(bodies, ids, strict=True)
+        ]
         attempt.records = [p.payload for p in prepared]
         _refuse_if(_prepared_problems(prepared, self.embedder.dim), attempt.records)
         return prepared
@@ -267,7 +310,9 @@ class Writer:
         found = await self.store.get(tenant, [uuid.UUID(i) for i in sorted(ids)])
         return [r.payload for r in found]
 
-    def _prepare(self, body: MemoryWrite, writer: Identity, now: datetime) -> Prepared:
+    def _prepare(
+        self, body: MemoryWrite, writer: Identity, now: datetime, chosen: UUID | None
+    ) -> Prepared:
         provenance = body.provenance or Provenance()
         record = MemoryRecord.model_validate(
             {
@@ -276,7 +321,9 @@ class Writer:
                 "tenant": writer.tenant,
                 "recorded_at": now,
                 "valid_at": body.valid_at or now,
-                "provenance": provenance.model_copy(update={"writer": writer.id}),
+                "provenance": provenance.model_copy(
+                    update={"writer": writer.id, "chosen_id": chosen}
+                ),
             }
         )
         return Prepared(record.payload(), body.vector)
@@ -374,6 +421,10 @@ def _body_problems(
             problems.append((i, "tenant_not_writers"))
         if body.superseded_by is not None:
             problems.append((i, "superseded_by_is_set_by_the_sidecar"))
+        if body.provenance is not None and body.provenance.chosen_id is not None:
+            problems.append((i, "chosen_id_is_set_by_the_sidecar"))
+        if body.premise_changes is not None:
+            problems.append((i, "premise_changes_are_set_by_the_sidecar"))
         if body.invalid_at is not None and body.proposition and body.proposition.key:
             # A keyed version ends when its holder's next version supersedes it.
             problems.append((i, "invalid_at_is_set_by_supersession"))

@@ -24,9 +24,9 @@ import pytest
 from sidecar.client import (
     AsyncWhoseClient,
     DevIdentity,
+    ErasureRefused,
     Forbidden,
     InvalidRequest,
-    MethodNotAllowed,
     NotFound,
     PolicyUnavailable,
     Retries,
@@ -35,7 +35,7 @@ from sidecar.client import (
     WriteRefused,
     as_text,
 )
-from sidecar.messages import ExplainRequest, RecallRequest
+from sidecar.messages import ErasureRequest, ExplainRequest, RecallRequest
 from sidecar.record import MemoryWrite
 from sidecar.writes.observations import Observation
 from sidecar.writes.witnessed import WitnessedEvent
@@ -194,20 +194,74 @@ def test_refusals_are_the_error_trees(base: str, alice: WhoseClient) -> None:
     assert invalid.value.reasons == ["limit_above_100"]
 
 
-def test_delete_against_a_sidecar_without_erasure(alice: WhoseClient, base: str) -> None:
-    # DELETE /v1/memories/{id} is issue 25's route: where the sidecar does not serve it,
-    # the client says so by the error tree's class, and nothing is erased.
+def test_delete_erases_and_answers_what_it_erased(alice: WhoseClient, bob: WhoseClient) -> None:
+    # The round trip against the sidecar's DELETE /v1/memories/{id}, typed both ways.
     [stored] = alice.remember(belief(fresh_key())).records
     assert stored.id is not None
-    served = httpx.get(f"{base}/openapi.json").json()["paths"]["/v1/memories/{record_id}"]
-    if "delete" in served:
+    # Bob may not see it: answered as a missing record, and nothing is erased.
+    with pytest.raises(NotFound):
+        bob.delete(stored.id)
+    assert alice.get(stored.id).item.id == stored.id
+    erased = alice.delete(stored.id, reason="client-test")
+    assert erased.erased == [stored.id]
+    with pytest.raises(NotFound):
+        alice.get(stored.id)
+    with pytest.raises(NotFound):
         alice.delete(stored.id)
+
+
+def test_an_erasure_the_policy_refuses_reads_back_with_its_reasons(
+    alice: WhoseClient, bob: WhoseClient
+) -> None:
+    shared = belief(fresh_key()).model_copy(update={"audience": ["alice", "bob"]})
+    [stored] = alice.remember(shared).records
+    assert stored.id is not None
+    # Bob may read it, but it is Alice's to erase, not his.
+    with pytest.raises(ErasureRefused) as refused:
+        bob.delete(stored.id)
+    assert "not_holder_or_writer" in str(refused.value.reasons)
+    assert bob.get(stored.id).item.id == stored.id
+    [version] = alice.delete(stored.id, history=True).erased
+    assert version == stored.id
+
+
+def test_an_officer_requests_an_erasure_and_follows_it(base: str) -> None:
+    person = f"subject-{uuid.uuid4().hex[:8]}"
+    key = fresh_key()
+    mine = MemoryWrite(
+        content=f"{person} believes the launch is October 17",
+        proposition={"text": "the launch is October 17", "key": key},
+        observer_id=person,
+        source_id="private-session-43",
+        source={"kind": "conversation", "speaker": person},
+        modality="reported_belief",
+        confidence=0.78,
+        audience=[person],
+    )
+    with (
+        WhoseClient(base, token=token(person)) as someone,
+        WhoseClient(base, token=token("dpo")) as officer,
+    ):
+        [stored] = someone.remember(mine).records
+        assert stored.id is not None
+        with pytest.raises(ErasureRefused) as refused:
+            someone.request_erasure({"kind": "subject", "subject": person})
+        assert refused.value.reasons == ["needs_erasure_officer"]
+        progress = officer.request_erasure(
+            ErasureRequest(kind="subject", subject=person, reason="client-test")
+        )
+        assert (progress.status, progress.erased, progress.requested_by) == ("done", 1, "dpo")
+        followed = officer.erasure_status(progress.request_id)
+        assert (followed.request_id, followed.status, followed.erased) == (
+            progress.request_id,
+            "done",
+            1,
+        )
+        # Neither the requester nor an officer: the request is not theirs to follow.
         with pytest.raises(NotFound):
-            alice.get(stored.id)
-    else:
-        with pytest.raises(MethodNotAllowed):
-            alice.delete(stored.id)
-        assert alice.get(stored.id).item.id == stored.id
+            someone.erasure_status(progress.request_id)
+        with pytest.raises(NotFound):
+            someone.get(stored.id)
 
 
 async def test_the_async_client_answers_alike(base: str) -> None:
@@ -228,6 +282,9 @@ async def test_the_async_client_answers_alike(base: str) -> None:
             await bob.get(stored.id)
         with pytest.raises(WriteRefused):
             await bob.remember(belief(key))
+        assert (await alice.delete(stored.id)).erased == [stored.id]
+        with pytest.raises(NotFound):
+            await alice.get(stored.id)
 
 
 def test_a_token_function_is_asked_before_every_request(base: str) -> None:

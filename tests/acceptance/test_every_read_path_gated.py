@@ -44,22 +44,36 @@ CONTENT_FREE = {
     # Which issuer's tokens the MCP endpoint takes (RFC 9728).
     ("GET", "/.well-known/oauth-protected-resource"),
     ("GET", "/.well-known/oauth-protected-resource/mcp"),
-    # Refused by name: grouping is not served.
+    # Refused by name: grouping is not served, nor a payload or vector change alone.
     ("POST", "/collections/{collection}/points/query/groups"),
     ("POST", "/collections/{collection}/points/search/groups"),
+    ("POST", "/collections/{collection}/points/payload/clear"),
+    ("PUT", "/collections/{collection}/points/vectors"),
+    ("POST", "/collections/{collection}/points/vectors/delete"),
 }
 # For security teams, behind a role: decisions, reasons and policy input, never content.
 SECURITY = {
     ("GET", "/v1/audit"),
     ("POST", "/v1/explain"),
+    # An erasure officer's requests: counts of what was erased and kept, never content.
+    ("POST", "/v1/erasures"),
+    ("GET", "/v1/erasures/{request_id}"),
 }
 # The refusal catch-all answers "not supported" for every method.
 CATCH_ALL = "/collections/{rest:path}"
+# Writes and erasures: they answer with what the caller wrote, the ids it erased of
+# those it named, or a bare status (tests/noninterference drives them).
 WRITES = {
     ("POST", "/v1/memories"),
     ("POST", "/v1/observations"),
     ("POST", "/v1/witnessed"),
+    ("DELETE", "/v1/memories/{record_id}"),
     ("PUT", "/collections/{collection}/points"),
+    ("POST", "/collections/{collection}/points/delete"),
+    ("POST", "/collections/{collection}/points/payload"),
+    ("PUT", "/collections/{collection}/points/payload"),
+    ("POST", "/collections/{collection}/points/payload/delete"),
+    ("POST", "/collections/{collection}/points/batch"),
 }
 
 

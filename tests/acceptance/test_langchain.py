@@ -1,9 +1,11 @@
-"""A real RAG library built on qdrant-client, retrieving through the sidecar.
+"""A real RAG library built on qdrant-client, writing, retrieving and deleting
+through the sidecar, on both store backends.
 
 LangChain's QdrantVectorStore is pointed at the sidecar's URL with a bearer
 token, and told which payload keys hold the text (the record's `content`) and
-the metadata (the sidecar's `whose` object: attribution, usable_as, obligations).
-Nothing else about it changes.
+the metadata (the sidecar's `whose` object: attribution, usable_as, obligations;
+on a write, the document's own metadata, which names its readers and source by
+the convention of writes/documents.py). Nothing else about it changes.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, seed, token
-from tests.conftest import start_sidecar, stop
+from tests.conftest import Backend, start_sidecar, stop
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -35,8 +39,11 @@ class SidecarEmbeddings(Embeddings):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Any]]]:
-    base, process = start_sidecar(tmp_path_factory.mktemp("langchain"), env=JWT_ENV)
+def served(
+    tmp_path_factory: pytest.TempPathFactory, store_backend: Backend
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    env = JWT_ENV | store_backend.env()
+    base, process = start_sidecar(tmp_path_factory.mktemp("langchain"), env=env)
     yield base, seed(base)
     stop(process)
 
@@ -79,3 +86,77 @@ def test_langchain_scores_come_through(served: tuple[str, dict[str, Any]]) -> No
     [(doc, score)] = store_for(base, "bob").similarity_search_with_score("the launch party", k=3)
     assert 0.5 < score <= 1.0
     assert "roof" in doc.page_content
+
+
+def offsite(store: QdrantVectorStore) -> list[Any]:
+    """The offsite documents the store's asker is shown (the seeded notes aside)."""
+    return [d for d in store.similarity_search("the offsite", k=10) if "offsite" in d.page_content]
+
+
+def test_langchain_writes_retrieves_and_deletes_through_the_proxy(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    alice, bob = store_for(base, "alice"), store_for(base, "bob")
+    # Written through LangChain's own API: who may read each is its metadata.
+    ids = alice.add_texts(
+        ["the offsite is in Lisbon", "the offsite budget is 40k"],
+        metadatas=[
+            {"audience": ["alice", "bob"], "source": "offsite.md", "page": 1},
+            {"audience": ["alice"], "source": "budget.xlsx"},
+        ],
+    )
+    seen_by_bob, seen_by_alice = offsite(bob), offsite(alice)
+    assert len(seen_by_bob) == 1
+    assert len(seen_by_alice) == 2
+    [doc] = seen_by_bob
+    # A document is its writer's assertion, attributed as such; never a bare fact.
+    assert doc.page_content.startswith("alice")
+    assert "the offsite is in Lisbon" in doc.page_content
+    assert doc.metadata["usable_as"] == "belief"
+    assert doc.metadata["metadata"]["page"] == 1
+    assert "40k" not in "".join(f"{d.page_content}{d.metadata}" for d in seen_by_bob)
+    # The ids LangChain returned still name the documents, for their writer only.
+    assert {d.page_content for d in alice.get_by_ids(ids)} == {
+        d.page_content for d in seen_by_alice
+    }
+    assert bob.get_by_ids(ids) == []
+    # Writing an id again makes a new version; the old one stays in its history.
+    alice.add_texts(
+        ["the offsite is in Porto"],
+        metadatas=[{"audience": ["alice", "bob"], "source": "offsite.md"}],
+        ids=[ids[0]],
+    )
+    [moved] = offsite(bob)
+    assert "Porto" in moved.page_content
+    history = httpx.get(
+        f"{base}/v1/memories/{moved.metadata['_id']}/history",
+        headers={"Authorization": f"Bearer {token('bob')}"},
+    ).json()
+    assert [i["status"] for i in history["items"]] == ["superseded", "current"]
+    # Bob may read Alice's document, not delete it: refused, and nothing is erased.
+    with pytest.raises(UnexpectedResponse) as refused:
+        bob.delete([moved.metadata["_id"]])
+    assert refused.value.status_code == 403
+    assert b"not_holder_or_writer" in refused.value.content
+    # Alice deletes with the ids LangChain gave her: every version goes.
+    assert alice.delete(ids) is True
+    assert offsite(alice) == []
+    for item in history["items"]:
+        gone = httpx.get(
+            f"{base}/v1/memories/{item['id']}",
+            headers={"Authorization": f"Bearer {token('alice')}"},
+        )
+        assert gone.status_code == 404
+
+
+def test_langchain_document_without_readers_is_refused_naming_the_key(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    with pytest.raises(UnexpectedResponse) as refused:
+        store_for(base, "alice").add_texts(["the offsite is in Lisbon"], metadatas=[{}])
+    assert refused.value.status_code == 422
+    assert b"missing_metadata:audience" in refused.value.content
+    assert b"missing_metadata:source" in refused.value.content
+    assert offsite(store_for(base, "alice")) == []

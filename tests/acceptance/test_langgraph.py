@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, TypedDict, cast
 
-import httpx
 import jwt
 import pytest
 from langchain_core.runnables import RunnableConfig
@@ -34,7 +33,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from sidecar.client import MethodNotAllowed, WhoseClient, WriteRefused
+from sidecar.client import WhoseClient, WriteRefused
 from sidecar.client.langgraph import ANNOTATION, WhoseStore
 from tests.conftest import Backend, start_sidecar, stop
 
@@ -231,21 +230,14 @@ async def test_async_alike(base: str, person: str) -> None:
     store.close()
 
 
-def test_delete(mine: WhoseStore, person: str, base: str) -> None:
+def test_delete(mine: WhoseStore, person: str) -> None:
     namespace = ("acme", person, "forget")
     mine.put(namespace, "k", {"text": "a memory to forget"})
     mine.put(namespace, "k", {"text": "its second version"})
-    served = httpx.get(f"{base}/openapi.json").json()["paths"]["/v1/memories/{record_id}"]
-    if "delete" in served:
-        mine.delete(namespace, "k")
-        assert mine.get(namespace, "k") is None
-        assert mine.search(("acme", person), query="memory to forget") == []
-        assert mine.list_namespaces(prefix=namespace) == []
-    else:
-        # A sidecar without erasure (before issue 25): said by class, nothing erased.
-        with pytest.raises(MethodNotAllowed):
-            mine.delete(namespace, "k")
-        assert mine.get(namespace, "k") is not None
+    mine.delete(namespace, "k")
+    assert mine.get(namespace, "k") is None
+    assert mine.search(("acme", person), query="memory to forget") == []
+    assert mine.list_namespaces(prefix=namespace) == []
     mine.delete(namespace, "never-put")  # nothing to delete: nothing asked
 
 

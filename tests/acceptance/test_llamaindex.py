@@ -1,4 +1,5 @@
-"""LlamaIndex's Qdrant vector store, unmodified, retrieving through the sidecar.
+"""LlamaIndex's Qdrant vector store, unmodified, writing, retrieving and deleting
+through the sidecar, on both store backends.
 
 `llama-index-vector-stores-qdrant` builds each node from the payload's
 `_node_content` (LlamaIndex's own node JSON) when it is there; otherwise it takes
@@ -6,6 +7,9 @@ the text from one payload key and every other key as metadata, which LlamaIndex'
 default prompt shows the LLM (the writer's own wording among them). The sidecar
 serves `_node_content`: the attribution sentence as the node's text, and what the
 policy says of it (usable_as, obligations, status, source) as its metadata.
+Documents LlamaIndex writes name their readers and source in their metadata
+(writes/documents.py); it deletes them by its document id (`ref_doc_id`, a filter
+on `doc_id`) or by node id.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
-from llama_index.core import VectorStoreIndex
+from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
+from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, NodeWithScore
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, seed, token
-from tests.conftest import start_sidecar, stop
+from tests.conftest import Backend, start_sidecar, stop
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -42,20 +49,29 @@ class SidecarEmbedding(BaseEmbedding):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Any]]]:
-    base, process = start_sidecar(tmp_path_factory.mktemp("llamaindex"), env=JWT_ENV)
+def served(
+    tmp_path_factory: pytest.TempPathFactory, store_backend: Backend
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    env = JWT_ENV | store_backend.env()
+    base, process = start_sidecar(tmp_path_factory.mktemp("llamaindex"), env=env)
     yield base, seed(base)
     stop(process)
 
 
-def retrieve(base: str, who: str, query: str) -> list[NodeWithScore]:
+def store_for(base: str, who: str) -> QdrantVectorStore:
     # The change a LlamaIndex stack makes: the sidecar's URL and a token.
-    store = QdrantVectorStore(
+    return QdrantVectorStore(
         client=QdrantClient(url=base, api_key=token(who), timeout=10, check_compatibility=False),
         collection_name=COLLECTION,
     )
-    index = VectorStoreIndex.from_vector_store(store, embed_model=SidecarEmbedding())
-    return index.as_retriever(similarity_top_k=5).retrieve(query)
+
+
+def index_for(base: str, who: str) -> VectorStoreIndex:
+    return VectorStoreIndex.from_vector_store(store_for(base, who), embed_model=SidecarEmbedding())
+
+
+def retrieve(base: str, who: str, query: str) -> list[NodeWithScore]:
+    return index_for(base, who).as_retriever(similarity_top_k=5).retrieve(query)
 
 
 def test_llamaindex_retrieves_only_what_the_asker_may_see(
@@ -92,3 +108,70 @@ def test_what_the_llm_reads_is_whose_claim_it_is(served: tuple[str, dict[str, An
     assert "obligations" not in node.get_content(metadata_mode=MetadataMode.EMBED)
     assert found.score is not None
     assert 0.5 < found.score <= 1.0
+
+
+def offsite(base: str, who: str) -> list[NodeWithScore]:
+    found = index_for(base, who).as_retriever(similarity_top_k=10).retrieve("the offsite")
+    return [n for n in found if "offsite" in n.node.get_content()]
+
+
+def test_llamaindex_writes_retrieves_and_deletes_through_the_proxy(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    # Written through LlamaIndex's own API: who may read each is its metadata.
+    shared = Document(
+        text="the offsite is in Lisbon",
+        metadata={"audience": ["alice", "bob"], "file_name": "offsite.md"},
+    )
+    private = Document(text="the offsite budget is 40k", metadata={"audience": ["alice"]})
+    nodes = SentenceSplitter().get_nodes_from_documents([shared, private])
+    context = StorageContext.from_defaults(vector_store=store_for(base, "alice"))
+    index = VectorStoreIndex(nodes, storage_context=context, embed_model=SidecarEmbedding())
+    seen_by_bob, seen_by_alice = offsite(base, "bob"), offsite(base, "alice")
+    assert len(seen_by_bob) == 1
+    assert len(seen_by_alice) == 2
+    [node] = seen_by_bob
+    assert node.node.get_content().startswith("alice")
+    assert "Lisbon" in node.node.get_content()
+    # The document id LlamaIndex gave it is the node's source, and its own metadata
+    # comes back for the application, kept from the LLM.
+    assert node.node.ref_doc_id == shared.doc_id
+    assert node.node.metadata["file_name"] == "offsite.md"
+    assert "offsite.md" not in node.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "40k" not in "".join(n.node.get_content(MetadataMode.ALL) for n in seen_by_bob)
+    # Without a source, the document's own id is its source.
+    budget = [n for n in seen_by_alice if "40k" in n.node.get_content()]
+    assert [n.node.metadata["source_id"] for n in budget] == [private.doc_id]
+    # The node ids LlamaIndex wrote still find the nodes, for their writer.
+    written = [n.node_id for n in nodes]
+    assert len(store_for(base, "alice").get_nodes(node_ids=written)) == 2
+    assert store_for(base, "bob").get_nodes(node_ids=written) == []
+    # Deleting a document by its id (a filter on doc_id) erases its nodes.
+    index.delete_ref_doc(private.doc_id)
+    assert [n.node.ref_doc_id for n in offsite(base, "alice")] == [shared.doc_id]
+    # And by node id, with the ids LlamaIndex remembers.
+    store_for(base, "alice").delete_nodes(node_ids=written)
+    assert offsite(base, "alice") == []
+    gone = httpx.get(
+        f"{base}/v1/memories/{node.node.node_id}",
+        headers={"Authorization": f"Bearer {token('alice')}"},
+    )
+    assert gone.status_code == 404
+
+
+# qdrant-client's uploader tries a refused batch again, warning each time.
+@pytest.mark.filterwarnings("ignore:Batch upload failed")
+def test_llamaindex_document_without_readers_is_refused_naming_the_key(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    context = StorageContext.from_defaults(vector_store=store_for(base, "alice"))
+    with pytest.raises(UnexpectedResponse) as refused:
+        VectorStoreIndex.from_documents(
+            [Document(text="the offsite is in Lisbon")],
+            storage_context=context,
+            embed_model=SidecarEmbedding(),
+        )
+    assert refused.value.status_code == 422
+    assert b"missing_metadata:audience" in refused.value.content

@@ -223,13 +223,22 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
     async with http_session(served, token("alice")) as session:
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"remember", "recall", "get_memory", "history", "what_do_people_think"}
+    assert set(tools) == {
+        "remember",
+        "recall",
+        "get_memory",
+        "history",
+        "what_do_people_think",
+        "forget",
+    }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name
         assert tool.output_schema is not None, tool.name
     assert tools["recall"].input_schema["properties"]["query"]["maxLength"] == 4000
     assert tools["recall"].annotations is not None
     assert tools["recall"].annotations.read_only_hint is True
+    assert tools["forget"].annotations is not None
+    assert tools["forget"].annotations.destructive_hint is True
 
 
 @pytest.mark.parametrize(

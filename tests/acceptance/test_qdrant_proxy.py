@@ -219,12 +219,36 @@ def test_upsert_goes_through_the_write_policy(served: tuple[str, dict[str, Any]]
     assert client(base, "alice").retrieve(COLLECTION, ids=[langchain_style.id]) == []
 
 
-def test_anything_else_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
-    base, world = served
+def test_delete_goes_through_the_erasure_policy(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    note = record("alice", "the launch venue is Hall C", ["alice", "bob"])
+    point = qm.PointStruct(id=note.pop("id"), vector=note.pop("vector"), payload=note)
+    client(base, "alice").upsert(COLLECTION, points=[point])
+    stored = str(new_record_id(Identity("alice", "acme"), uuid.UUID(str(point.id))))
+    # Bob may see it, not erase it; Carol may not see it: as if it did not exist.
     with pytest.raises(UnexpectedResponse) as refused:
-        client(base, "alice").delete(COLLECTION, points_selector=[world["private"]["id"]])
+        client(base, "bob").delete(COLLECTION, points_selector=[stored])
+    assert refused.value.status_code == 403
+    assert b"not_holder_or_writer" in refused.value.content
+    carol = client(base, "carol").delete(COLLECTION, points_selector=[stored])
+    missing = client(base, "carol").delete(COLLECTION, points_selector=[str(uuid.uuid4())])
+    assert carol.status == missing.status == qm.UpdateStatus.COMPLETED
+    assert ids(client(base, "alice").retrieve(COLLECTION, ids=[stored])) == {stored}
+    # The holder deletes it, by the id she chose.
+    client(base, "alice").delete(COLLECTION, points_selector=[point.id])
+    assert client(base, "alice").retrieve(COLLECTION, ids=[stored]) == []
+
+
+def test_anything_else_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
+    base, _ = served
+    with pytest.raises(UnexpectedResponse) as refused:
+        client(base, "alice").delete_collection(COLLECTION)
     assert refused.value.status_code == 405
     assert b"not supported by whose" in refused.value.content
+    with pytest.raises(UnexpectedResponse) as vectors:
+        client(base, "alice").delete_vectors(COLLECTION, vectors=[""], points=[str(uuid.uuid4())])
+    assert vectors.value.status_code == 400
+    assert b"not supported by whose" in vectors.value.content
     with pytest.raises(UnexpectedResponse) as unknown:
         client(base, "alice").query_points("other_collection", query=QUERY)
     assert unknown.value.status_code == 404
@@ -332,3 +356,92 @@ def test_hidden_records_cannot_be_probed_through_the_candidate_budget(
         found = bob.query_points(COLLECTION, query=q, query_filter=probe, limit=1).points
         assert ids(found) == {mine["id"]}
     assert world["private"]["id"] not in {str(p.id) for p in found}
+
+
+def history_of(base: str, who: str, record: str) -> list[dict[str, Any]]:
+    answer = httpx.get(
+        f"{base}/v1/memories/{record}/history", headers={"Authorization": f"Bearer {token(who)}"}
+    )
+    assert answer.status_code == 200, answer.text
+    items: list[dict[str, Any]] = answer.json()["items"]
+    return items
+
+
+def document(text: str, **metadata: Any) -> dict[str, Any]:
+    return {"content": text, "audience": ["alice", "bob"], "source": "notes.md", **metadata}
+
+
+def test_payload_updates_make_new_versions_through_the_write_policy(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    alice = client(base, "alice")
+    point = str(uuid.uuid4())
+    alice.upsert(
+        COLLECTION,
+        points=[
+            qm.PointStruct(id=point, vector=embed("the room"), payload=document("the room is 4B"))
+        ],
+    )
+    alice.set_payload(COLLECTION, payload={"page": 2}, points=[point])
+    [current] = alice.retrieve(COLLECTION, ids=[point], with_payload=True)
+    assert current.payload is not None
+    assert current.payload["document"]["metadata"]["page"] == 2
+    assert [v["status"] for v in history_of(base, "bob", str(current.id))] == [
+        "superseded",
+        "current",
+    ]
+    alice.overwrite_payload(COLLECTION, payload=document("the room is 5C"), points=[point])
+    [moved] = alice.retrieve(COLLECTION, ids=[point], with_payload=True)
+    assert moved.payload is not None
+    assert moved.payload["as_written"] == "the room is 5C"
+    assert len(history_of(base, "bob", str(moved.id))) == 3
+    # Deleting what the convention needs is refused, naming the key; nothing changes.
+    with pytest.raises(UnexpectedResponse) as refused:
+        alice.delete_payload(COLLECTION, keys=["audience"], points=[point])
+    assert refused.value.status_code == 422
+    assert b"missing_metadata:audience" in refused.value.content
+    # Bob may read it, not write Alice's view.
+    with pytest.raises(UnexpectedResponse) as forged:
+        client(base, "bob").set_payload(COLLECTION, payload={"page": 9}, points=[str(moved.id)])
+    assert forged.value.status_code == 422
+    assert b"writer_not_holder" in forged.value.content
+    assert len(history_of(base, "bob", str(moved.id))) == 3
+
+
+def test_a_batch_runs_in_order_and_names_the_operation_refused(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    point = str(uuid.uuid4())
+    written = {"id": point, "vector": embed("the desk"), "payload": document("the desk is 12")}
+    operations = [
+        {"upsert": {"points": [written]}},
+        {"set_payload": {"payload": {"floor": 3}, "points": [point]}},
+        {"delete_payload": {"keys": ["audience"], "points": [point]}},
+        {"delete": {"points": [point]}},
+    ]
+    answer = httpx.post(
+        f"{base}/collections/{COLLECTION}/points/batch",
+        json={"operations": operations},
+        headers={"api-key": token("alice")},
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["status"]["error"].startswith("operation 2 (delete_payload)")
+    [kept] = client(base, "alice").retrieve(COLLECTION, ids=[point], with_payload=True)
+    assert kept.payload is not None
+    assert kept.payload["document"]["metadata"]["floor"] == 3
+    done = httpx.post(
+        f"{base}/collections/{COLLECTION}/points/batch",
+        json={"operations": [operations[1], operations[3]]},
+        headers={"api-key": token("alice")},
+    )
+    assert done.status_code == 200, done.text
+    assert [r["status"] for r in done.json()["result"]] == ["completed", "completed"]
+    assert client(base, "alice").retrieve(COLLECTION, ids=[point]) == []
+    unsupported = httpx.post(
+        f"{base}/collections/{COLLECTION}/points/batch",
+        json={"operations": [{"clear_payload": {"points": [point]}}]},
+        headers={"api-key": token("alice")},
+    )
+    assert unsupported.status_code == 400

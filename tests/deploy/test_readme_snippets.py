@@ -214,3 +214,78 @@ async def test_mcp_stdio_config(tmp_path: Path) -> None:
             assert not remembered.is_error, text(remembered)
             recalled = await session.call_tool("recall", {"query": "when is the launch?"})
     assert ATTRIBUTED in text(recalled)
+
+
+def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
+    from tests.acceptance.test_langchain import SidecarEmbeddings
+
+    scope = run(
+        snippet("langchain"), served, user_token=user_token("alice"), embeddings=SidecarEmbeddings()
+    )
+    found = [d.page_content for d in scope["docs"] if "offsite" in d.page_content]
+    assert found
+    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    assert scope["store"].get_by_ids(scope["ids"]) == []  # deleted
+
+
+def test_llamaindex_ingest_snippet(served: str) -> None:
+    scope = run(
+        snippet("llamaindex-ingest"),
+        served,
+        user_token=user_token("alice"),
+        embed_model=SidecarEmbedding(),
+    )
+    found = [n.node.get_content() for n in scope["nodes"] if "offsite" in n.node.get_content()]
+    assert found
+    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    left = scope["index"].as_retriever(similarity_top_k=5).retrieve("where is the offsite?")
+    assert not any("offsite" in n.node.get_content() for n in left)
+
+
+def test_haystack_ingest_snippet(served: str) -> None:
+    scope = run(
+        snippet("haystack-ingest"),
+        served,
+        user_token=user_token("alice"),
+        embedding=embed("the offsite is in Lisbon"),
+        query_embedding=embed("where is the offsite?"),
+    )
+    found = [d for d in scope["documents"] if "offsite" in (d.content or "")]
+    assert [d.id for d in found] == [scope["offsite"].id]
+    assert scope["store"].get_documents_by_id([scope["offsite"].id]) == []
+
+
+def test_erasure_request_snippet(tmp_path: Path) -> None:
+    """The curl as written (its path, headers and body) to a sidecar of its own, where
+    Alice said something: it erases what she said."""
+    served, process = start_sidecar(tmp_path / "sidecar")
+    try:
+        _erase_as_the_snippet_says(served)
+    finally:
+        stop(process)
+
+
+def _erase_as_the_snippet_says(served: str) -> None:
+    said = {
+        "speaker": "alice",
+        "source_id": "private-session-42",
+        "participants": ["alice"],
+        "claims": [{"proposition": {"text": "the launch is October 17"}}],
+    }
+    stored = httpx.post(f"{served}/v1/observations", json=said, headers=as_("alice"))
+    assert stored.status_code == 201, stored.text
+    command = snippet("erasure-request").split("\n#", 1)[0]
+    path = re.search(r"localhost:8080(\S+)", command)
+    assert path
+    headers = dict(h.split(": ", 1) for h in re.findall(r"-H '([^']+)'", command))
+    body = re.search(r"-d '(.+?)'", command, re.S)
+    assert body
+    answer = httpx.post(f"{served}{path.group(1)}", content=body.group(1), headers=headers)
+    assert answer.status_code == 202, answer.text
+    progress = answer.json()
+    assert (progress["kind"], progress["subject"], progress["status"]) == (
+        "subject",
+        "alice",
+        "done",
+    )
+    assert progress["erased"] == 1  # what Alice said

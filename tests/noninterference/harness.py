@@ -581,9 +581,54 @@ def run_witness(side: Side, op: Op) -> None:
     side.remember_mine(seen)
 
 
+def run_erase(side: Side, op: Op) -> None:
+    """DELETE /v1/memories/{id}: erased, refused with reasons, or 404 as if missing."""
+    ref, history = op.args["ref"], op.args["history"]
+    params = {"history": "true"} if history else None
+    label = f"DELETE /v1/memories/{ref!r}" + ("?history=true" if history else "")
+    side.native("DELETE", f"/v1/memories/{side.ids.id(ref)}", label, params=params)
+
+
+def _selector(side: Side, a: dict[str, Any]) -> dict[str, Any]:
+    if a.get("refs") is not None:
+        return {"points": [side.ids.id(r) for r in a["refs"]]}
+    return {"filter": _filter(side, a.get("filter")) or qm.Filter()}
+
+
+def run_delete(side: Side, op: Op) -> None:
+    """qdrant-client delete, by ids or by filter: every version of each document."""
+    a = op.args
+    chosen = _selector(side, a)
+    selector: Any = (
+        qm.PointIdsList(points=chosen["points"])
+        if "points" in chosen
+        else qm.FilterSelector(filter=chosen["filter"])
+    )
+    side.client(
+        f"qdrant-client delete {_show(a)}",
+        lambda q: q.delete(COLLECTION, points_selector=selector),
+    )
+
+
+def run_set_payload(side: Side, op: Op) -> None:
+    """qdrant-client set_payload: a new version of each record named, or a refusal."""
+    a = op.args
+    chosen = _selector(side, a)
+    side.client(
+        f"qdrant-client set_payload {_show(a)}",
+        lambda q: q.set_payload(
+            COLLECTION,
+            payload=a["payload"],
+            points=chosen["points"] if "points" in chosen else chosen["filter"],
+        ),
+    )
+
+
 def _mcp_arguments(side: Side, a: dict[str, Any]) -> dict[str, Any]:
     tool = a["tool"]
-    if tool in ("get_memory", "history"):
+    if tool == "forget":
+        sent = {"id": side.ids.id(a["ref"]), "history": a["history"]}
+    elif tool in ("get_memory", "history"):
         sent = {"id": side.ids.id(a["ref"]), "as_of": a.get("as_of")}
     elif tool == "remember":
         sent = observation(a)
@@ -645,6 +690,9 @@ RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "observe": run_observe,
     "witness": run_witness,
     "mcp": run_mcp,
+    "erase": run_erase,
+    "delete": run_delete,
+    "set_payload": run_set_payload,
 }
 
 

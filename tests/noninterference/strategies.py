@@ -57,9 +57,12 @@ OP_KINDS = (
     "observe",
     "witness",
     "mcp",
+    "erase",
+    "delete",
+    "set_payload",
 )
-# The MCP tools (sidecar/mcp/server.py), over streamable HTTP with the asker's token.
-MCP_TOOLS = ("recall", "get_memory", "history", "what_do_people_think", "remember")
+# The MCP tools (sidecar/mcp/tools.py), over streamable HTTP with the asker's token.
+MCP_TOOLS = ("recall", "get_memory", "history", "what_do_people_think", "remember", "forget")
 HIDE_BY: tuple[HideBy, ...] = ("audience", "scope", "tenant")
 
 
@@ -395,6 +398,15 @@ def asker_record(draw: st.DrawFn, asker: Asker, seed: int, chains: tuple[Rec, ..
     return record
 
 
+# What a payload update sets: a new version (confidence, modality), a new line for
+# other readers (audience, scope), or a refusal (an audience that is not a list).
+payload_changes = st.one_of(
+    st.builds(lambda c: {"confidence": c}, st.sampled_from((0.3, 0.9))),
+    st.builds(lambda m: {"modality": m}, st.sampled_from(("believed", "asserted"))),
+    st.builds(lambda a: {"audience": list(a)}, audiences(ENTRIES)),
+    st.builds(lambda c: {"access_scope": c}, st.sampled_from(SCOPES)),
+    st.just({"audience": "not a list of names" * 20}),
+)
 # Words of the records' indexed text (holder, date, "claim <seed> on <key> is <value>"),
 # and one that is in none of them.
 recall_queries = st.sampled_from(("claim on k0", "holds", "k1", "what does alice think of k0"))
@@ -464,6 +476,16 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
         args = {"records": written, "batch": len(written) > 1 or draw(st.booleans())}
         if kind == "upsert":
             args.pop("batch")
+    elif kind == "erase":
+        args = {"ref": draw(refs), "history": draw(st.booleans())}
+    elif kind in ("delete", "set_payload"):
+        by_filter = draw(st.integers(0, 3)) == 0
+        args = {
+            "refs": None if by_filter else tuple(draw(st.lists(refs, min_size=1, max_size=3))),
+            "filter": draw(filters) if by_filter else None,
+        }
+        if kind == "set_payload":
+            args["payload"] = draw(payload_changes)
     elif kind == "observe":
         args = draw(observations(asker))
     elif kind == "witness":
@@ -519,6 +541,8 @@ def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
         args |= {"ref": draw(refs), "as_of": draw(st.none() | instants)}
     elif tool == "history":
         args |= {"ref": draw(refs)}
+    elif tool == "forget":
+        args |= {"ref": draw(refs), "history": draw(st.booleans())}
     elif tool == "what_do_people_think":
         args |= {
             "key": draw(st.sampled_from((*KEYS, "k9"))),

@@ -13,6 +13,15 @@ identity through every read path. For each answer it checks:
 (c) the secret marker of every record the answer may not disclose appears nowhere
     in the body.
 
+Then the last asker of each world tries to erase every record, by the three ways in
+(`DELETE /v1/memories/{id}`, the MCP `forget` tool, the Qdrant dialect's delete):
+(d) a record the asker may not see answers exactly like a missing one and stays;
+    one the asker may see but not erase (not its holder or writer) is refused with
+    that reason and stays; the rest are erased, with their chains closed over them
+    (the model drops them and relinks); no answer holds a marker; and every read path
+    is checked again on what is left: counts after deletion, pages across erased
+    points, the chains.
+
 The number of examples comes from the Hypothesis profile (tests/conftest.py):
 `pytest --hypothesis-profile=long tests/oracle` runs thousands.
 """
@@ -61,7 +70,7 @@ from tests.oracle.world import (
 COLLECTION = "whose_memories"
 VECTOR = HashingEmbedder(384).embed("the claim")
 MARKER = re.compile(r"SECRET[0-9a-f]{32}")
-STATS = {"worlds": 0, "records": 0, "refused": 0, "queries": 0, "requests": 0}
+STATS = {"worlds": 0, "records": 0, "refused": 0, "queries": 0, "requests": 0, "erased": 0}
 # How the stored records could be used, and how often a get was allowed or withheld:
 # evidence that the worlds reach every outcome, not just the easy ones.
 OUTCOMES: Counter[str] = Counter()
@@ -104,7 +113,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> I
     stop(opa_process)
     counts = (
         "{worlds} worlds, {records} records stored ({refused} writes refused), "
-        "{queries} identities asking, {requests} read requests checked".format(**STATS)
+        "{queries} identities asking, {requests} requests checked, {erased} records "
+        "erased".format(**STATS)
     )
     REPORT.append(f"leak oracle ({store_backend.name} store): {counts}")
     REPORT.append(f"leak oracle outcomes: {dict(sorted(OUTCOMES.items()))}")
@@ -187,9 +197,11 @@ class Checker:
             )
         ]
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         STATS["requests"] += 1
-        response = self.http.request(method, path, headers=self.headers, **kwargs)
+        response = self.http.request(method, path, headers=self.headers | (headers or {}), **kwargs)
         assert response.status_code < 500, (method, path, response.text)
         return response
 
@@ -431,6 +443,87 @@ class Checker:
             self.check_item(got.json()["result"]["payload"]["whose"], record_id)
             self.no_secrets_but(got, [record_id])
 
+    # --- erasing ----------------------------------------------------------------
+
+    def erasable(self, record: Record) -> bool:
+        """The default erasure policy: the record's holder (its observer, else its
+        speaker, else its writer) or its writer may erase it."""
+        source = record.get("source") or {}
+        writer = (record.get("provenance") or {}).get("writer")
+        holder = record.get("observer_id") or source.get("speaker") or writer
+        return self.asker.id in (holder, writer)
+
+    def erase_everything(self) -> None:
+        """(d), then every read path again on what is left."""
+        missing = str(uuid.uuid4())
+        absent = {
+            way: self._normal(self.erase(way, missing), missing)
+            for way in ("delete", "forget", "proxy")
+        }
+        ways = ("delete", "forget", "proxy")
+        before = len(self.records)
+        for n, record_id in enumerate(sorted([*self.records, self.foreign_id])):
+            record = self.records.get(record_id)
+            if record is None and record_id != self.foreign_id:
+                continue  # erased already, with a chain
+            way = ways[n % 3]
+            visible = record is not None and self.model.allows(
+                record, self.asker, purpose="get", now=datetime.now(UTC)
+            )
+            response = self.erase(way, record_id)
+            self.no_secrets_but(response, [])
+            if not visible:
+                OUTCOMES[f"erase_{way}_as_missing"] += 1
+                assert self._normal(response, record_id) == absent[way], (way, response.text)
+                continue
+            assert record is not None
+            # The proxy erases a document: every version of its line.
+            line = chain(self.records, record_id) if way == "proxy" else [record]
+            if not all(self.erasable(r) for r in line):
+                OUTCOMES[f"erase_{way}_refused"] += 1
+                self.refused_as(way, response)
+                continue
+            OUTCOMES[f"erase_{way}_erased"] += 1
+            if way == "delete":
+                assert response.status_code == 200, response.text
+                assert response.json()["erased"] == [record_id]
+            elif way == "forget":
+                assert response.json()["result"]["structuredContent"]["erased"] == [record_id]
+            else:
+                assert response.status_code == 200, response.text
+                assert response.json()["result"]["status"] == "completed"
+            for erased in line:
+                STATS["erased"] += 1
+                del self.records[erased["id"]]
+            link_chains(list(self.records.values()))
+        if len(self.records) < before:
+            self.ask(self.query)
+
+    def erase(self, way: str, record_id: str) -> httpx.Response:
+        if way == "delete":
+            return self.request("DELETE", f"/v1/memories/{record_id}")
+        if way == "proxy":
+            body = {"points": [record_id]}
+            return self.request("POST", f"/collections/{COLLECTION}/points/delete", json=body)
+        message = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "forget", "arguments": {"id": record_id}},
+        }
+        headers = {"Accept": "application/json, text/event-stream"}
+        return self.request("POST", "/mcp", json=message, headers=headers)
+
+    def refused_as(self, way: str, response: httpx.Response) -> None:
+        if way == "forget":
+            result = response.json()["result"]["structuredContent"]
+            assert result["error"] == "erasure_refused", result
+            assert all(p["reasons"] == ["not_holder_or_writer"] for p in result["reasons"])
+            return
+        assert response.status_code == 403, response.text
+        reasons = response.json()["reasons"]
+        assert all(p["reasons"] == ["not_holder_or_writer"] for p in reasons), reasons
+
     @staticmethod
     def _normal(response: httpx.Response, asked: str) -> tuple[int, Any]:
         """Status and body with the asked id, decision ids and timings taken out."""
@@ -458,6 +551,8 @@ def test_no_read_path_discloses_what_the_model_forbids(stack: Stack, world: Worl
         checker.build()
         for query in world.queries:
             checker.ask(query)
+        if world.queries:
+            checker.erase_everything()
 
 
 def test_the_checks_can_fail(stack: Stack) -> None:

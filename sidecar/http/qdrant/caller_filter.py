@@ -34,7 +34,13 @@ _KEY = re.compile(r"[\w-]+(\[\d*\])*(\.[\w-]+(\[\d*\])*)*")
 # Served fields that are not stored as such: `content` is the attribution sentence,
 # worded per reader; `whose` is the decision; `_node_content`/`_node_type` are the
 # same as a LlamaIndex node (http/qdrant/dialect.py). The writer's own text is `as_written`.
-_SERVED_AS = {"as_written": "content"}
+_SERVED_AS = {
+    "as_written": "content",
+    # LlamaIndex filters on its document id under these names (writes/documents.py).
+    "doc_id": "document.id",
+    "ref_doc_id": "document.id",
+    "document_id": "document.id",
+}
 _NOT_FILTERABLE = ("content", "whose", "_node_content", "_node_type")
 _TEXT_MATCHES = (qm.MatchText, qm.MatchTextAny, qm.MatchPhrase)
 _INT64 = (-(2**63), 2**63 - 1)

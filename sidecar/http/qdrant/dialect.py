@@ -21,13 +21,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from qdrant_client.http import models as qm
 
+from sidecar.auth.identity import Identity
 from sidecar.errors import FilterRefused
-
-# The REST dialect we answer in is that of the qdrant-client whose models we use.
 from sidecar.http.qdrant.caller_filter import caller_filter
+from sidecar.memory import Memory
 from sidecar.messages import Item, Problem
 from sidecar.reads.reader import Shown
 from sidecar.record import has_usable_length
+from sidecar.store.schema import point_id
 
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
 QDRANT_API_VERSION = version("qdrant-client")
@@ -101,6 +102,80 @@ def checked_filter(raw: Any, tenant: str) -> qm.Filter | None:
         return caller_filter(raw, tenant)
     except FilterRefused as exc:
         raise QdrantError(400, str(exc), reasons=[exc.reason]) from None
+
+
+async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter | None:
+    """`checked_filter`, with each `has_id` id also naming what it names for the asker:
+    the current version of a document the asker wrote under that id
+    (writes/versions.py), so the ids a library remembers still find its documents."""
+    checked = checked_filter(raw, who.tenant)
+    wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(raw)) if r is not None]
+    if checked is None or not wanted:
+        return checked
+    named = await memory.point_aliases(who, wanted)
+    points = {
+        point_id(who.tenant, asked): [point_id(who.tenant, r) for r in records]
+        for asked, records in named.items()
+    }
+    return _with_aliases(checked, points)
+
+
+def _raw_has_ids(raw: Any) -> list[Any]:
+    """Every id a filter's `has_id` conditions name, as sent (JSON)."""
+    found: list[Any] = []
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            if key == "has_id" and isinstance(value, list):
+                found += value
+            else:
+                found += _raw_has_ids(value)
+    elif isinstance(raw, list):
+        for value in raw:
+            found += _raw_has_ids(value)
+    return found
+
+
+def _with_aliases(flt: qm.Filter, points: dict[str, list[str]]) -> qm.Filter:
+    def condition(c: Any) -> Any:
+        if isinstance(c, qm.HasIdCondition):
+            ids = [alias for i in c.has_id for alias in points.get(str(i), [str(i)])]
+            return qm.HasIdCondition(has_id=list(dict.fromkeys(ids)))
+        if isinstance(c, qm.Filter):
+            return _with_aliases(c, points)
+        return c
+
+    def each(conditions: Any) -> Any:
+        if conditions is None:
+            return None
+        listed = conditions if isinstance(conditions, list) else [conditions]
+        return [condition(c) for c in listed]
+
+    min_should = flt.min_should
+    if min_should is not None:
+        min_should = qm.MinShould(
+            conditions=each(min_should.conditions), min_count=min_should.min_count
+        )
+    return qm.Filter(
+        must=each(flt.must),
+        should=each(flt.should),
+        must_not=each(flt.must_not),
+        min_should=min_should,
+    )
+
+
+def dense_vector(vector: Any) -> list[float]:
+    """A point's dense vector: unnamed, or under the default name "" (LangChain and
+    LlamaIndex send it so); named and sparse vectors are refused."""
+    if isinstance(vector, dict) and set(vector) == {""}:
+        vector = vector[""]
+    if not isinstance(vector, list) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in vector
+    ):
+        raise QdrantError(400, "named or sparse vectors are not supported: send one dense vector")
+    if not all(math.isfinite(x) for x in vector):
+        # JSON parsing lets NaN and Infinity through; the engine would store garbage.
+        raise QdrantError(400, "Wrong input: vector values must be finite numbers")
+    return [float(x) for x in vector]
 
 
 class SearchBody(BaseModel):
@@ -177,22 +252,32 @@ def _payload(shown: Shown, selector: Any) -> Any:
     if selector is None or selector is False:
         return None
     item = shown.item
-    whose = {
+    stored = shown.record.payload
+    document = stored.get("document") if isinstance(stored.get("document"), dict) else None
+    whose: dict[str, Any] = {
         "attribution": item.attribution,
         "usable_as": item.usable_as,
         "obligations": item.obligations,
         "status": item.status,
     }
+    if item.notes:
+        whose["notes"] = item.notes
+    if document is not None:
+        # LangChain reads `whose` as a document's metadata (README): its own is here.
+        whose["metadata"] = document.get("metadata") or {}
     # The document text a RAG library hands its LLM is the attribution sentence;
     # the writer's own wording stays available, under its own name.
-    stored = shown.record.payload
     full = {
         **stored,
         "content": item.content,
         "as_written": stored.get("content"),
         "whose": whose,
-        **_llama_index_node(shown.record.id, item),
+        **_llama_index_node(shown.record.id, item, document),
     }
+    if document is not None and document.get("library") == "haystack" and document.get("id"):
+        # Haystack takes a document's id and meta from the payload, and finds and
+        # deletes it by that id again (writes/versions.py).
+        full |= {"id": document["id"], "meta": document.get("metadata") or {}}
     if selector is True:
         return full
     if isinstance(selector, list):
@@ -210,23 +295,35 @@ def _payload(shown: Shown, selector: Any) -> Any:
 NODE_CONTENT, NODE_TYPE = "_node_content", "_node_type"
 
 
-def _llama_index_node(record_id: str, item: Item) -> dict[str, str]:
+def _llama_index_node(
+    record_id: str, item: Item, document: dict[str, Any] | None = None
+) -> dict[str, str]:
     """The point as a LlamaIndex TextNode: the attribution sentence as its text, and
-    what the policy says of it (use, obligations, status, source) as its metadata."""
-    metadata = {
+    what the policy says of it (use, obligations, status, source) as its metadata.
+    A document's own metadata comes along for the application, kept from the LLM and
+    the embedding; its document id is the node's source, as LlamaIndex wrote it."""
+    policy = {
         "usable_as": item.usable_as,
         "obligations": item.obligations,
         "status": item.status,
         "source_id": item.source_id,
     }
-    node = {
+    own = dict((document or {}).get("metadata") or {})
+    metadata = {**own, **policy}
+    node: dict[str, Any] = {
         "id_": record_id,
         "text": item.content,
         "metadata": metadata,
         # Metadata says how to use the text; it is not part of what the text means.
         "excluded_embed_metadata_keys": sorted(metadata),
+        # The document's own metadata is the writer's, not worded as whose it is.
+        "excluded_llm_metadata_keys": sorted(own.keys() - policy.keys()),
         "class_name": "TextNode",
     }
+    if document is not None and document.get("id"):
+        node["relationships"] = {
+            "1": {"node_id": document["id"], "node_type": "4", "class_name": "RelatedNodeInfo"}
+        }
     return {NODE_CONTENT: orjson.dumps(node).decode(), NODE_TYPE: "TextNode"}
 
 

@@ -10,7 +10,8 @@ obligations, status), and point ids that are record ids.
 Search-like reads (query, search, scroll, count) see current versions, like
 recall; reads by id (retrieve, get) see any version, like GET /v1/memories/{id}.
 A point that may not be disclosed is absent, exactly as if it did not exist.
-Every read goes through the one read path (reads/reader.py).
+Every read goes through the one read path (reads/reader.py). The dialect's writes
+and deletes are in http/qdrant/writes.py.
 """
 
 from __future__ import annotations
@@ -23,32 +24,28 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import validation_reasons
+from sidecar.http.allowed import routes_on
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.dialect import (
     ERRORS,
     QDRANT_API_VERSION,
     QdrantError,
     SearchBody,
+    aliased_filter,
     as_point,
-    checked_filter,
     checked_vector,
     dense,
     ok,
     parse,
     point_as_record_id,
-    upsert_rows,
     wants_vector,
 )
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.record import MemoryWrite
 from sidecar.services import Services
 from sidecar.store.scope import Scope
-from sidecar.writes.writer import MAX_BATCH, WriteRefused
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
 RawBody = Annotated[dict[str, Any], Body()]
@@ -63,10 +60,13 @@ def _question(who: Identity, purpose: str) -> DisclosureQuestion:
     return DisclosureQuestion(asker=who, audience=[], purpose=purpose, now=datetime.now(UTC))
 
 
-def _current(who: Identity, question: DisclosureQuestion, raw_filter: Any) -> Scope:
+async def _current(
+    svc: Services, who: Identity, question: DisclosureQuestion, raw_filter: Any
+) -> Scope:
     """Current versions in the caller's tenant, under the caller's own filter (checked
-    before the policy or the store is asked anything)."""
-    caller = checked_filter(raw_filter, who.tenant)
+    before the policy or the store is asked anything; its `has_id` ids name what they
+    name for the caller, writes/versions.py)."""
+    caller = await aliased_filter(svc.memory, who, raw_filter)
     return Scope(tenant=who.tenant, current_at=question.now, caller=caller)
 
 
@@ -92,7 +92,7 @@ async def _nearest(
         question,
         route,
         checked,
-        _current(who, question, raw_filter),
+        await _current(svc, who, question, raw_filter),
         limit,
         offset=offset,
         score_threshold=score_threshold,
@@ -203,7 +203,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     if cursor is not None and point_as_record_id(cursor) is None:
         raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
     question = _question(who, "recall")
-    scope = _current(who, question, body.get("filter"))
+    scope = await _current(svc, who, question, body.get("filter"))
     answer = await svc.reader.scroll(question, "proxy.scroll", scope, limit, cursor, with_vector)
     points = [as_point(shown, with_payload, scored=False) for shown in answer.shown]
     return ok({"points": points, "next_page_offset": answer.next_offset}, started)
@@ -217,14 +217,18 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     _collection(collection, svc)
     parse(qm.CountRequest, body)
     question = _question(who, "recall")
-    scope = _current(who, question, body.get("filter"))
+    scope = await _current(svc, who, question, body.get("filter"))
     return ok({"count": await svc.reader.count(question, "proxy.count", scope)}, started)
 
 
 async def _by_ids(
     svc: Services, who: Identity, ids: list[Any], with_payload: Any, with_vector: Any
 ) -> list[Any]:
-    wanted = [r for r in (point_as_record_id(i) for i in ids) if r is not None]
+    """The points asked for that the asker may see; an id also names the current
+    version of a document the asker wrote under it (writes/versions.py)."""
+    asked = [r for r in (point_as_record_id(i) for i in ids) if r is not None]
+    named = await svc.memory.point_aliases(who, asked)
+    wanted = list(dict.fromkeys(r for records in named.values() for r in records))
     answer = await svc.reader.by_ids(
         _question(who, "get"), "proxy.retrieve", wanted, wants_vector(with_vector)
     )
@@ -251,38 +255,6 @@ async def get_point(collection: str, point: str, svc: Svc, who: Asker) -> JSONRe
     if not found:
         raise QdrantError(404, f"Not found: Point with id {point} does not exists!")
     return ok(found[0], started)
-
-
-@router.put("/collections/{collection}/points")
-async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    """Upsert through the write policy: every payload must be a valid memory record."""
-    started = time.perf_counter()
-    _collection(collection, svc)
-    rows = upsert_rows(body)
-    if not 1 <= len(rows) <= MAX_BATCH:
-        raise QdrantError(400, f"1..{MAX_BATCH} points per upsert")
-    bodies = []
-    for point, vector, payload in rows:
-        if point_as_record_id(point) is None:
-            raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
-        if not isinstance(vector, list):
-            raise QdrantError(400, "named or sparse vectors are not supported")
-        record = {k: v for k, v in payload.items() if k != "whose"}
-        try:
-            bodies.append(
-                MemoryWrite.model_validate({**record, "id": str(point), "vector": vector})
-            )
-        except ValidationError as exc:
-            reasons = validation_reasons(exc.errors())
-            raise QdrantError(
-                422, f"point {point}: payload is not a valid record", reasons
-            ) from None
-    try:
-        await svc.writer.write(bodies, who, datetime.now(UTC), "proxy.upsert")
-    except WriteRefused as refused:
-        summary = "; ".join(f"{p['id']}: {', '.join(p['reasons'])}" for p in refused.problems)
-        raise QdrantError(422, f"write refused: {summary}", refused.problems) from None
-    return ok({"operation_id": 0, "status": "completed"}, started)
 
 
 @router.post("/collections/{collection}/points/query/groups")
@@ -319,10 +291,8 @@ def _methods_served(request: Request) -> list[str]:
     """
     matching = [
         route
-        for route in router.routes  # included without a prefix: its paths are the app's
-        if isinstance(route, APIRoute)
-        and route.endpoint is not unsupported
-        and route.path_regex.match(request.url.path)
+        for route in routes_on(request.app.routes, request.url.path)
+        if isinstance(route, APIRoute) and route.endpoint is not unsupported
     ]
     fewest = min((route.path.count("{") for route in matching), default=0)
     return sorted({m for r in matching if r.path.count("{") == fewest for m in r.methods or set()})

@@ -1,0 +1,281 @@
+"""The Qdrant dialect's writes: upsert, delete, payload updates and batches, each
+decided by the write or erasure policy (docs/design.md §6, "Documents through the
+proxy").
+
+A RAG library writes documents in its own payload shape; writes/documents.py reads
+them as perspective records by one convention, and writes/versions.py keeps the ids
+the library chose naming its documents: upserting an id makes a new version,
+deleting one erases every version. Each operation here parses Qdrant's body, names
+the points (ids, or a filter over the current points), and calls memory.py.
+Refusals answer in Qdrant's error shape with the reasons: 422 for a document the
+policy or the convention refuses (which metadata key to add), 403 for an erasure
+the policy refuses, 400 for what the sidecar does not do (vectors alone, nested
+payload keys). An id or a filter match the caller may not see is left alone and
+answers exactly as a missing one: `completed`, nothing changed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body
+from fastapi.responses import JSONResponse
+from qdrant_client.http import models as qm
+
+from sidecar.auth.identity import Identity
+from sidecar.errors import ErasureRefused, InvalidRequest, WhoseError
+from sidecar.http.deps import Asker, Svc
+from sidecar.http.qdrant.dialect import (
+    ERRORS,
+    QdrantError,
+    aliased_filter,
+    dense_vector,
+    ok,
+    parse,
+    point_as_record_id,
+    upsert_rows,
+)
+from sidecar.services import Services
+from sidecar.store.scope import Scope
+from sidecar.writes.eraser import MAX_IDS
+from sidecar.writes.versions import Change, Point
+
+router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
+RawBody = Annotated[dict[str, Any], Body()]
+
+# What a finished update answers (Qdrant's UpdateResult); the work is done by then.
+DONE = {"operation_id": 0, "status": "completed"}
+
+
+def _collection(name: str, svc: Services) -> None:
+    if name != svc.settings.collection:
+        raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
+
+
+@router.put("/collections/{collection}/points")
+async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """Upsert documents (or memory records): a new document, or a new version of the
+    one the point id names; all or nothing."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    await _upsert(svc, who, body)
+    return ok(DONE, started)
+
+
+@router.post("/collections/{collection}/points/delete")
+async def delete_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """Erase the documents named, by id or by filter: every version of each."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    await _delete(svc, who, body)
+    return ok(DONE, started)
+
+
+@router.post("/collections/{collection}/points/payload")
+async def set_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """A new version of each document named, with these payload keys set."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    await _set_payload(svc, who, body, overwrite=False)
+    return ok(DONE, started)
+
+
+@router.put("/collections/{collection}/points/payload")
+async def overwrite_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """A new version of each document named, with this whole payload."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    await _set_payload(svc, who, body, overwrite=True)
+    return ok(DONE, started)
+
+
+@router.post("/collections/{collection}/points/payload/delete")
+async def delete_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """A new version of each document named, without these payload keys."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    await _delete_payload(svc, who, body)
+    return ok(DONE, started)
+
+
+@router.post("/collections/{collection}/points/payload/clear")
+@router.put("/collections/{collection}/points/vectors")
+@router.post("/collections/{collection}/points/vectors/delete")
+async def refused_update(collection: str, svc: Svc, who: Asker) -> JSONResponse:
+    """Refused by name: a document without its payload or its vector is no document
+    (delete the points, or upsert the document again with its new vector)."""
+    _collection(collection, svc)
+    raise QdrantError(
+        400,
+        "not supported by whose: clearing a payload or changing vectors alone; delete the "
+        "points, or upsert the documents again",
+    )
+
+
+@router.post("/collections/{collection}/points/batch")
+async def batch_update(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """Operations in order, each as its own route does it. As in Qdrant, a batch is not
+    one transaction: a refused operation stops the batch, and the answer names it
+    (the operations before it are done; each operation is all or nothing)."""
+    started = time.perf_counter()
+    _collection(collection, svc)
+    operations = body.get("operations")
+    if not isinstance(operations, list) or not 1 <= len(operations) <= MAX_IDS:
+        raise QdrantError(400, f"operations: a list of 1..{MAX_IDS} operations")
+    runs = [_operation(index, op) for index, op in enumerate(operations)]
+    results = []
+    for index, (kind, arguments) in enumerate(runs):
+        try:
+            await _BATCHED[kind](svc, who, arguments)
+        except QdrantError as exc:
+            exc.message = f"operation {index} ({kind}): {exc.message}"
+            raise
+        results.append(DONE)
+    return ok(results, started)
+
+
+# --- the operations -------------------------------------------------------------------
+
+
+async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+    _no_conditions(body)
+    rows = upsert_rows(body)
+    points = []
+    for point, vector, payload in rows:
+        record = point_as_record_id(point)
+        if record is None:
+            raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
+        points.append(Point(record, dense_vector(vector), payload))
+    try:
+        await svc.memory.upsert_points(who, points)
+    except WhoseError as exc:
+        raise _refusal(exc) from None
+
+
+async def _delete(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+    targets = await _selected(svc, who, body)
+    try:
+        await svc.memory.delete_points(who, targets)
+    except WhoseError as exc:
+        raise _refusal(exc) from None
+
+
+async def _set_payload(
+    svc: Services, who: Identity, body: dict[str, Any], *, overwrite: bool
+) -> None:
+    request = parse(qm.SetPayload, body)
+    if request.key is not None:
+        raise QdrantError(400, "key (a nested payload path) is not supported: set top-level keys")
+    given = dict(request.payload)
+
+    def change(payload: dict[str, Any]) -> dict[str, Any]:
+        return dict(given) if overwrite else {**payload, **given}
+
+    route = "proxy.overwrite_payload" if overwrite else "proxy.set_payload"
+    await _update(svc, who, body, change, route)
+
+
+async def _delete_payload(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+    request = parse(qm.DeletePayload, body)
+    keys = set(request.keys)
+
+    def change(payload: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in payload.items() if k not in keys}
+
+    await _update(svc, who, body, change, "proxy.delete_payload")
+
+
+async def _update(
+    svc: Services, who: Identity, body: dict[str, Any], change: Change, route: Any
+) -> None:
+    targets = await _selected(svc, who, body)
+    try:
+        await svc.memory.update_points(who, targets, change, route)
+    except WhoseError as exc:
+        raise _refusal(exc) from None
+
+
+async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[UUID] | Scope:
+    """The points a body names: its ids (`points`), or the current points its filter
+    matches; checked and bounded before anything is read."""
+    if body.get("shard_key") is not None:
+        raise QdrantError(400, "shard_key is not supported")
+    if "filter" in body and body["filter"] is not None:
+        if body.get("points") is not None:
+            raise QdrantError(400, "give points or filter, not both")
+        caller = await aliased_filter(svc.memory, who, body["filter"])
+        return Scope(tenant=who.tenant, current_at=datetime.now(UTC), caller=caller)
+    ids = body.get("points")
+    if not isinstance(ids, list):
+        raise QdrantError(400, "Format error in JSON body: give points (ids) or filter")
+    if len(ids) > MAX_IDS:
+        raise QdrantError(400, f"at most {MAX_IDS} ids per request")
+    # An id that is not a UUID names no record here: as missing.
+    return [r for r in (point_as_record_id(i) for i in ids) if r is not None]
+
+
+def _no_conditions(body: dict[str, Any]) -> None:
+    for name in ("shard_key", "update_filter", "update_mode"):
+        if body.get(name) is not None:
+            raise QdrantError(400, f"{name} is not supported by whose")
+
+
+def _refusal(exc: WhoseError) -> QdrantError:
+    """A refusal of the core in Qdrant's shape, with its reasons."""
+    if isinstance(exc, ErasureRefused):
+        return QdrantError(403, f"erasure refused: {_summary(exc.reasons)}", exc.reasons)
+    if isinstance(exc, InvalidRequest):
+        return QdrantError(400, f"{exc}: {_summary(exc.reasons)}", exc.reasons)
+    if exc.code == "write_refused":
+        return QdrantError(422, f"write refused: {_summary(exc.reasons)}", exc.reasons)
+    raise exc
+
+
+def _summary(reasons: list[Any]) -> str:
+    def one(reason: Any) -> str:
+        if isinstance(reason, dict) and "reasons" in reason:
+            named = reason.get("id", reason.get("index"))
+            return f"{named}: " + ", ".join(_words(r) for r in reason["reasons"])
+        return _words(reason)
+
+    return "; ".join(one(r) for r in reasons)
+
+
+def _words(reason: Any) -> str:
+    if isinstance(reason, dict):
+        key = reason.get("metadata_key")
+        where = ".".join(str(p) for p in reason.get("loc", ()))
+        return f"{where}: {reason.get('msg')}" + (f" (metadata key `{key}`)" if key else "")
+    return str(reason)
+
+
+def _operation(index: int, operation: Any) -> tuple[str, dict[str, Any]]:
+    """One batch operation, checked before any runs: its kind and its arguments."""
+    if not isinstance(operation, dict) or len(operation) != 1:
+        raise QdrantError(400, f"operation {index}: one operation per entry")
+    [(kind, arguments)] = operation.items()
+    if kind not in _BATCHED:
+        raise QdrantError(400, f"operation {index}: {kind} is not supported by whose in a batch")
+    if not isinstance(arguments, dict):
+        raise QdrantError(400, f"operation {index}: {kind} takes an object")
+    return kind, arguments
+
+
+async def _overwrite(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+    await _set_payload(svc, who, body, overwrite=True)
+
+
+async def _set(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+    await _set_payload(svc, who, body, overwrite=False)
+
+
+_BATCHED = {
+    "upsert": _upsert,
+    "delete": _delete,
+    "set_payload": _set,
+    "overwrite_payload": _overwrite,
+    "delete_payload": _delete_payload,
+}

@@ -1,0 +1,114 @@
+"""Stale propagation on both store backends, with a real OPA (writes/lineage.py,
+rego/whose/lib/lineage.rego): a record derived from a premise since superseded,
+erased or narrowed is not served as current, its notes say why, the policy may
+withhold it, and a new derivation from a premise that no longer applies is refused.
+The Governed Shared Memory study's venue example: Alice's "Hall A" replaced by
+"Hall B", her summary "the venue chosen is Hall A" no longer current for Bob."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.auth.identity import Identity
+from sidecar.writes.versions import Point
+from sidecar.writes.writer import WriteRefused
+from tests.integration.conftest import BACKENDS
+from tests.integration.lifecycle import (
+    DIM,
+    Core,
+    belief,
+    core,
+    embedder,
+    ids,
+    original,
+    own_opa,
+    set_data,
+)
+
+__all__ = ["own_opa"]
+
+ALICE = Identity("alice", "acme")
+
+
+@pytest.fixture(params=BACKENDS)
+async def world(
+    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
+) -> AsyncIterator[Core]:
+    async with core(request.param, tmp_path, own_opa, request) as c:
+        yield c
+    set_data(own_opa, "config", original("config"))
+
+
+def venue(value: str) -> Any:
+    text = f"the venue is {value}"
+    return belief(
+        "alice",
+        text,
+        ["alice", "bob"],
+        proposition={"text": text, "key": "venue", "value": value},
+    )
+
+
+def summary(*premises: Any, **extra: Any) -> Any:
+    return belief(
+        "alice",
+        "the venue chosen is Hall A",
+        ["alice", "bob"],
+        provenance={"method": "summary", "derived_from": [str(p) for p in premises]},
+        **extra,
+    )
+
+
+async def test_a_summary_of_a_superseded_premise_is_stale_for_bob(world: Core) -> None:
+    [hall_a] = await world.write("alice", venue("Hall A"))
+    [chosen] = await world.write("alice", summary(hall_a.id))
+    await world.write("alice", venue("Hall B"))
+    item = (await world.seen_by("bob", chosen.id))[str(chosen.id)]
+    assert item.status == "stale"
+    assert item.notes == ["premise_superseded"]
+
+
+async def test_a_new_summary_of_the_superseded_version_is_refused(world: Core) -> None:
+    [hall_a] = await world.write("alice", venue("Hall A"))
+    await world.write("alice", venue("Hall B"))
+    with pytest.raises(WriteRefused) as refused:
+        await world.write("alice", summary(hall_a.id))
+    assert refused.value.problems[0]["reasons"] == ["premise_superseded"]
+    # What applied then may still be summarised as of then.
+    [then] = await world.write("alice", summary(hall_a.id, valid_at=hall_a.valid_at))
+    assert then.id is not None
+
+
+async def test_a_narrowed_premise_makes_its_derivation_stale(world: Core) -> None:
+    point = uuid.uuid4()
+    shared = {"content": "the venue is Hall A", "audience": ["alice", "bob"], "source": "s"}
+    vector = embedder.embed("the venue is Hall A")
+    assert len(vector) == DIM
+    [premise] = await world.versions.upsert(ALICE, [Point(point, vector, shared)], "proxy.upsert")
+    [chosen] = await world.write("alice", summary(premise.id))
+    # The document again, for Alice alone: a new line; the old version withdrawn.
+    narrowed = shared | {"audience": ["alice"]}
+    [again] = await world.versions.upsert(ALICE, [Point(point, vector, narrowed)], "proxy.upsert")
+    assert again.id != premise.id
+    old = (await world.stored(premise.id))[str(premise.id)]
+    assert "invalid_at" in old
+    assert "superseded_by" not in old
+    item = (await world.seen_by("alice", chosen.id))[str(chosen.id)]
+    assert item.status == "stale"
+    assert item.notes == ["premise_narrowed"]
+    # The id Alice chose names the new version now.
+    assert await world.versions.aliases(ALICE, [point]) == {point: [point, again.id]}
+
+
+async def test_the_policy_may_withhold_a_stale_derivation(world: Core, own_opa: str) -> None:
+    [premise] = await world.write("alice", venue("Hall A"))
+    [chosen] = await world.write("alice", summary(premise.id))
+    await world.eraser.forget(ALICE, ids(premise), "test")
+    assert str(chosen.id) in await world.seen_by("bob", chosen.id)
+    set_data(own_opa, "config/stale", {"withhold": ["erased"]})
+    assert await world.seen_by("bob", chosen.id) == {}
