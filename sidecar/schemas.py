@@ -18,7 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse
-from sidecar.policy.contract import Decision, DisclosureInput, IngestInput, WriteDecision
+from sidecar.policy.contract import (
+    Decision,
+    DisclosureInput,
+    IngestInput,
+    TrustInput,
+    WriteDecision,
+)
 from sidecar.record import MemoryRecord, MemoryWrite, Name
 from sidecar.writes.witnessed import WitnessedEvent
 
@@ -74,8 +80,22 @@ class Ingest(_Data):
     relay_roles: list[Name] = Field(description="Roles that may write other people's views.")
 
 
+class Trust(_Data):
+    """Which of the trust policy's shipped examples are switched on (whose.trust)."""
+
+    adopt_from_roles: list[Name] = Field(
+        default_factory=list,
+        description="A hearer adopts what a teller holding one of these roles says.",
+    )
+    adopt_more_recent_evidence: bool = Field(
+        default=False,
+        description="A hearer adopts what a teller says whose own evidence about the key "
+        "is more recent than the hearer's.",
+    )
+
+
 class Config(_Data):
-    """data.whose.config: the evidence policy, announcements, authorities, relays."""
+    """data.whose.config: the evidence policy, announcements, authorities, relays, trust."""
 
     evidence: EvidencePolicy
     announcements: Announcements
@@ -84,11 +104,13 @@ class Config(_Data):
     attestation: dict[str, list[Name]] = Field(
         description="Source or evidence kind to the roles that may cite it."
     )
+    trust: Trust = Field(default_factory=Trust, description="Testimony: see whose.trust.")
 
 
 POLICY_MODELS: dict[str, type[BaseModel]] = {
     "disclosure_input": DisclosureInput,
     "ingest_input": IngestInput,
+    "trust_input": TrustInput,
     "config": Config,
     "directory": Directory,
     "vocabulary": Vocabulary,

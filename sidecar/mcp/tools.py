@@ -38,13 +38,15 @@ from sidecar.errors import WhoseError, validation_reasons
 from sidecar.messages import (
     HistoryResponse,
     MemoryResponse,
+    ObservedPath,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    path_of,
 )
 from sidecar.policy.opa import PolicyUnavailable
-from sidecar.record import Instant, Name
+from sidecar.record import MAX_PATH, Instant, Name
 from sidecar.services import Services
 from sidecar.writes.observations import Claim, Observation, Present
 
@@ -203,6 +205,20 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
             ),
         ] = [],  # noqa: B006 (pydantic copies defaults)
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
+        observer: Annotated[
+            Name | None, Field(description="Only views held by this person (whose mind).")
+        ] = None,
+        observed: Annotated[
+            ObservedPath | None,
+            Field(
+                description="Only views of this mind: a person, or a chain of them after the "
+                "observer, outermost first ([b, c]: the observer's view of b's view of c's)."
+            ),
+        ] = None,
+        speech_act: Annotated[
+            bool | None,
+            Field(description="true: only what someone said or heard said; false: only beliefs."),
+        ] = None,
     ) -> Annotated[CallToolResult, RecallResponse]:
         """Recall memories relevant to a question, as attributed beliefs or an abstention.
 
@@ -213,7 +229,14 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
             request = RecallRequest(
-                query=query, about=about, as_of=as_of, audience=audience, limit=limit
+                query=query,
+                about=about,
+                as_of=as_of,
+                audience=audience,
+                limit=limit,
+                observer=observer,
+                observed=observed,
+                speech_act=speech_act,
             )
             recalled = await svc.memory.recall(who, request, "mcp.recall")
             return _result(readout.recall(recalled), recalled)
@@ -260,12 +283,35 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
             list[Name],
             Field(max_length=100, description="Everyone who will hear your answer besides you."),
         ] = [],  # noqa: B006 (pydantic copies defaults)
+        depth: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=MAX_PATH,
+                description="How deep the minds nest: 2 adds what each thinks others think "
+                "others think.",
+            ),
+        ] = 1,
+        observer: Annotated[Name | None, Field(description="Only this holder's views.")] = None,
+        observed: Annotated[
+            ObservedPath | None,
+            Field(description="Only views of this mind, or chain of minds, after the observer."),
+        ] = None,
     ) -> Annotated[CallToolResult, PropositionResponse]:
         """Every view you may see of one proposition, each with its holder, and the
-        authoritative fact if there is one; disagreements are listed as conflicts."""
+        authoritative fact if there is one; disagreements are listed as conflicts. Each
+        holder's views come with what they think others think, nested to `depth`."""
 
         async def answer(svc: Services, who: Identity) -> CallToolResult:
-            found = await svc.memory.views(who, key, audience, "mcp.what_do_people_think")
+            found = await svc.memory.views(
+                who,
+                key,
+                audience,
+                "mcp.what_do_people_think",
+                depth=depth,
+                observer=observer,
+                observed=path_of(observed),
+            )
             return _result(readout.propositions(found), found)
 
         return await guarded(ctx, answer)

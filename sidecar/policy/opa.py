@@ -27,6 +27,7 @@ from sidecar.policy.contract import (
     Decision,
     DisclosureQuestion,
     Explanation,
+    TrustInput,
     Verdicts,
     WriteDecision,
     write_input,
@@ -41,6 +42,7 @@ POLICY_ROOT = "whose"
 DISCLOSURE_RULE = "whose/disclosure/batch"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
+TRUST_RULE = "whose/trust/adoptions"
 
 
 class PolicyUnavailable(Unavailable):
@@ -143,6 +145,20 @@ class PolicyClient:
         decisions = _parse(answer.result, WriteDecision)
         refused = WriteDecision(allow=False, reasons=["no_decision"])
         return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}, answer
+
+    async def trust(self, question: TrustInput) -> list[set[str]]:
+        """For each claim, in order, the hearers who take it as their own belief."""
+        answer = await self._query(TRUST_RULE, question.model_dump(mode="json", exclude_none=True))
+        result = answer.result
+        if (
+            not isinstance(result, list)
+            or len(result) != len(question.claims)
+            or not all(
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in result
+            )
+        ):
+            raise PolicyUnavailable("OPA trust answer is malformed")
+        return [set(ids) for ids in result]
 
     async def eval_seconds(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]

@@ -37,6 +37,9 @@ KEYWORD_FIELDS = (
     "observer_id",
     "observed_id",
     "observed_attitude",
+    # Nested views and speech acts (reads/nested.py).
+    "observed_path",
+    "act",
     "modality",
     "access_scope",
     "audience",
@@ -45,6 +48,7 @@ KEYWORD_FIELDS = (
     "source.speaker",
     "source.channel",
     "source.participants",
+    "source.unnoticed",
     "proposition.key",
     "provenance.writer",
     "provenance.method",

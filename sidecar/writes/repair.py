@@ -19,6 +19,7 @@ from sidecar.writes.supersession import (
     Plan,
     chain_of,
     chains,
+    of_chain,
     plan,
     possibly_left_open,
     predecessor_lock_key,
@@ -61,7 +62,7 @@ def _whole_chain_plan(chain: Chain, versions: list[dict[str, Any]]) -> Plan:
 async def _repair_chain(store: Store, locks: ChainLocks, chain: Chain) -> int:
     async with locks.hold([chain.lock_key()]) as held:
         # Read again under the lock: a writer may have moved on since the scan.
-        versions = await find_all(store, chain.versions())
+        versions = of_chain(chain, await find_all(store, chain.versions()))
         linked = _whole_chain_plan(chain, versions)
         await held.confirm()
         return await _apply(store, chain.tenant, linked.updates)

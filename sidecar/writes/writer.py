@@ -28,6 +28,7 @@ from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
     Chain,
     chain_of,
+    of_chain,
     plan,
     possibly_left_open,
     predecessor_lock_key,
@@ -243,7 +244,7 @@ class Writer:
             if named[chain]:
                 names = [UUID(n) for n in sorted(named[chain])]
                 nearby += await self.store.get(chain.tenant, names)
-            found |= {r.id: r.payload for r in nearby}
+            found |= {r["id"]: r for r in of_chain(chain, (r.payload for r in nearby))}
         return list(found.values())
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
@@ -343,7 +344,7 @@ def _as_told(payload: dict[str, Any], blind: bool) -> MemoryRecord:
 
 async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
     page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-    return [r.payload for r in page.records]
+    return of_chain(chain, (r.payload for r in page.records))
 
 
 async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[str, Any]]:
