@@ -216,6 +216,55 @@ def test_propositions_as_of_is_checked(http: httpx.Client) -> None:
         assert response.json()["reasons"][0]["loc"] == ["query", "as_of"]
 
 
+def test_an_unnoticed_witness_is_named_in_nothing_the_others_are_told(
+    http: httpx.Client,
+) -> None:
+    """The review's finding: Sally at the window, unseen, was revealed to Anne by a view
+    of hers told to Anne. Nothing Anne may read says Sally was there."""
+    key = fresh_key()
+    assert post(http, event(key, ["sally", "anne"])).status_code == 201
+    move = event(key, ["anne", "sally"], unnoticed=["sally"], at="2026-03-01T10:05:00Z")
+    move["proposition"] |= {"text": "the marble is in the box", "value": "box"}
+    assert post(http, move).status_code == 201
+    anne = as_("anne")
+    recalled = http.post(
+        "/v1/recall",
+        json={"query": "marble", "about": key, "include_history": True, "limit": 100},
+        headers=anne,
+    )
+    assert recalled.status_code == 200, recalled.text
+    items = recalled.json()["items"]
+    answers = [
+        recalled,
+        http.get(f"/v1/propositions/{key}", headers=anne),
+        http.get(f"/v1/propositions/{key}", params={"as_of": "2026-03-01T10:06:00Z"}, headers=anne),
+        *(http.get(f"/v1/memories/{i['id']}", headers=anne) for i in items),
+        *(http.get(f"/v1/memories/{i['id']}/history", headers=anne) for i in items),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        for item in _attributed(answer.json()):
+            if str(item.get("valid_at", "")).startswith("2026-03-01T10:05"):
+                assert "sally" not in json.dumps(item), item
+    # Anne's own view of the move names nobody but her.
+    [moved] = [i for i in items if i["valid_at"].startswith("2026-03-01T10:05")]
+    assert moved["source"]["participants"] == ["anne"]
+
+
+def _attributed(body: Any) -> list[dict[str, Any]]:
+    """Every item, record or view in an answer (anything with an attribution or an id)."""
+    found: list[dict[str, Any]] = []
+    if isinstance(body, dict):
+        if "attribution" in body or "observer_id" in body:
+            found.append(body)
+        for value in body.values():
+            found += _attributed(value)
+    elif isinstance(body, list):
+        for value in body:
+            found += _attributed(value)
+    return found
+
+
 # --- a move someone did not witness changes nothing they observe -------------------
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
