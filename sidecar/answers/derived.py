@@ -140,6 +140,22 @@ def latest_views(bases: Iterable[Stored], depth: int, budget: int) -> tuple[list
     return list(chosen.values()), False
 
 
+def latest_per_line(views: Sequence[Stored]) -> list[Stored]:
+    """Of derived views, each line's from its latest base (the lower base id on a tie),
+    as `latest_views` chooses them."""
+    chosen: dict[Line, Stored] = {}
+    for derived in sorted(views, key=lambda v: (-v.valid_at.timestamp(), _base(v))):
+        line = line_of(derived.payload)
+        if line is not None:
+            chosen.setdefault(line, derived)
+    kept = {v.id for v in chosen.values()}
+    return [v for v in views if v.id in kept]
+
+
+def _base(derived: Stored) -> str:
+    return str(((derived.payload.get("provenance") or {}).get("derived_from") or [""])[0])
+
+
 def line_of(payload: dict[str, Any]) -> Line | None:
     """The line a record (stored or derived) is a version of; None for a record with
     no holder or no key (world state, keyless notes: nobody's line)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sidecar.answers import current
-from sidecar.answers.derived import WITNESSED, latest_views, view
+from sidecar.answers.derived import WITNESSED, latest_per_line, latest_views, view
 from sidecar.answers.wording import disclosed_item
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision, DisclosureQuestion
@@ -100,7 +100,7 @@ class Minds:
                 found, more = await self._find(pushed.narrow(scope))
                 bases += found
                 cut = cut or more
-            derived = _derived(bases, path, observer)
+            derived = latest_per_line(_derived(bases, path, observer))
             candidates = _distinct([*stored, *derived])
             decisions = await disclosure.decide(candidates)
             allowed = [(r, decisions[r.id]) for r in candidates if decisions[r.id].allow]

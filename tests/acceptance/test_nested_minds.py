@@ -15,8 +15,7 @@ they told others stays what they were told.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -84,7 +83,12 @@ def witnessed(
 
 
 def said(
-    http: httpx.Client, tenant: str, speaker: str, hearers: list[str], claim: dict[str, Any], at: str
+    http: httpx.Client,
+    tenant: str,
+    speaker: str,
+    hearers: list[str],
+    claim: dict[str, Any],
+    at: str,
 ) -> list[dict[str, Any]]:
     body = {
         "speaker": speaker,
@@ -284,9 +288,7 @@ def test_a_hearer_gets_the_speech_act_and_a_model_of_the_speakers_belief(
     assert model["attribution"].startswith("bob believes that alice believes that the launch")
     # Said versus believed, as a filter.
     assert [i["act"] for i in bob(observer="bob", observed="alice", speech_act=True)] == ["heard"]
-    assert [i.get("act") for i in bob(observer="bob", observed="alice", speech_act=False)] == [
-        None
-    ]
+    assert [i.get("act") for i in bob(observer="bob", observed="alice", speech_act=False)] == [None]
     # Alice's statement comes back as a statement, never a belief of hers.
     [told] = bob(observer="alice")
     assert (told["act"], told["usable_as"]) == ("said", "statement")
@@ -305,7 +307,7 @@ def trust(served: tuple[httpx.Client, str]) -> Iterator[Any]:
     """Switch the trust policy's shipped examples on (policy data, over OPA's API)."""
     opa = served[1]
 
-    def switch(settings: dict[str, Any], tenant: str, authorities: list[str] = ()) -> None:
+    def switch(settings: dict[str, Any], tenant: str, authorities: Sequence[str] = ()) -> None:
         url = f"{opa}/v1/data/whose/config/trust"
         assert httpx.put(url, json=settings, timeout=10).status_code == 204
         directory = {
@@ -393,7 +395,9 @@ def test_said_p_then_saw_not_p(http: httpx.Client, tenant: str) -> None:
     assert status == {"basket": "superseded", "box": "current"}
     # The narrator, who may see both, agrees.
     narrator = http.get(f"/v1/propositions/{key}", headers=as_(NARRATOR, tenant)).json()
-    assert [v["value"] for m in narrator["minds"] if m["holder"] == "abigail" for v in m["views"]] in (
+    assert [
+        v["value"] for m in narrator["minds"] if m["holder"] == "abigail" for v in m["views"]
+    ] in (
         [],  # the narrator reads the event but not Abigail's talk with Bob
         ["box"],
     )
