@@ -48,7 +48,7 @@ from sidecar.policy.opa import PolicyClient  # noqa: E402
 from sidecar.reads.gate import Gate  # noqa: E402
 from sidecar.reads.reader import Bounds, Reader  # noqa: E402
 from sidecar.store.edge import EdgeStore  # noqa: E402
-from sidecar.store.filters import Scope  # noqa: E402
+from sidecar.store.scope import Scope  # noqa: E402
 from tests.conftest import start_opa, start_sidecar, stop  # noqa: E402
 from tests.integration.test_policy_client import data_calls  # noqa: E402
 

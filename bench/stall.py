@@ -7,7 +7,7 @@ every store call, so a slow call stalls the whole process), stores `--records`
 records in one tenant, and measures another tenant's recall latency twice: on a
 quiet sidecar, then while the first tenant keeps `--in-flight` of the costliest
 requests it can send in flight. `--attack bounded` is the costliest request the
-filter bounds admit (store/filters.py: a count over every point, with as many broad
+filter bounds admit (http/qdrant/caller_filter.py: a count over every point, with as many broad
 conditions as the bounds allow); `--attack unbounded` is the request
 that stalled everyone before there were bounds (a count whose `text_any` holds
 100 000 words), to run against a checkout without them (`--checkout`).
@@ -43,10 +43,11 @@ embed = HashingEmbedder(384).embed
 def attacker_filter(kind: str) -> dict[str, Any]:
     if kind == "unbounded":
         return {"must": [{"key": "content", "match": {"text_any": "tok " * 100_000}}]}
-    from sidecar.store.filters import MAX_CONDITIONS
+    from sidecar.http.qdrant.caller_filter import MAX_CONDITIONS
 
-    # The costliest shape measured within the bounds (store/filters.py): as many broad range
-    # conditions on an indexed datetime as allowed, each matching every point.
+    # The costliest shape measured within the bounds (http/qdrant/caller_filter.py): as
+    # many broad range conditions on an indexed datetime as allowed, each matching every
+    # point.
     ranges = [
         {"key": "recorded_at", "range": {"gt": f"2000-01-{1 + i % 28:02d}T00:00:00Z"}}
         for i in range(MAX_CONDITIONS - 1)

@@ -53,6 +53,18 @@ class Forbidden(WhoseError):
     status = 403
 
 
+class FilterRefused(WhoseError):
+    """A caller's Qdrant filter the sidecar will not run (http/qdrant/caller_filter.py),
+    or one the engine refused; `reason` is machine-readable."""
+
+    code = "invalid_filter"
+    status = 400
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, [reason])
+        self.reason = reason
+
+
 class Unavailable(WhoseError):
     """A dependency failed: nothing was disclosed or stored. Reasons stay empty (the
     message, for the log, may name internals a caller has no use for)."""

@@ -17,7 +17,7 @@ from uuid import UUID
 
 from sidecar.answers import current
 from sidecar.answers.minds import minds
-from sidecar.answers.verdict import decide, newest_fact, settle
+from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
@@ -37,7 +37,7 @@ from sidecar.reads.nested import Filters, Minds, speech_conditions
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite, observed_path
 from sidecar.settings import Settings
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
@@ -160,9 +160,9 @@ class Memory:
                 question, route, vector, scope, request.limit, with_other_views=True
             )
             items, others = _in_mind(
-                settle(answer.items), answer.others, question.at, history, filters, request
+                mark_replaced(answer.items), answer.others, question.at, history, filters, request
             )
-        verdict, conflicts = decide(items, answer.vocabulary, others)
+        verdict, conflicts = verdict_of(items, answer.vocabulary, others)
         return RecallResponse(
             verdict=verdict,
             items=items,
@@ -240,8 +240,8 @@ class Memory:
             answer, implied = await self.minds.views(question, route, scope, depth)
             derived = [i for i in implied.items if observer in (None, i.observer_id)]
             truncated = answer.truncated or implied.truncated
-        items = settle(answer.items)
-        verdict, conflicts = decide(items, answer.vocabulary)
+        items = mark_replaced(answer.items)
+        verdict, conflicts = verdict_of(items, answer.vocabulary)
         world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
         return PropositionResponse(
             key=key,

@@ -258,8 +258,7 @@ class Stored:
         return observed_path(self.payload)
 
     def applied_at(self, at: datetime) -> bool:
-        """Whether the record's valid time covers `at` (valid_at <= at < invalid_at)."""
-        return self.valid_at <= at and not self.ended_by(at)
+        return valid_time_covers(self.valid_at, self.invalid_at, at)
 
     def ended_by(self, at: datetime) -> bool:
         return self.invalid_at is not None and self.invalid_at <= at
@@ -284,6 +283,17 @@ def observed_path(payload: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(p) for p in path)
     observed = payload.get("observed_id")
     return (str(observed),) if observed else ()
+
+
+def iso(instant: datetime) -> str:
+    """An instant as stored and as the policy reads it (RFC 3339, `Z` for UTC)."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:
+    """Whether a claim applied at `at`: valid_at <= at < invalid_at (open-ended
+    without one). The one statement of it, for reads and for supersession."""
+    return valid_at <= at and (invalid_at is None or at < invalid_at)
 
 
 def _instant(value: Any) -> datetime:

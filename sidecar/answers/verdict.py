@@ -20,7 +20,7 @@ from sidecar.answers.wording import Vocabulary
 from sidecar.messages import Conflict, Item, Verdict, View
 
 
-def decide(
+def verdict_of(
     items: list[Item], vocabulary: Vocabulary, others: Sequence[Item] = ()
 ) -> tuple[Verdict, list[Conflict]]:
     """`others`: further disclosable views of the items' propositions, current at
@@ -81,7 +81,7 @@ def newest_fact(items: list[Item], vocabulary: Vocabulary) -> Item | None:
     return max(facts, key=_started, default=None)
 
 
-def settle(items: list[Item]) -> list[Item]:
+def mark_replaced(items: list[Item]) -> list[Item]:
     """Mark as superseded any item that another item in the set says it replaces.
 
     The store normally says so already; this covers a write interrupted between

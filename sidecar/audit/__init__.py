@@ -3,7 +3,7 @@ calls, writes), written in the background to a Redis Stream or, without Redis,
 to a SQLite file under the data directory.
 
 - model.py: what an entry holds (AuditEntry, AuditedRecord, AuditedWrite,
-  `write_entry`) and which entries a query (AuditQuery) selects;
+  `read_entry`, `write_entry`) and which entries a query (AuditQuery) selects;
 - sink.py: what the writer needs of a sink, and how a sink fails;
 - redis_sink.py, sqlite_sink.py: the two sinks;
 - spill.py: where entries wait while Redis is down;
@@ -21,6 +21,7 @@ from sidecar.audit.model import (
     WriteOutcome,
     WriteRoute,
     audited_write,
+    read_entry,
     write_entry,
 )
 from sidecar.audit.redis_sink import RedisSink
@@ -47,5 +48,6 @@ __all__ = [
     "WriteOutcome",
     "WriteRoute",
     "audited_write",
+    "read_entry",
     "write_entry",
 ]

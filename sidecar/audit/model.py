@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 from uuid import UUID
 
 from pydantic import BaseModel, Field
@@ -26,6 +26,20 @@ WriteRoute = Literal["memories", "observations", "witnessed", "proxy.upsert", "m
 WriteOutcome = Literal["stored", "refused"]
 
 POLICY_UNAVAILABLE: Final = "policy_unavailable"
+
+
+class Decided(Protocol):
+    """What an entry keeps of a disclosure decision (policy/contract.py's Decision)."""
+
+    @property
+    def allow(self) -> bool: ...
+
+    @property
+    def usable_as(self) -> str: ...
+
+    @property
+    def reasons(self) -> list[str]: ...
+
 
 # The record outcomes that each `outcome` filter looks for (None: any). A request the
 # policy could not answer withholds (reads) or refuses (writes) what it had not settled.
@@ -126,6 +140,63 @@ def audited_write(
         observed_id=str(observed) if observed is not None else None,
         outcome=outcome,
         reasons=list(reasons),
+    )
+
+
+def read_entry(
+    decision_id: UUID,
+    asker: tuple[str, str],
+    audience: Sequence[str],
+    purpose: str,
+    route: str,
+    revision: str | None,
+    decided: Iterable[tuple[str, Decided, str | None, bool]],
+    *,
+    pending: Sequence[str] = (),
+    opa_decision_ids: Sequence[str] = (),
+    pushdown: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> AuditEntry:
+    """The audit entry for one disclosure (reads/gate.py), to hand to `AuditLog.record`.
+
+    - `asker`: (id, tenant) of the verified identity that asked.
+    - `decided`: (record id, decision, OPA's decision id, from the cache) for every
+      record decided; allowed ones are listed with the use they were disclosed as.
+    - `pending`: ids whose decision never came (the policy failed): withheld.
+    - `pushdown`: the store filter the policy implied, as described to auditors.
+
+    Never the claim: ids, uses and reasons only. `time` is now.
+    """
+    # Plain data, validated in one pass: cheaper than a model per record.
+    allowed: list[dict[str, Any]] = []
+    withheld: list[dict[str, Any]] = []
+    for record_id, decision, opa_decision_id, cached in decided:
+        audited = {
+            "id": record_id,
+            "usable_as": decision.usable_as if decision.allow else None,
+            "reasons": decision.reasons,
+            "opa_decision_id": opa_decision_id,
+            "cached": cached,
+        }
+        (allowed if decision.allow else withheld).append(audited)
+    withheld += [{"id": i, "reasons": ["policy_unavailable"]} for i in pending]
+    asker_id, tenant = asker
+    return AuditEntry.model_validate(
+        {
+            "decision_id": decision_id,
+            "time": datetime.now(UTC),
+            "tenant": tenant,
+            "asker": asker_id,
+            "audience": list(audience),
+            "purpose": purpose,
+            "route": route,
+            "policy_revision": revision,
+            "opa_decision_ids": list(opa_decision_ids),
+            "pushdown": pushdown,
+            "allowed": allowed,
+            "withheld": withheld,
+            "error": error,
+        }
     )
 
 

@@ -21,7 +21,7 @@ from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.contract import policy_view
 from sidecar.services import open_store
 from sidecar.settings import Settings
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 
 
 def passthrough_app(data_dir: Path) -> FastAPI:

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from sidecar import __version__, metrics
 from sidecar.auth.tokens import Authenticator
-from sidecar.errors import Unavailable, WhoseError, validation_reasons
+from sidecar.errors import FilterRefused, Unavailable, WhoseError, validation_reasons
 from sidecar.http import admin, api
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
@@ -33,7 +33,6 @@ from sidecar.messages import Problem
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.services import open_services
 from sidecar.settings import Settings
-from sidecar.store.filters import FilterRefused
 
 log = logging.getLogger("whose")
 
@@ -110,7 +109,8 @@ def _install_error_shapes(app: FastAPI) -> None:
 
     @app.exception_handler(FilterRefused)
     async def filter_refused(_: Request, exc: FilterRefused) -> JSONResponse:
-        # A filter only the engine could tell was bad (store/filters.py admits the rest).
+        # A filter only the engine could tell was bad (the proxy's checks,
+        # http/qdrant/caller_filter.py, admit the rest).
         return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
 
     @app.exception_handler(StarletteHTTPException)

@@ -21,7 +21,7 @@ and replicas need no sticky routing.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 from uuid import UUID
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -98,11 +98,20 @@ def _result(text: str, answer: BaseModel) -> CallToolResult:
 
 
 class _Server(MCPServer[Any]):
-    """An MCPServer whose refusals all have the API's shape (a reason code first)."""
+    """An MCPServer whose refusals all have the API's shape (a reason code first), and
+    which knows where a call finds the sidecar (`services`) and its caller."""
 
-    def __init__(self, tools: list[Tool], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        tools: list[Tool],
+        services: Callable[[], Services],
+        identity_of: IdentityOf,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(tools=tools, **kwargs)
         self._ours = {tool.name: tool for tool in tools}
+        self.services = services
+        self.identity_of = identity_of
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -118,204 +127,212 @@ class _Server(MCPServer[Any]):
         return await super().call_tool(name, arguments, context)
 
 
+async def _guarded(
+    ctx: Context[Any, Any], answer: Callable[[Services, Identity], Awaitable[CallToolResult]]
+) -> CallToolResult:
+    """Identity first, then the call; every refusal as a tool error with its code."""
+    server = cast(_Server, ctx.mcp_server)  # build() made it
+    try:
+        who = await server.identity_of(ctx)
+        return await answer(server.services(), who)
+    except Unauthenticated as exc:
+        return _problem("unauthenticated", [exc.reason])
+    except ValidationError as exc:
+        return _problem("invalid_request", validation_reasons(exc.errors()))
+    except WhoseError as exc:
+        # The one error tree, worded as the HTTP API words it (http/app.py).
+        if isinstance(exc, PolicyUnavailable):
+            metrics.POLICY_UNAVAILABLE.inc()
+        return _problem(exc.code, exc.reasons)
+
+
+# --- the tools: each calls the Memory method its HTTP route calls --------------------
+
+
+async def remember(
+    ctx: Context[Any, Any],
+    speaker: Annotated[Present, Field(description="Who said it (a person, not a group).")],
+    source_id: Annotated[
+        Name, Field(description="Where it was said, e.g. the session or thread id.")
+    ],
+    claims: Annotated[
+        list[Claim],
+        Field(
+            min_length=1,
+            max_length=100,
+            description="What the speaker claimed: each a proposition {text, key, value};"
+            " with `about` and `attitude` when it is about someone else's mind"
+            ' ("I think Bob knows"); `hedged` when said with doubt.',
+        ),
+    ],
+    participants: Annotated[
+        list[Present],
+        Field(max_length=1000, description="Everyone else who was present and heard it."),
+    ] = [],  # noqa: B006 (pydantic copies defaults)
+    channel: Annotated[Name | None, Field(description="e.g. dm, meeting, channel.")] = None,
+    said_at: Annotated[Instant | None, Field(description="When it was said.")] = None,
+    access_scope: Annotated[
+        Name | None, Field(description="A clearance every hearer must hold.")
+    ] = None,
+) -> Annotated[CallToolResult, StoredRecords]:
+    """Remember what someone said, as the speaker's statement.
+
+    Each claim is stored as what the speaker said (never a fact, nor anyone else's
+    belief), visible to the speaker and the participants only; each participant heard
+    it. A claim about someone else's mind stays the speaker's view of that mind: "Alice
+    thinks Bob knows" never becomes "Bob knows". Send what was said, by whom, with whom
+    present; do not rewrite it as a fact."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        observation = Observation(
+            speaker=speaker,
+            source_id=source_id,
+            channel=channel,
+            participants=participants,
+            said_at=said_at,
+            access_scope=access_scope,
+            claims=claims,
+        )
+        written = await svc.memory.observe(who, observation, "mcp.remember")
+        return _result(readout.stored(written), written)
+
+    return await _guarded(ctx, answer)
+
+
+async def recall(
+    ctx: Context[Any, Any],
+    query: Annotated[str, Field(min_length=1, max_length=4000, description="The question.")],
+    about: Annotated[Name | None, Field(description="Only views of this proposition key.")] = None,
+    as_of: Annotated[
+        Instant | None, Field(description="The instant asked about (default: now).")
+    ] = None,
+    audience: Annotated[
+        list[Name],
+        Field(
+            max_length=100,
+            description="Everyone who will hear your answer besides you (people, or"
+            " group:<name>): only what all of them may hear comes back.",
+        ),
+    ] = [],  # noqa: B006 (pydantic copies defaults)
+    limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
+    observer: Annotated[
+        Name | None, Field(description="Only views held by this person (whose mind).")
+    ] = None,
+    observed: Annotated[
+        ObservedPath | None,
+        Field(
+            description="Only views of this mind: a person, or a chain of them after the "
+            "observer, outermost first ([b, c]: the observer's view of b's view of c's)."
+        ),
+    ] = None,
+    speech_act: Annotated[
+        bool | None,
+        Field(description="true: only what someone said or heard said; false: only beliefs."),
+    ] = None,
+) -> Annotated[CallToolResult, RecallResponse]:
+    """Recall memories relevant to a question, as attributed beliefs or an abstention.
+
+    The verdict says how to answer: `answer` (an authoritative fact), `attributed`
+    (only beliefs: present each as its holder's), `conflict` (people disagree: give
+    every view), `abstain` (nothing you may be told: say you do not know, or verify).
+    If others will hear your answer, name them in `audience`."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        request = RecallRequest(
+            query=query,
+            about=about,
+            as_of=as_of,
+            audience=audience,
+            limit=limit,
+            observer=observer,
+            observed=observed,
+            speech_act=speech_act,
+        )
+        recalled = await svc.memory.recall(who, request, "mcp.recall")
+        return _result(readout.recall(recalled), recalled)
+
+    return await _guarded(ctx, answer)
+
+
+async def get_memory(
+    ctx: Context[Any, Any],
+    id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
+    as_of: Annotated[
+        Instant | None,
+        Field(description="The version of this memory that applied at this instant."),
+    ] = None,
+) -> Annotated[CallToolResult, MemoryResponse]:
+    """One memory by id, attributed; `not_found` if it does not exist or you may not
+    see it (the two are the same answer)."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        found = await svc.memory.get(who, id, as_of, "mcp.get_memory")
+        return _result(readout.memory(found), found)
+
+    return await _guarded(ctx, answer)
+
+
+async def history(
+    ctx: Context[Any, Any],
+    id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
+) -> Annotated[CallToolResult, HistoryResponse]:
+    """How a holder's view changed: the versions of one memory you may see, oldest
+    first, each marked current or superseded."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        versions = await svc.memory.history(who, id, "mcp.history")
+        return _result(readout.history(versions), versions)
+
+    return await _guarded(ctx, answer)
+
+
+async def what_do_people_think(
+    ctx: Context[Any, Any],
+    key: Annotated[
+        str,
+        Field(min_length=1, max_length=200, description="A proposition key, e.g. launch.date."),
+    ],
+    audience: Annotated[
+        list[Name],
+        Field(max_length=100, description="Everyone who will hear your answer besides you."),
+    ] = [],  # noqa: B006 (pydantic copies defaults)
+    depth: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_PATH,
+            description="How deep the minds nest: 2 adds what each thinks others think "
+            "others think.",
+        ),
+    ] = 1,
+    observer: Annotated[Name | None, Field(description="Only this holder's views.")] = None,
+    observed: Annotated[
+        ObservedPath | None,
+        Field(description="Only views of this mind, or chain of minds, after the observer."),
+    ] = None,
+) -> Annotated[CallToolResult, PropositionResponse]:
+    """Every view you may see of one proposition, each with its holder, and the
+    authoritative fact if there is one; disagreements are listed as conflicts. Each
+    holder's views come with what they think others think, nested to `depth`."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        found = await svc.memory.views(
+            who,
+            key,
+            audience,
+            "mcp.what_do_people_think",
+            depth=depth,
+            observer=observer,
+            observed=path_of(observed),
+        )
+        return _result(readout.propositions(found), found)
+
+    return await _guarded(ctx, answer)
+
+
 def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServer[Any]:
     """The MCP server with whose's tools; `services` and `identity_of` say where a call
     finds the sidecar and its caller."""
-
-    async def guarded(
-        ctx: Context[Any, Any], answer: Callable[[Services, Identity], Awaitable[CallToolResult]]
-    ) -> CallToolResult:
-        """Identity first, then the call; every refusal as a tool error with its code."""
-        try:
-            who = await identity_of(ctx)
-            return await answer(services(), who)
-        except Unauthenticated as exc:
-            return _problem("unauthenticated", [exc.reason])
-        except ValidationError as exc:
-            return _problem("invalid_request", validation_reasons(exc.errors()))
-        except WhoseError as exc:
-            # The one error tree, worded as the HTTP API words it (http/app.py).
-            if isinstance(exc, PolicyUnavailable):
-                metrics.POLICY_UNAVAILABLE.inc()
-            return _problem(exc.code, exc.reasons)
-
-    async def remember(
-        ctx: Context[Any, Any],
-        speaker: Annotated[Present, Field(description="Who said it (a person, not a group).")],
-        source_id: Annotated[
-            Name, Field(description="Where it was said, e.g. the session or thread id.")
-        ],
-        claims: Annotated[
-            list[Claim],
-            Field(
-                min_length=1,
-                max_length=100,
-                description="What the speaker claimed: each a proposition {text, key, value};"
-                " with `about` and `attitude` when it is about someone else's mind"
-                ' ("I think Bob knows"); `hedged` when said with doubt.',
-            ),
-        ],
-        participants: Annotated[
-            list[Present],
-            Field(max_length=1000, description="Everyone else who was present and heard it."),
-        ] = [],  # noqa: B006 (pydantic copies defaults)
-        channel: Annotated[Name | None, Field(description="e.g. dm, meeting, channel.")] = None,
-        said_at: Annotated[Instant | None, Field(description="When it was said.")] = None,
-        access_scope: Annotated[
-            Name | None, Field(description="A clearance every hearer must hold.")
-        ] = None,
-    ) -> Annotated[CallToolResult, StoredRecords]:
-        """Remember what someone said, as the speaker's own view.
-
-        Each claim is stored as the speaker's belief, visible to the speaker and the
-        participants only. A claim about someone else's mind stays the speaker's belief
-        about that mind: "Alice thinks Bob knows" never becomes "Bob knows". Send what was
-        said, by whom, with whom present; do not rewrite it as a fact."""
-
-        async def answer(svc: Services, who: Identity) -> CallToolResult:
-            observation = Observation(
-                speaker=speaker,
-                source_id=source_id,
-                channel=channel,
-                participants=participants,
-                said_at=said_at,
-                access_scope=access_scope,
-                claims=claims,
-            )
-            written = await svc.memory.observe(who, observation, "mcp.remember")
-            return _result(readout.stored(written), written)
-
-        return await guarded(ctx, answer)
-
-    async def recall(
-        ctx: Context[Any, Any],
-        query: Annotated[str, Field(min_length=1, max_length=4000, description="The question.")],
-        about: Annotated[
-            Name | None, Field(description="Only views of this proposition key.")
-        ] = None,
-        as_of: Annotated[
-            Instant | None, Field(description="The instant asked about (default: now).")
-        ] = None,
-        audience: Annotated[
-            list[Name],
-            Field(
-                max_length=100,
-                description="Everyone who will hear your answer besides you (people, or"
-                " group:<name>): only what all of them may hear comes back.",
-            ),
-        ] = [],  # noqa: B006 (pydantic copies defaults)
-        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
-        observer: Annotated[
-            Name | None, Field(description="Only views held by this person (whose mind).")
-        ] = None,
-        observed: Annotated[
-            ObservedPath | None,
-            Field(
-                description="Only views of this mind: a person, or a chain of them after the "
-                "observer, outermost first ([b, c]: the observer's view of b's view of c's)."
-            ),
-        ] = None,
-        speech_act: Annotated[
-            bool | None,
-            Field(description="true: only what someone said or heard said; false: only beliefs."),
-        ] = None,
-    ) -> Annotated[CallToolResult, RecallResponse]:
-        """Recall memories relevant to a question, as attributed beliefs or an abstention.
-
-        The verdict says how to answer: `answer` (an authoritative fact), `attributed`
-        (only beliefs: present each as its holder's), `conflict` (people disagree: give
-        every view), `abstain` (nothing you may be told: say you do not know, or verify).
-        If others will hear your answer, name them in `audience`."""
-
-        async def answer(svc: Services, who: Identity) -> CallToolResult:
-            request = RecallRequest(
-                query=query,
-                about=about,
-                as_of=as_of,
-                audience=audience,
-                limit=limit,
-                observer=observer,
-                observed=observed,
-                speech_act=speech_act,
-            )
-            recalled = await svc.memory.recall(who, request, "mcp.recall")
-            return _result(readout.recall(recalled), recalled)
-
-        return await guarded(ctx, answer)
-
-    async def get_memory(
-        ctx: Context[Any, Any],
-        id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
-        as_of: Annotated[
-            Instant | None,
-            Field(description="The version of this memory that applied at this instant."),
-        ] = None,
-    ) -> Annotated[CallToolResult, MemoryResponse]:
-        """One memory by id, attributed; `not_found` if it does not exist or you may not
-        see it (the two are the same answer)."""
-
-        async def answer(svc: Services, who: Identity) -> CallToolResult:
-            found = await svc.memory.get(who, id, as_of, "mcp.get_memory")
-            return _result(readout.memory(found), found)
-
-        return await guarded(ctx, answer)
-
-    async def history(
-        ctx: Context[Any, Any],
-        id: Annotated[UUID, Field(description="A memory id from an earlier result.")],
-    ) -> Annotated[CallToolResult, HistoryResponse]:
-        """How a holder's view changed: the versions of one memory you may see, oldest
-        first, each marked current or superseded."""
-
-        async def answer(svc: Services, who: Identity) -> CallToolResult:
-            versions = await svc.memory.history(who, id, "mcp.history")
-            return _result(readout.history(versions), versions)
-
-        return await guarded(ctx, answer)
-
-    async def what_do_people_think(
-        ctx: Context[Any, Any],
-        key: Annotated[
-            str,
-            Field(min_length=1, max_length=200, description="A proposition key, e.g. launch.date."),
-        ],
-        audience: Annotated[
-            list[Name],
-            Field(max_length=100, description="Everyone who will hear your answer besides you."),
-        ] = [],  # noqa: B006 (pydantic copies defaults)
-        depth: Annotated[
-            int,
-            Field(
-                ge=1,
-                le=MAX_PATH,
-                description="How deep the minds nest: 2 adds what each thinks others think "
-                "others think.",
-            ),
-        ] = 1,
-        observer: Annotated[Name | None, Field(description="Only this holder's views.")] = None,
-        observed: Annotated[
-            ObservedPath | None,
-            Field(description="Only views of this mind, or chain of minds, after the observer."),
-        ] = None,
-    ) -> Annotated[CallToolResult, PropositionResponse]:
-        """Every view you may see of one proposition, each with its holder, and the
-        authoritative fact if there is one; disagreements are listed as conflicts. Each
-        holder's views come with what they think others think, nested to `depth`."""
-
-        async def answer(svc: Services, who: Identity) -> CallToolResult:
-            found = await svc.memory.views(
-                who,
-                key,
-                audience,
-                "mcp.what_do_people_think",
-                depth=depth,
-                observer=observer,
-                observed=path_of(observed),
-            )
-            return _result(readout.propositions(found), found)
-
-        return await guarded(ctx, answer)
-
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     tools = [
         Tool.from_function(
@@ -332,6 +349,8 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
     ]
     return _Server(
         tools,
+        services,
+        identity_of,
         name="whose",
         title="whose: attributed memory",
         instructions=INSTRUCTIONS,

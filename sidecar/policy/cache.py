@@ -30,7 +30,7 @@ from cachetools import TTLCache
 from redis.exceptions import RedisError
 
 from sidecar.policy.contract import DisclosureQuestion, policy_view
-from sidecar.store.filters import iso
+from sidecar.record import iso
 
 _KEY_PREFIX = "whose:decision:"
 

@@ -12,15 +12,14 @@ Everything else about a record is there, so new rules need no Python change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from sidecar.auth.identity import Identity
-from sidecar.record import MemoryRecord, Name
-from sidecar.store.filters import Scope, iso
+from sidecar.record import MemoryRecord, Name, iso
 
 _NOT_FOR_POLICY = ("content",)
 _PROPOSITION_FOR_POLICY = ("key",)
@@ -174,7 +173,7 @@ class Explanation(BaseModel):
 
 
 @dataclass(frozen=True)
-class Verdicts:
+class BatchDecisions:
     """The decisions for one batch, and which OPA decision and revision made them."""
 
     decisions: dict[str, Decision]
@@ -182,27 +181,6 @@ class Verdicts:
     revision: str | None
     # The policy's vocabulary under that revision (see answers/wording.py).
     vocabulary: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Pushdown:
-    """What every disclosable record meets, for the store to filter on (see policy/pushdown.py).
-
-    Per constrained audience member, the audience entries that admit them; the scopes
-    every member holds (None: not constrained). Empty: no narrowing at all.
-    `derived`: made from the policy (else pushdown is off or fell back, and a search
-    returns records the asker may not see, for the policy to withhold).
-    """
-
-    audience_any_of: tuple[tuple[str, ...], ...] = ()
-    scopes: tuple[str, ...] | None = None
-    derived: bool = False
-
-    def narrow(self, scope: Scope) -> Scope:
-        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
-
-    def describe(self) -> dict[str, Any]:
-        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
 
 
 def policy_view(record: dict[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,11 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import Unavailable
 from sidecar.policy.contract import (
     NO_DECISION,
+    BatchDecisions,
     Decision,
     DisclosureQuestion,
     Explanation,
     TrustInput,
-    Verdicts,
     WriteDecision,
     write_input,
 )
@@ -94,7 +94,7 @@ class PolicyClient:
 
     async def disclosure(
         self, question: DisclosureQuestion, records: list[dict[str, Any]], *, viewed: bool = False
-    ) -> Verdicts:
+    ) -> BatchDecisions:
         """Decisions for a batch, keyed by record id. Missing ids are denials.
         `viewed`: the records are already policy views (DisclosureQuestion.input)."""
         answer = await self._query(DISCLOSURE_RULE, question.input(records, viewed=viewed))
@@ -103,7 +103,7 @@ class PolicyClient:
         vocabulary = result.get("vocabulary")
         if not isinstance(vocabulary, dict):
             raise PolicyUnavailable("OPA answered without the policy's vocabulary")
-        return Verdicts(
+        return BatchDecisions(
             {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records},
             answer.decision_id,
             answer.revision,

@@ -16,9 +16,20 @@ compiler) gives no pushdown: recall then over-fetches on the tenant alone.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from cachetools import LRUCache
+
+from sidecar import metrics
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.store.scope import Scope
+
+if TYPE_CHECKING:
+    from sidecar.policy.opa import PolicyClient
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +76,89 @@ def visible(result: Any, tenant: str) -> Visible:
         audience=None if None in audiences else frozenset().union(*audiences),  # type: ignore[arg-type]
         scopes=None if None in scopes else frozenset().union(*scopes),  # type: ignore[arg-type]
     )
+
+
+@dataclass(frozen=True)
+class Pushdown:
+    """What every disclosable record meets, for the store to filter on (see policy/pushdown.py).
+
+    Per constrained audience member, the audience entries that admit them; the scopes
+    every member holds (None: not constrained). Empty: no narrowing at all.
+    `derived`: made from the policy (else pushdown is off or fell back, and a search
+    returns records the asker may not see, for the policy to withhold).
+    """
+
+    audience_any_of: tuple[tuple[str, ...], ...] = ()
+    scopes: tuple[str, ...] | None = None
+    derived: bool = False
+
+    def narrow(self, scope: Scope) -> Scope:
+        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
+
+    def describe(self) -> dict[str, Any]:
+        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
+
+
+class Compiler:
+    """Each audience member's filter, compiled by OPA and reused under the same
+    policy revision (keyed by revision and member)."""
+
+    def __init__(self, policy: PolicyClient, enabled: bool = True, size: int = 10_000) -> None:
+        self.policy = policy
+        self.enabled = enabled
+        self.compiled: LRUCache[bytes, Visible] = LRUCache(maxsize=size)
+
+    async def pushdown(
+        self, question: DisclosureQuestion, revision: str | None
+    ) -> tuple[Pushdown, str | None]:
+        """The store filter for a question, and the revision its member filters were
+        compiled (or reused) under; None when none was known (nothing was reused).
+
+        A reused filter can only be stale after a policy change, and then only until
+        the request's first decision reports the new revision (the gate then calls
+        `forget`): a stale filter may hide a record for one request, it cannot
+        disclose one.
+        """
+        if not self.enabled:
+            metrics.PUSHDOWN.labels("off").inc()
+            return Pushdown(), None
+        asker = question.asker
+        members = [asker.policy_view()] + [
+            {"id": m, "tenant": asker.tenant}
+            for m in dict.fromkeys(question.audience)
+            if m != asker.id
+        ]
+        try:
+            seen = await asyncio.gather(*(self._visible_to(m, revision) for m in members))
+        except Untranslatable as exc:
+            # Over-fetch on the tenant alone: slower, never less checked.
+            log.warning("no pushdown: %s", exc)
+            metrics.PUSHDOWN.labels("fallback").inc()
+            return Pushdown(), None
+        metrics.PUSHDOWN.labels("compiled").inc()
+        scopes = [v.scopes for v in seen if v.scopes is not None]
+        pushed = Pushdown(
+            audience_any_of=tuple(
+                tuple(sorted(v.audience)) for v in seen if v.audience is not None
+            ),
+            scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
+            derived=True,
+        )
+        return pushed, revision
+
+    def forget(self) -> None:
+        """The policy changed since the filters were compiled: compile afresh."""
+        self.compiled.clear()
+
+    async def _visible_to(self, member: dict[str, Any], revision: str | None) -> Visible:
+        key = orjson.dumps([revision, member], option=orjson.OPT_SORT_KEYS)
+        if revision is not None and (known := self.compiled.get(key)) is not None:
+            return known
+        result = await self.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)
+        seen = visible(result, member["tenant"])
+        if revision is not None:
+            self.compiled[key] = seen
+        return seen
 
 
 @dataclass

@@ -2,11 +2,12 @@
 
 Per request, the read path (reads/reader.py) opens a `Disclosure`
 (`async with gate.begin(question, route)`).
-It gives the store filter the policy implies (`pushdown`, see policy/pushdown.py) and
-the decision for each batch of candidates (`decide`): from the decision cache
-what it can, from one OPA call the rest. On leaving it writes one audit entry
-with every record allowed and withheld, and why, and updates the asker's allow
-rate (reads/allow_rate.py) from the search candidates it decided, off the request path.
+It gives the store filter the policy implies (`pushdown`, compiled and kept by
+policy/pushdown.py) and the decision for each batch of candidates (`decide`): from the
+decision cache (policy/cache.py) what it can, from one OPA call the rest. On leaving
+it hands the audit log one entry (audit/model.py `read_entry`) with every record
+allowed and withheld, and why, and updates the asker's allow rate
+(reads/allow_rate.py) from the search candidates it decided, off the request path.
 
 No stale allow: a cached decision is used only under the policy revision OPA
 reported during this same request. The first batch is looked up under the last
@@ -23,21 +24,19 @@ import logging
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 import orjson
-from cachetools import LRUCache
 from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
-from sidecar.audit import AuditEntry, AuditLog
+from sidecar.audit import AuditEntry, AuditLog, read_entry
 from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
-from sidecar.policy.contract import Decision, DisclosureQuestion, Pushdown, Verdicts, policy_view
+from sidecar.policy.contract import BatchDecisions, Decision, DisclosureQuestion, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
+from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
@@ -46,7 +45,10 @@ log = logging.getLogger("whose.disclosure")
 
 
 @dataclass
-class Settled:
+class Ruling:
+    """A decision as this request holds it: which OPA decision made it, and whether
+    it came from the cache."""
+
     decision: Decision
     opa_decision_id: str | None
     cached: bool
@@ -67,9 +69,7 @@ class Gate:
         self.audit = audit
         self.bucket_s = bucket_s
         self.rates = rates or LocalAllowRates()
-        # Compiled pushdown filters, keyed by policy revision and member (see pushdown).
-        self.compiled: LRUCache[bytes, Visible] = LRUCache(maxsize=10_000)
-        self.pushdown_enabled = pushdown
+        self.pushdowns = Compiler(policy, enabled=pushdown)
         self._background: set[asyncio.Task[None]] = set()
         # The revision OPA last answered under: the first guess of every request.
         self.last_revision: str | None = None
@@ -80,15 +80,15 @@ class Gate:
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
         return Disclosure(self, question, route)
 
-    def vocabulary_of(self, verdicts: Verdicts) -> Vocabulary:
+    def vocabulary_of(self, batch: BatchDecisions) -> Vocabulary:
         """The vocabulary an answer came with, parsed once per revision."""
         known = self.vocabulary
-        if known is None or verdicts.revision is None or verdicts.revision != self._worded_under:
+        if known is None or batch.revision is None or batch.revision != self._worded_under:
             try:
-                known = Vocabulary.parse(verdicts.vocabulary)
+                known = Vocabulary.parse(batch.vocabulary)
             except MalformedVocabulary as exc:
                 raise PolicyUnavailable(str(exc)) from exc
-            self.vocabulary, self._worded_under = known, verdicts.revision
+            self.vocabulary, self._worded_under = known, batch.revision
         return known
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -111,7 +111,7 @@ class Disclosure:
     # The revision OPA reported in this request, once it has answered (`heard`).
     revision: str | None = None
     heard: bool = False
-    settled: dict[str, Settled] = field(default_factory=dict)
+    rulings: dict[str, Ruling] = field(default_factory=dict)
     opa_decision_ids: list[str] = field(default_factory=list)
     pushed_down: Pushdown | None = None
     # How this request's decisions are worded: from OPA's answer in this request.
@@ -164,7 +164,7 @@ class Disclosure:
             )
         if not log.isEnabledFor(logging.INFO):
             return
-        allowed = sum(s.decision.allow for s in self.settled.values())
+        allowed = sum(s.decision.allow for s in self.rulings.values())
         log.info(
             "disclosure",
             extra={
@@ -173,8 +173,8 @@ class Disclosure:
                 "asker": self.question.asker.id,
                 "tenant": self.question.asker.tenant,
                 "allowed": allowed,
-                "withheld": len(self.settled) - allowed + len(self._pending),
-                "cached": sum(s.cached for s in self.settled.values()),
+                "withheld": len(self.rulings) - allowed + len(self._pending),
+                "cached": sum(s.cached for s in self.rulings.values()),
                 "policy_revision": self.revision,
                 "error": error,
             },
@@ -199,53 +199,11 @@ class Disclosure:
 
     async def pushdown(self) -> Pushdown:
         """The store filter for this question, from the policy (see policy/pushdown.py)."""
-        if not self.gate.pushdown_enabled:
-            metrics.PUSHDOWN.labels("off").inc()
-            self.pushed_down = Pushdown()
-            return self.pushed_down
-        asker = self.question.asker
-        members = [asker.policy_view()] + [
-            {"id": m, "tenant": asker.tenant}
-            for m in dict.fromkeys(self.question.audience)
-            if m != asker.id
-        ]
-        try:
-            seen = await asyncio.gather(*(self._visible_to(m) for m in members))
-        except Untranslatable as exc:
-            # Over-fetch on the tenant alone: slower, never less checked.
-            log.warning("no pushdown: %s", exc)
-            metrics.PUSHDOWN.labels("fallback").inc()
-            self.pushed_down = Pushdown()
-            return self.pushed_down
-        metrics.PUSHDOWN.labels("compiled").inc()
-        scopes = [v.scopes for v in seen if v.scopes is not None]
-        self.pushed_down = Pushdown(
-            audience_any_of=tuple(
-                tuple(sorted(v.audience)) for v in seen if v.audience is not None
-            ),
-            scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
-            derived=True,
+        pushed, self._compiled_under = await self.gate.pushdowns.pushdown(
+            self.question, self.gate.last_revision
         )
-        return self.pushed_down
-
-    async def _visible_to(self, member: dict[str, Any]) -> Visible:
-        """One member's filter: compiled by OPA, or reused under the same policy revision.
-
-        A reused filter can only be stale after a policy change, and then only until
-        this request's first decision reports the new revision (see `_heard`): a stale
-        filter may hide a record for one request, it cannot disclose one.
-        """
-        revision = self.gate.last_revision
-        key = orjson.dumps([revision, member], option=orjson.OPT_SORT_KEYS)
-        if revision is not None and (known := self.gate.compiled.get(key)) is not None:
-            self._compiled_under = revision
-            return known
-        result = await self.gate.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)
-        seen = visible(result, member["tenant"])
-        if revision is not None:
-            self.gate.compiled[key] = seen
-            self._compiled_under = revision
-        return seen
+        self.pushed_down = pushed
+        return pushed
 
     async def decide(self, records: list[Stored]) -> dict[str, Decision]:
         """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
@@ -254,15 +212,15 @@ class Disclosure:
         misses = [r for r in records if r.id not in cached]
         if misses or not self.heard:
             # Asked even with nothing to decide: it confirms the revision of the hits.
-            verdicts = await self._ask(misses)
-            if cached and verdicts.revision != guess:
+            batch = await self._ask(misses)
+            if cached and batch.revision != guess:
                 # The policy changed since those were cached: decide them afresh.
                 hits = [r for r in records if r.id in cached]
                 cached = {}
                 await self._ask(hits)
-        for key, settled in cached.items():
-            self.settled[key] = settled
-        decided = {r.id: self.settled[r.id].decision for r in records}
+        for key, ruling in cached.items():
+            self.rulings[key] = ruling
+        decided = {r.id: self.rulings[r.id].decision for r in records}
         self._check_wording(decided)
         metrics.count_decisions((d.allow, d.reasons) for d in decided.values())
         return decided
@@ -280,7 +238,7 @@ class Disclosure:
             # A use the policy cannot word is a malformed answer: disclose nothing.
             raise PolicyUnavailable(str(exc)) from exc
 
-    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Settled]:
+    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Ruling]:
         if revision is None or not records:
             metrics.CACHE_BYPASS.inc(len(records))
             return {}
@@ -295,39 +253,39 @@ class Disclosure:
             return {}
         found = {}
         for record_id, value in zip(wanted, values, strict=True):
-            settled = _load(value)
-            if settled is not None:
-                found[record_id] = settled
+            ruling = _load(value)
+            if ruling is not None:
+                found[record_id] = ruling
         metrics.CACHE_HIT.inc(len(found))
         metrics.CACHE_MISS.inc(len(wanted) - len(found))
         return found
 
-    async def _ask(self, records: list[Stored]) -> Verdicts:
+    async def _ask(self, records: list[Stored]) -> BatchDecisions:
         self._pending = [r.id for r in records]
-        verdicts = await self.gate.policy.disclosure(
+        batch = await self.gate.policy.disclosure(
             self.question, [self._view(r) for r in records], viewed=True
         )
         self._pending = []
-        self._heard(verdicts.decision_id, verdicts.revision)
-        self.vocabulary = self.gate.vocabulary_of(verdicts)
-        for record_id, decision in verdicts.decisions.items():
-            self.settled[record_id] = Settled(decision, verdicts.decision_id, cached=False)
-        await self._remember(records, verdicts)
-        return verdicts
+        self._heard(batch.decision_id, batch.revision)
+        self.vocabulary = self.gate.vocabulary_of(batch)
+        for record_id, decision in batch.decisions.items():
+            self.rulings[record_id] = Ruling(decision, batch.decision_id, cached=False)
+        await self._remember(records, batch)
+        return batch
 
-    async def _remember(self, records: list[Stored], verdicts: Verdicts) -> None:
-        if verdicts.revision is None or not records:
+    async def _remember(self, records: list[Stored], batch: BatchDecisions) -> None:
+        if batch.revision is None or not records:
             return
         entries = {}
         for record in records:
-            key = self._key(record, verdicts.revision)
+            key = self._key(record, batch.revision)
             if key is not None:
-                decision = verdicts.decisions[record.id]
-                entries[key] = orjson.dumps({"d": decision.model_dump(), "o": verdicts.decision_id})
+                decision = batch.decisions[record.id]
+                entries[key] = orjson.dumps({"d": decision.model_dump(), "o": batch.decision_id})
         if entries:
             # A failed write is counted at the next lookup; OPA is asked again then.
             with contextlib.suppress(CacheUnavailable):
-                await self.gate.cache.set_many(entries, self._keys(verdicts.revision).ttl_s)
+                await self.gate.cache.set_many(entries, self._keys(batch.revision).ttl_s)
 
     def _keys(self, revision: str) -> Keys:
         if revision not in self._key_makers:
@@ -358,43 +316,25 @@ class Disclosure:
         self.heard = True
         self.gate.last_revision = revision
         if self._compiled_under is not None and revision != self._compiled_under:
-            # The policy changed since those filters were compiled: compile afresh.
-            self.gate.compiled.clear()
+            self.gate.pushdowns.forget()
             self._compiled_under = None
         if opa_decision_id:
             self.opa_decision_ids.append(opa_decision_id)
 
     def _entry(self, error: str | None) -> AuditEntry:
-        # Plain data, validated in one pass: cheaper than a model per record.
-        allowed: list[dict[str, Any]] = []
-        withheld: list[dict[str, Any]] = []
-        for record_id, s in self.settled.items():
-            audited = {
-                "id": record_id,
-                "usable_as": s.decision.usable_as if s.decision.allow else None,
-                "reasons": s.decision.reasons,
-                "opa_decision_id": s.opa_decision_id,
-                "cached": s.cached,
-            }
-            (allowed if s.decision.allow else withheld).append(audited)
-        withheld += [{"id": i, "reasons": ["policy_unavailable"]} for i in self._pending]
         question = self.question
-        return AuditEntry.model_validate(
-            {
-                "decision_id": self.decision_id,
-                "time": datetime.now(UTC),
-                "tenant": question.asker.tenant,
-                "asker": question.asker.id,
-                "audience": question.audience,
-                "purpose": question.purpose,
-                "route": self.route,
-                "policy_revision": self.revision,
-                "opa_decision_ids": self.opa_decision_ids,
-                "pushdown": self.pushed_down.describe() if self.pushed_down else None,
-                "allowed": allowed,
-                "withheld": withheld,
-                "error": error,
-            }
+        return read_entry(
+            self.decision_id,
+            (question.asker.id, question.asker.tenant),
+            question.audience,
+            question.purpose,
+            self.route,
+            self.revision,
+            [(i, s.decision, s.opa_decision_id, s.cached) for i, s in self.rulings.items()],
+            pending=self._pending,
+            opa_decision_ids=self.opa_decision_ids,
+            pushdown=self.pushed_down.describe() if self.pushed_down else None,
+            error=error,
         )
 
 
@@ -415,7 +355,7 @@ class _Cached(BaseModel):
     o: str | None = None
 
 
-def _load(value: bytes | None) -> Settled | None:
+def _load(value: bytes | None) -> Ruling | None:
     if value is None:
         return None
     try:
@@ -423,4 +363,4 @@ def _load(value: bytes | None) -> Settled | None:
         entry = _Cached.model_validate_json(value)
     except ValidationError:
         return None  # An unreadable entry is a miss.
-    return Settled(entry.d, entry.o, cached=True)
+    return Ruling(entry.d, entry.o, cached=True)

@@ -27,7 +27,7 @@ from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.reads.gate import Disclosure
 from sidecar.reads.reader import LINKS, Answer, Reader, Shown
 from sidecar.record import Stored
-from sidecar.store.filters import Absent, AnyOf, Condition, Match, NotAfter, Scope
+from sidecar.store.scope import Absent, AnyOf, Condition, Match, NotAfter, Scope
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from sidecar.reads.allow_rate import first_batch
 from sidecar.reads.gate import Disclosure, Gate
 from sidecar.record import Stored
 from sidecar.store import Store
-from sidecar.store.filters import AnyOf, Scope, point_id
+from sidecar.store.schema import point_id
+from sidecar.store.scope import AnyOf, Scope
 
 LINKS = ("supersedes", "superseded_by")
 # The longest supersession chain a history or an as-of read follows.

@@ -1,6 +1,6 @@
 """The store: one interface over Qdrant, two backends (in-process edge, server).
 
-Every query is limited by a `Scope` (sidecar/store/filters.py), which cannot be built
+Every query is limited by a `Scope` (sidecar/store/scope.py), which cannot be built
 without a tenant, and nothing else is trusted to the filter: the policy decides
 every record that comes back. Records come back typed (`Stored`, record.py);
 a payload that is not a record is left out.
@@ -15,7 +15,7 @@ from uuid import UUID
 
 from sidecar.errors import Unavailable
 from sidecar.record import Stored
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 
 
 class StoreUnavailable(Unavailable):

@@ -27,7 +27,8 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
-from sidecar.record import Stored
+from sidecar.errors import FilterRefused
+from sidecar.record import Stored, iso
 from sidecar.store import (
     Page,
     Search,
@@ -35,18 +36,15 @@ from sidecar.store import (
     dense,
     records,
 )
-from sidecar.store.filters import (
+from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
-    FilterRefused,
-    Scope,
-    iso,
     point_id,
-    to_qdrant,
 )
+from sidecar.store.scope import Scope, to_qdrant
 
 log = logging.getLogger(__name__)
 
@@ -275,12 +273,13 @@ def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
     try:
         return to_edge(to_qdrant(scope, exclude))
     except Exception as exc:
-        # store/filters.py admits only what the engine takes; this is the engine's own word.
+        # The proxy's checks (http/qdrant/caller_filter.py) admit only what the engine
+        # takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
 
 
 def to_edge(flt: qm.Filter) -> qe.Filter:
-    """A Qdrant filter (qdrant-client's models, see store/filters.py) in the engine's types."""
+    """A Qdrant filter (qdrant-client's models, see store/scope.py) in the engine's types."""
     min_should = None
     if flt.min_should is not None:
         conditions = [_edge(c) for c in flt.min_should.conditions]
@@ -367,5 +366,5 @@ def _edge_range(bounds: Any) -> Any:
 
 
 def _instant(value: Any) -> str | None:
-    # store/filters.py gives every bound as a UTC datetime.
+    # http/qdrant/caller_filter.py gives every bound as a UTC datetime.
     return None if value is None else iso(value)

@@ -11,7 +11,7 @@ from uuid import UUID
 from sidecar import metrics
 from sidecar.record import Stored
 from sidecar.store import Page, Store
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 
 
 @asynccontextmanager

@@ -48,16 +48,15 @@ from sidecar.store import (
     dense,
     records,
 )
-from sidecar.store.filters import (
+from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
-    Scope,
     point_id,
-    to_qdrant,
 )
+from sidecar.store.scope import Scope, to_qdrant
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ import uuid
 from typing import Any
 
 from sidecar.store import Store
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.supersession import (
     Chain,
     Plan,
-    chain_of,
+    Version,
     chains,
-    of_chain,
     plan,
     possibly_left_open,
     predecessor_lock_key,
+    versions_of,
 )
 from sidecar.writes.writer import find_all, successors_of
 
@@ -42,27 +42,29 @@ async def repair(store: Store, locks: ChainLocks, tenant: str) -> int:
     for chain, versions in chains(records).items():
         if _needs_repair(chain, versions):
             fixes += await _repair_chain(store, locks, chain)
-    keyless = [r["id"] for r in records if chain_of(r) is None and "invalid_at" not in r]
-    named = sorted({str(s["supersedes"]) for s in await successors_of(store, tenant, keyless)})
+    keyless = [r.id for r in records if r.chain is None and r.is_open]
+    named = sorted({str(s.supersedes) for s in await successors_of(store, tenant, keyless)})
     for record_id in named:
         fixes += await _repair_keyless(store, locks, tenant, record_id)
     return fixes
 
 
-def _needs_repair(chain: Chain, versions: list[dict[str, Any]]) -> bool:
+def _needs_repair(chain: Chain, versions: list[Version]) -> bool:
     """Whether the whole chain, as read without its lock, has anything to repair."""
-    return bool(_whole_chain_plan(chain, [dict(v) for v in versions]).updates)
+    # On copies: planning sets links on the versions it is given.
+    return bool(_whole_chain_plan(chain, versions_of(dict(v.payload) for v in versions)).updates)
 
 
-def _whole_chain_plan(chain: Chain, versions: list[dict[str, Any]]) -> Plan:
-    still_open = [v for v in versions if "invalid_at" not in v]
+def _whole_chain_plan(chain: Chain, versions: list[Version]) -> Plan:
+    still_open = [v for v in versions if v.is_open]
     return plan([], {chain: still_open}, {}, successors=versions, around=versions)
 
 
 async def _repair_chain(store: Store, locks: ChainLocks, chain: Chain) -> int:
     async with locks.hold([chain.lock_key()]) as held:
         # Read again under the lock: a writer may have moved on since the scan.
-        versions = of_chain(chain, await find_all(store, chain.versions()))
+        # A filter matches which minds a nested view's chain holds, not their order.
+        versions = [v for v in await find_all(store, chain.versions()) if v.chain == chain]
         linked = _whole_chain_plan(chain, versions)
         await held.confirm()
         return await _apply(store, chain.tenant, linked.updates)
@@ -72,7 +74,7 @@ async def _repair_keyless(store: Store, locks: ChainLocks, tenant: str, record_i
     async with locks.hold([predecessor_lock_key(record_id)]) as held:
         # Read again under the lock: a writer may have moved on since the scan.
         stored = await store.get(tenant, [uuid.UUID(record_id)])
-        named = {r.id: r.payload for r in stored}
+        named = {r.id: Version.of(r.payload) for r in stored}
         successors = await successors_of(store, tenant, possibly_left_open({}, named))
         linked = plan([], {}, named, successors=successors)
         await held.confirm()

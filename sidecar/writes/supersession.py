@@ -38,12 +38,13 @@ same head), or from writers that did not share locks (docs/design.md §4).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sidecar.store.filters import Absent, Condition, Exactly, Match, Scope
+from sidecar.record import valid_time_covers
+from sidecar.store.scope import Absent, Condition, Exactly, Match, Scope
 
 Payload = dict[str, Any]
 
@@ -154,15 +155,70 @@ def of_chain(chain: Chain, records: Iterable[Payload]) -> list[Payload]:
     return [r for r in records if chain_of(r) == chain]
 
 
-def _same_holder(previous: Payload, record: Payload) -> bool:
+@dataclass(eq=False)
+class Version:
+    """A record as supersession places it: the payload it is stored with (links are
+    set on it in place), and what `plan` compares, parsed once."""
+
+    payload: Payload
+    id: str
+    chain: Chain | None
+    valid_at: datetime
+    invalid_at: datetime | None
+    # The commit time as stored (an ISO string, or the order a test gives).
+    recorded_at: str
+
+    @classmethod
+    def of(cls, payload: Payload) -> Version:
+        ended = payload.get("invalid_at")
+        return cls(
+            payload,
+            str(payload["id"]),
+            chain_of(payload),
+            datetime.fromisoformat(payload["valid_at"]),
+            None if ended is None else datetime.fromisoformat(ended),
+            str(payload.get("recorded_at", "")),
+        )
+
+    @property
+    def supersedes(self) -> str | None:
+        named = self.payload.get("supersedes")
+        return None if named is None else str(named)
+
+    @property
+    def superseded_by(self) -> str | None:
+        named = self.payload.get("superseded_by")
+        return None if named is None else str(named)
+
+    @property
+    def is_open(self) -> bool:
+        return self.invalid_at is None
+
+    def applied_at(self, instant: datetime) -> bool:
+        return valid_time_covers(self.valid_at, self.invalid_at, instant)
+
+    def set(self, fields: Payload) -> None:
+        self.payload.update(fields)
+        if "valid_at" in fields:
+            self.valid_at = datetime.fromisoformat(fields["valid_at"])
+        if "invalid_at" in fields:
+            self.invalid_at = datetime.fromisoformat(fields["invalid_at"])
+
+
+def versions_of(payloads: Iterable[Payload]) -> list[Version]:
+    return [Version.of(p) for p in payloads]
+
+
+def _same_holder(previous: Version, record: Version) -> bool:
     """Keyless records: one holder's line, told to one audience."""
-    for name in ("observer_id", "observed_id", "access_scope"):
-        if previous.get(name) != record.get(name):
+    before, now = previous.payload, record.payload
+    for name in ("observer_id", "observed_id", "observed_path", "access_scope"):
+        if before.get(name) != now.get(name):
             return False
-    if set(previous.get("audience") or ()) != set(record.get("audience") or ()):
+    if set(before.get("audience") or ()) != set(now.get("audience") or ()):
         return False
-    if record.get("observer_id") is None:
-        return bool(_voice(previous)) and _voice(previous) == _voice(record)
+    if now.get("observer_id") is None:
+        return bool(_voice(before)) and _voice(before) == _voice(now)
     return True
 
 
@@ -180,23 +236,23 @@ class Plan:
     # (batch index, reason) for records that cannot be written as asked.
     problems: list[tuple[int, str]] = field(default_factory=list)
 
-    def set(self, record: Payload, fields: Payload, stored: bool) -> None:
-        record.update(fields)
+    def set(self, record: Version, fields: Payload, stored: bool) -> None:
+        record.set(fields)
         if stored:
-            self.updates.append((record["id"], fields))
+            self.updates.append((record.id, fields))
 
 
 def plan(
-    new: list[Payload],
-    open_versions: dict[Chain, list[Payload]],
-    named: dict[str, Payload],
+    new: Sequence[Version],
+    open_versions: Mapping[Chain, Sequence[Version]],
+    named: Mapping[str, Version],
     *,
     undated: frozenset[str] | set[str] = frozenset(),
-    successors: Sequence[Payload] = (),
-    around: Sequence[Payload] = (),
+    successors: Sequence[Version] = (),
+    around: Sequence[Version] = (),
     blind: frozenset[str] | set[str] = frozenset(),
 ) -> Plan:
-    """Link each new record into its chain; mutates the new payloads in place.
+    """Link each new record into its chain; sets the links on the new versions.
 
     `open_versions` holds the stored versions without invalid_at of every chain
     the batch touches; `around` holds, for new versions that start before their
@@ -215,25 +271,25 @@ def plan(
     stored = _distinct([r for vs in open_versions.values() for r in vs], around, named.values())
     _relink_cut_short(stored, successors, result)
     stored = _distinct(stored, successors)
-    stored_ids = {r["id"] for r in stored}
-    known: dict[Chain, list[Payload]] = defaultdict(list)
+    stored_ids = {r.id for r in stored}
+    known: dict[Chain, list[Version]] = defaultdict(list)
     for record in stored:
-        if (chain := chain_of(record)) is not None:
-            known[chain].append(record)
+        if record.chain is not None:
+            known[record.chain].append(record)
     heads = {
         chain: _repair(versions, known[chain], result) for chain, versions in open_versions.items()
     }
     claimed: set[str] = set()
     # A chain's new versions in valid-time order; a keyless record where it stands.
-    order = sorted(range(len(new)), key=lambda i: (chain_of(new[i]) is not None, _at(new[i])))
+    order = sorted(range(len(new)), key=lambda i: (new[i].chain is not None, new[i].valid_at))
     for index in order:
         record = new[index]
-        chain = chain_of(record)
+        chain = record.chain
         if chain is None:
             reason = _keyless(record, named, claimed, undated, blind, result)
         else:
             reason = _keyed(record, chain, heads, known[chain], undated, blind, stored_ids, result)
-        if reason is None and "invalid_at" in record and _at(record, "invalid_at") < _at(record):
+        if reason is None and record.invalid_at is not None and record.invalid_at < record.valid_at:
             # A start chosen at commit time (or moved to follow the predecessor)
             # can pass the end the caller gave.
             reason = "invalid_at_before_valid_at"
@@ -244,10 +300,10 @@ def plan(
 
 
 def _keyed(
-    record: Payload,
+    record: Version,
     chain: Chain,
-    heads: dict[Chain, Payload | None],
-    versions: list[Payload],
+    heads: dict[Chain, Version | None],
+    versions: list[Version],
     undated: frozenset[str] | set[str],
     blind: frozenset[str] | set[str],
     stored_ids: set[str],
@@ -257,27 +313,27 @@ def _keyed(
     head = heads.get(chain)
     if (
         head is not None
-        and _at(head) > _at(record)
-        and record["id"] in undated
-        and record["id"] not in blind
-        and _at(head) - _at(record) <= CLOCK_SKEW
+        and head.valid_at > record.valid_at
+        and record.id in undated
+        and record.id not in blind
+        and head.valid_at - record.valid_at <= CLOCK_SKEW
     ):
         # Stored after its predecessor, in lock order, by a replica whose clock is a
         # little behind: it follows that predecessor rather than slip before it.
-        record["valid_at"] = head["valid_at"]
-    wanted = record.get("supersedes")
+        record.set({"valid_at": head.payload["valid_at"]})
+    wanted = record.supersedes
     if wanted is not None:
         # Naming what to replace asserts something about a version: only one the
         # writer may read, and only the current one. One reason for missing, someone
         # else's and already replaced: the writer learns nothing it could not see.
-        if record["id"] in blind or head is None or str(wanted) != head["id"]:
+        if record.id in blind or head is None or wanted != head.id:
             return "cannot_supersede"
-        if _at(head) > _at(record):
+        if head.valid_at > record.valid_at:
             return "valid_at_before_current_version"
-    if head is None or _at(head) <= _at(record):
+    if head is None or head.valid_at <= record.valid_at:
         if head is not None:
-            record["supersedes"] = head["id"]
-            result.set(head, _closed_by(record), stored=head["id"] in stored_ids)
+            record.set({"supersedes": head.id})
+            result.set(head, _closed_by(record), stored=head.id in stored_ids)
         heads[chain] = record
     else:
         _insert(record, versions, stored_ids, result)
@@ -285,26 +341,26 @@ def _keyed(
     return None
 
 
-def _insert(record: Payload, versions: list[Payload], stored_ids: set[str], result: Plan) -> None:
+def _insert(record: Version, versions: list[Version], stored_ids: set[str], result: Plan) -> None:
     """Place a version between the one that applied at its start and the next."""
-    by_id = {v["id"]: v for v in versions}
-    applying = [v for v in versions if _applied_at(v, _at(record))]
+    by_id = {v.id: v for v in versions}
+    applying = [v for v in versions if v.applied_at(record.valid_at)]
     previous = max(applying, key=_stored_order, default=None)
-    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    following = by_id.get(previous.superseded_by or "") if previous is not None else None
     if following is None:
-        later = [v for v in versions if _at(v) > _at(record) and v is not previous]
+        later = [v for v in versions if v.valid_at > record.valid_at and v is not previous]
         following = min(later, key=_stored_order, default=None)
     if previous is not None:
-        record["supersedes"] = previous["id"]
-        result.set(previous, _closed_by(record), stored=previous["id"] in stored_ids)
+        record.set({"supersedes": previous.id})
+        result.set(previous, _closed_by(record), stored=previous.id in stored_ids)
     if following is not None:
-        record.update(_closed_by(following))
-        result.set(following, {"supersedes": record["id"]}, stored=following["id"] in stored_ids)
+        record.set(_closed_by(following))
+        result.set(following, {"supersedes": record.id}, stored=following.id in stored_ids)
 
 
 def _keyless(
-    record: Payload,
-    named: dict[str, Payload],
+    record: Version,
+    named: Mapping[str, Version],
     claimed: set[str],
     undated: frozenset[str] | set[str],
     blind: frozenset[str] | set[str],
@@ -312,34 +368,34 @@ def _keyless(
 ) -> str | None:
     """A keyless record replaces only what it names: the same holder's open, keyless
     version, told to the same audience, which the writer may read."""
-    wanted = record.get("supersedes")
+    wanted = record.supersedes
     if wanted is None:
         return None
-    previous = named.get(str(wanted))
+    previous = named.get(wanted)
     if (
         previous is None
-        or record["id"] in blind
-        or previous["id"] in claimed  # a second successor would fork the line
-        or "invalid_at" in previous
-        or (previous.get("proposition") or {}).get("key")  # keyed versions live in chains
+        or record.id in blind
+        or previous.id in claimed  # a second successor would fork the line
+        or not previous.is_open
+        or previous.chain is not None  # keyed versions live in chains
         or not _same_holder(previous, record)
     ):
         return "cannot_supersede"
-    if _at(previous) > _at(record):
-        if not (record["id"] in undated and _at(previous) - _at(record) <= CLOCK_SKEW):
+    if previous.valid_at > record.valid_at:
+        if not (record.id in undated and previous.valid_at - record.valid_at <= CLOCK_SKEW):
             return "valid_at_before_current_version"
-        record["valid_at"] = previous["valid_at"]
-    if "invalid_at" in record and _at(record, "invalid_at") < _at(record):
+        record.set({"valid_at": previous.payload["valid_at"]})
+    if record.invalid_at is not None and record.invalid_at < record.valid_at:
         return "invalid_at_before_valid_at"
-    claimed.add(previous["id"])
+    claimed.add(previous.id)
     result.set(previous, _closed_by(record), stored=True)
     return None
 
 
 def possibly_left_open(
-    open_versions: dict[Chain, list[Payload]],
-    named: dict[str, Payload],
-    around: Iterable[Payload] = (),
+    open_versions: Mapping[Chain, Sequence[Version]],
+    named: Mapping[str, Version],
+    around: Iterable[Version] = (),
 ) -> list[str]:
     """Ids of stored records a write cut short may have left unlinked from a successor.
 
@@ -349,15 +405,13 @@ def possibly_left_open(
     so is every version a backdated write will sit beside. The common write (one
     open version, nothing named, nothing backdated) needs no lookup.
     """
-    suspects = [
-        r["id"] for versions in open_versions.values() if len(versions) > 1 for r in versions
-    ]
-    suspects += [r["id"] for r in named.values() if "invalid_at" not in r and chain_of(r) is None]
-    suspects += [r["id"] for r in around]
+    suspects = [r.id for versions in open_versions.values() if len(versions) > 1 for r in versions]
+    suspects += [r.id for r in named.values() if r.is_open and r.chain is None]
+    suspects += [r.id for r in around]
     return list(dict.fromkeys(suspects))
 
 
-def _relink_cut_short(stored: list[Payload], successors: Sequence[Payload], result: Plan) -> None:
+def _relink_cut_short(stored: list[Version], successors: Sequence[Version], result: Plan) -> None:
     """Repair what a write cut short left: a stored version its neighbours skip.
 
     A new version is stored naming both neighbours before they are updated. If its
@@ -367,59 +421,59 @@ def _relink_cut_short(stored: list[Payload], successors: Sequence[Payload], resu
     the write stopped before relinking it: it now names the new version.
     """
     known = _distinct(stored, successors)
-    by_id = {r["id"]: r for r in known}
-    named_by: dict[str, list[Payload]] = defaultdict(list)
+    by_id = {r.id: r for r in known}
+    named_by: dict[str, list[Version]] = defaultdict(list)
     for successor in successors:
-        named_by[str(successor.get("supersedes"))].append(successor)
+        named_by[str(successor.supersedes)].append(successor)
     for record in stored:
-        follows = _earliest(s for s in named_by[record["id"]] if _skipped(record, s))
+        follows = _earliest(s for s in named_by[record.id] if _skipped(record, s))
         if follows is not None:
             result.set(record, _closed_by(follows), stored=True)
     for record in known:
-        later = by_id.get(str(record.get("superseded_by")))
+        later = by_id.get(str(record.superseded_by))
         if later is not None and _names_an_earlier_predecessor(later, record, by_id):
-            result.set(later, {"supersedes": record["id"]}, stored=True)
+            result.set(later, {"supersedes": record.id}, stored=True)
 
 
 def _names_an_earlier_predecessor(
-    later: Payload, record: Payload, by_id: dict[str, Payload]
+    later: Version, record: Version, by_id: dict[str, Version]
 ) -> bool:
     """`record` names `later` as its successor, but `later` names nothing, or a
     version that starts before `record`: `record` was inserted and `later` never
     heard. (A predecessor `later` names that is not at hand proves nothing.)"""
-    named = later.get("supersedes")
-    if named == record["id"] or chain_of(later) != chain_of(record) or _at(later) < _at(record):
+    named = later.supersedes
+    if named == record.id or later.chain != record.chain or later.valid_at < record.valid_at:
         return False
     if named is None:
         return True
-    predecessor = by_id.get(str(named))
-    return predecessor is not None and _at(predecessor) <= _at(record)
+    predecessor = by_id.get(named)
+    return predecessor is not None and predecessor.valid_at <= record.valid_at
 
 
-def _skipped(previous: Payload, successor: Payload) -> bool:
+def _skipped(previous: Version, successor: Version) -> bool:
     """Only a link the writer could have made is trusted: same line, not earlier,
     and the predecessor still covers the successor's start."""
-    chain = chain_of(previous)
-    if chain_of(successor) != chain or (chain is None and not _same_holder(previous, successor)):
+    chain = previous.chain
+    if successor.chain != chain or (chain is None and not _same_holder(previous, successor)):
         return False
-    if successor["id"] == previous["id"] or previous.get("superseded_by") == successor["id"]:
+    if successor.id == previous.id or previous.superseded_by == successor.id:
         return False
-    if _at(successor) < _at(previous):
+    if successor.valid_at < previous.valid_at:
         return False
-    return "invalid_at" not in previous or _at(previous, "invalid_at") > _at(successor)
+    return previous.invalid_at is None or previous.invalid_at > successor.valid_at
 
 
-def _earliest(candidates: Iterable[Payload]) -> Payload | None:
+def _earliest(candidates: Iterable[Version]) -> Version | None:
     # Two successors of one version is a fork made before writers checked for
     # one; the first continues the line.
     return min(candidates, key=_stored_order, default=None)
 
 
-def _stored_order(record: Payload) -> tuple[datetime, str, str]:
-    return _at(record), record.get("recorded_at", ""), record["id"]
+def _stored_order(record: Version) -> tuple[datetime, str, str]:
+    return record.valid_at, record.recorded_at, record.id
 
 
-def _repair(versions: list[Payload], known: list[Payload], result: Plan) -> Payload | None:
+def _repair(versions: Sequence[Version], known: list[Version], result: Plan) -> Version | None:
     """Place each of a chain's still open versions but the latest where its valid time
     puts it, among the `known` versions of the chain; returns the head.
 
@@ -428,76 +482,65 @@ def _repair(versions: list[Payload], known: list[Payload], result: Plan) -> Payl
     the same head (a fork), or one from writers that did not share locks. Closing it
     by the next open version alone would relink that one away from the predecessor
     still naming it (docs/design.md §4)."""
-    still_open = [r for r in versions if "invalid_at" not in r]
-    open_ids = {r["id"] for r in still_open}
+    still_open = [r for r in versions if r.is_open]
+    open_ids = {r.id for r in still_open}
 
-    def age(r: Payload) -> tuple[datetime, str, bool]:
+    def age(r: Version) -> tuple[datetime, str, bool]:
         # On a tie in time, a version that names another open one is the newer.
-        return _at(r), r.get("recorded_at", ""), r.get("supersedes") in open_ids
+        return r.valid_at, r.recorded_at, r.supersedes in open_ids
 
     ordered = sorted(still_open, key=age)
     chain = _distinct(known, still_open) if len(ordered) > 1 else []
     for left in ordered[:-1]:
-        _place(left, [v for v in chain if v["id"] != left["id"]], age, result)
+        _place(left, [v for v in chain if v.id != left.id], age, result)
     return ordered[-1] if ordered else None
 
 
 def _place(
-    left: Payload, others: list[Payload], age: Callable[[Payload], Any], result: Plan
+    left: Version, others: list[Version], age: Callable[[Version], Any], result: Plan
 ) -> None:
     """Put a stored version left open between the version that applied at its start
     and the one after (as `_insert` does for a new one). Each link is made before the
     version it closes, so a repair cut short leaves the evidence the next one reads:
     a stored version naming one that still covers its start, or is still open."""
-    by_id = {v["id"]: v for v in others}
+    by_id = {v.id: v for v in others}
     older = [v for v in others if age(v) < age(left)]
-    previous = max((v for v in older if _applied_at(v, _at(left))), key=age, default=None)
-    following = by_id.get(previous.get("superseded_by", "")) if previous is not None else None
+    previous = max((v for v in older if v.applied_at(left.valid_at)), key=age, default=None)
+    following = by_id.get(previous.superseded_by or "") if previous is not None else None
     if following is None or age(following) <= age(left):
         following = min((v for v in others if age(v) > age(left)), key=age, default=None)
     if previous is not None:
-        if left.get("supersedes") != previous["id"]:
-            result.set(left, {"supersedes": previous["id"]}, stored=True)
+        if left.supersedes != previous.id:
+            result.set(left, {"supersedes": previous.id}, stored=True)
         _close(previous, left, result)
     if following is not None:
-        if following.get("supersedes") != left["id"]:
-            result.set(following, {"supersedes": left["id"]}, stored=True)
+        if following.supersedes != left.id:
+            result.set(following, {"supersedes": left.id}, stored=True)
         _close(left, following, result)
 
 
-def _close(record: Payload, successor: Payload, result: Plan) -> None:
+def _close(record: Version, successor: Version, result: Plan) -> None:
     fields = _closed_by(successor)
-    if any(record.get(name) != value for name, value in fields.items()):
+    if any(record.payload.get(name) != value for name, value in fields.items()):
         result.set(record, fields, stored=True)
 
 
-def _closed_by(successor: Payload) -> Payload:
-    return {"invalid_at": successor["valid_at"], "superseded_by": successor["id"]}
+def _closed_by(successor: Version) -> Payload:
+    return {"invalid_at": successor.payload["valid_at"], "superseded_by": successor.id}
 
 
-def _applied_at(record: Payload, instant: datetime) -> bool:
-    return _at(record) <= instant and (
-        "invalid_at" not in record or _at(record, "invalid_at") > instant
-    )
-
-
-def _at(record: Payload, name: str = "valid_at") -> datetime:
-    return datetime.fromisoformat(record[name])
-
-
-def _distinct(*groups: Iterable[Payload]) -> list[Payload]:
-    seen: dict[str, Payload] = {}
+def _distinct(*groups: Iterable[Version]) -> list[Version]:
+    seen: dict[str, Version] = {}
     for group in groups:
         for record in group:
-            seen.setdefault(record["id"], record)
+            seen.setdefault(record.id, record)
     return list(seen.values())
 
 
-def chains(records: list[Payload]) -> dict[Chain, list[Payload]]:
+def chains(records: Iterable[Version]) -> dict[Chain, list[Version]]:
     """Group keyed records by chain (for `whose repair`)."""
-    chains: dict[Chain, list[Payload]] = defaultdict(list)
+    grouped: dict[Chain, list[Version]] = defaultdict(list)
     for record in records:
-        chain = chain_of(record)
-        if chain is not None:
-            chains[chain].append(record)
-    return chains
+        if record.chain is not None:
+            grouped[record.chain].append(record)
+    return grouped

@@ -26,9 +26,9 @@ from datetime import datetime
 from sidecar.auth.identity import Identity
 from sidecar.policy.contract import PolicyIdentity, TrustClaim, TrustHearer, TrustInput
 from sidecar.policy.opa import PolicyClient
-from sidecar.record import MemoryWrite
+from sidecar.record import MemoryWrite, iso
 from sidecar.store import Store
-from sidecar.store.filters import AnyOf, Scope, iso
+from sidecar.store.scope import AnyOf, Scope
 from sidecar.writes.observations import DEFAULT_CONFIDENCE, Observation
 
 # The provenance method of an adopted belief.

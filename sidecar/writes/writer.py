@@ -21,17 +21,19 @@ from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.errors import WhoseError
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from sidecar.record import MemoryRecord, MemoryWrite, Provenance
+from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
-from sidecar.store.filters import Scope, iso
+from sidecar.store.scope import Scope
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
     Chain,
+    Version,
     chain_of,
     of_chain,
     plan,
     possibly_left_open,
     predecessor_lock_key,
+    versions_of,
 )
 
 # Bounds one chain lookup; more open versions than this means something else is wrong.
@@ -40,7 +42,7 @@ _MAX_OPEN_VERSIONS = 16
 _LOOKUP_CHUNK = 1000
 # Records per write request, through every write path.
 MAX_BATCH = 1000
-# Where the ids writers choose live (see record_id).
+# Where the ids writers choose live (see new_record_id).
 _CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
 # What a chain sets on a keyed version (writes/supersession.py).
 _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
@@ -67,10 +69,10 @@ class Prepared:
 class _Snapshot:
     """The stored versions a batch is placed among, read once under its locks."""
 
-    open_versions: dict[Chain, list[dict[str, Any]]]
-    around: list[dict[str, Any]]
-    named: dict[str, dict[str, Any]]
-    successors: list[dict[str, Any]]
+    open_versions: dict[Chain, list[Version]]
+    around: list[Version]
+    named: dict[str, Version]
+    successors: list[Version]
 
 
 def _stamp(bodies: list[MemoryWrite], payloads: list[dict[str, Any]]) -> set[str]:
@@ -143,9 +145,10 @@ class Writer:
         async with self.locks.hold(keys + fresh_ids) as held:
             undated = _stamp(bodies, payloads)
             await self._refuse_taken_ids(payloads, writer.tenant)
-            snapshot = await self._snapshot(writer.tenant, payloads, chains, named)
+            new = versions_of(payloads)
+            snapshot = await self._snapshot(writer.tenant, new, chains, named)
             linked = plan(
-                payloads,
+                new,
                 snapshot.open_versions,
                 snapshot.named,
                 undated=undated,
@@ -190,13 +193,13 @@ class Writer:
         return {p["id"] for p in payloads if not decisions[p["id"]].readable}
 
     async def _snapshot(
-        self, tenant: str, payloads: list[dict[str, Any]], chains: set[Chain], named: list[str]
+        self, tenant: str, new: list[Version], chains: set[Chain], named: list[str]
     ) -> _Snapshot:
         """What `plan` needs of the store, read under the chain locks."""
         open_versions = {c: await open_versions_of(self.store, c) for c in chains}
-        around = await self._around(payloads, open_versions)
+        around = await self._around(new, open_versions)
         stored = await self.store.get(tenant, [uuid.UUID(n) for n in named])
-        named_records = {r.id: r.payload for r in stored}
+        named_records = {r.id: Version.of(r.payload) for r in stored}
         suspects = possibly_left_open(open_versions, named_records, around)
         successors = await successors_of(self.store, tenant, suspects)
         return _Snapshot(open_versions, around, named_records, successors)
@@ -211,8 +214,8 @@ class Writer:
             await self.store.update(tenant, uuid.UUID(record_id), fields)
 
     async def _around(
-        self, payloads: list[dict[str, Any]], open_versions: dict[Chain, list[dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
+        self, new: list[Version], open_versions: dict[Chain, list[Version]]
+    ) -> list[Version]:
         """The stored versions around each place a version is put: the start of each new
         version that starts before its chain's head, and of each open version left
         behind a later one. Around each: the versions that applied then, the version
@@ -220,21 +223,18 @@ class Writer:
         names, whose successors show what was written after it (docs/design.md §4)."""
         starts: dict[Chain, set[datetime]] = defaultdict(set)
         named: dict[Chain, set[str]] = defaultdict(set)
-        for payload in payloads:
-            chain = chain_of(payload)
+        for version in new:
+            chain = version.chain
             heads = open_versions.get(chain, []) if chain is not None else []
-            start = datetime.fromisoformat(payload["valid_at"])
-            if chain is not None and any(
-                datetime.fromisoformat(h["valid_at"]) > start for h in heads
-            ):
-                starts[chain].add(start)
+            if chain is not None and any(h.valid_at > version.valid_at for h in heads):
+                starts[chain].add(version.valid_at)
         for chain, heads in open_versions.items():
             # All but the latest are left behind; which is latest is `plan`'s to say.
             for left in heads if len(heads) > 1 else ():
-                starts[chain].add(datetime.fromisoformat(left["valid_at"]))
-                if left.get("supersedes"):
-                    named[chain].add(str(left["supersedes"]))
-        found: dict[str, dict[str, Any]] = {}
+                starts[chain].add(left.valid_at)
+                if left.supersedes:
+                    named[chain].add(left.supersedes)
+        found: dict[str, Version] = {}
         for chain, instants in starts.items():
             nearby = (await self.store.find(chain.firsts(), _MAX_OPEN_VERSIONS)).records
             for start in sorted(instants):
@@ -244,7 +244,8 @@ class Writer:
             if named[chain]:
                 names = [UUID(n) for n in sorted(named[chain])]
                 nearby += await self.store.get(chain.tenant, names)
-            found |= {r["id"]: r for r in of_chain(chain, (r.payload for r in nearby))}
+            ours = of_chain(chain, (r.payload for r in nearby))
+            found |= {str(p["id"]): Version.of(p) for p in ours}
         return list(found.values())
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
@@ -263,7 +264,7 @@ class Writer:
         record = MemoryRecord.model_validate(
             {
                 **body.model_dump(exclude={"vector", "provenance"}),
-                "id": record_id(writer, body.id),
+                "id": new_record_id(writer, body.id),
                 "tenant": writer.tenant,
                 "recorded_at": now,
                 "valid_at": body.valid_at or now,
@@ -324,7 +325,7 @@ def _error_code(exc: Exception) -> str:
     return "store_unavailable"
 
 
-def record_id(writer: Identity, chosen: UUID | None) -> UUID:
+def new_record_id(writer: Identity, chosen: UUID | None) -> UUID:
     """A new record's id. An id the writer chose names the record in the writer's own
     namespace: the stored id is derived from it, the writer and the tenant, so a
     writer retrying a write meets its own record (`id_exists`), and nobody's write
@@ -342,26 +343,26 @@ def _as_told(payload: dict[str, Any], blind: bool) -> MemoryRecord:
     return MemoryRecord.model_validate(payload)
 
 
-async def open_versions_of(store: Store, chain: Chain) -> list[dict[str, Any]]:
+async def open_versions_of(store: Store, chain: Chain) -> list[Version]:
     page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-    return of_chain(chain, (r.payload for r in page.records))
+    return versions_of(of_chain(chain, (r.payload for r in page.records)))
 
 
-async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[dict[str, Any]]:
+async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[Version]:
     """Stored records whose `supersedes` names one of `ids` (no store call for none)."""
-    found: list[dict[str, Any]] = []
+    found: list[Version] = []
     for start in range(0, len(ids), _LOOKUP_CHUNK):
         scope = Scope(tenant=tenant, supersedes_any_of=tuple(ids[start : start + _LOOKUP_CHUNK]))
         found += await find_all(store, scope)
     return found
 
 
-async def find_all(store: Store, scope: Scope) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+async def find_all(store: Store, scope: Scope) -> list[Version]:
+    records: list[Version] = []
     offset: str | None = None
     while True:
         page = await store.find(scope, _LOOKUP_CHUNK, offset=offset)
-        records += [r.payload for r in page.records]
+        records += versions_of(r.payload for r in page.records)
         if (offset := page.next_offset) is None:
             return records
 

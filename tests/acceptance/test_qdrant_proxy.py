@@ -19,7 +19,7 @@ from qdrant_client.common.version_check import get_server_version, is_compatible
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from sidecar.auth.identity import Identity
-from sidecar.writes.writer import record_id
+from sidecar.writes.writer import new_record_id
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
 from tests.conftest import Backend, start_sidecar, stop
 
@@ -198,7 +198,7 @@ def test_upsert_goes_through_the_write_policy(served: tuple[str, dict[str, Any]]
     point = qm.PointStruct(id=note.pop("id"), vector=note.pop("vector"), payload=note)
     client(base, "alice").upsert(COLLECTION, points=[point])
     # A chosen point id names the record in the writer's own namespace.
-    stored = str(record_id(Identity("alice", "acme"), uuid.UUID(str(point.id))))
+    stored = str(new_record_id(Identity("alice", "acme"), uuid.UUID(str(point.id))))
     assert ids(client(base, "alice").retrieve(COLLECTION, ids=[stored])) == {stored}
 
     forged = record("alice", "the launch is cancelled", ["alice", "bob"])
@@ -322,7 +322,7 @@ def test_hidden_records_cannot_be_probed_through_the_candidate_budget(
     bob.upsert(COLLECTION, points=points)
     # The ids the records were stored under (the writer's chosen ids, namespaced).
     for body in [*decoys, mine]:
-        body["id"] = str(record_id(Identity("bob", "acme"), uuid.UUID(body["id"])))
+        body["id"] = str(new_record_id(Identity("bob", "acme"), uuid.UUID(body["id"])))
     probe_ids = [d["id"] for d in decoys] + [mine["id"]]
     for hidden_condition in (
         qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="alice")),  # exists

@@ -36,7 +36,7 @@ import pytest
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from sidecar.store.filters import point_id
+from sidecar.store.schema import point_id
 from tests.acceptance.story import said_by
 from tests.conftest import as_, stop
 from tests.integration.test_supersession import check_chains

@@ -29,7 +29,8 @@ from sidecar.policy.opa import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import KEYWORD_FIELDS, Scope
+from sidecar.store.schema import KEYWORD_FIELDS
+from sidecar.store.scope import Scope
 from sidecar.writes.locks import LocalLocks
 from sidecar.writes.repair import repair
 from sidecar.writes.writer import Writer, WriteRefused

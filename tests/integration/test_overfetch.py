@@ -15,18 +15,19 @@ from typing import Any
 
 import pytest
 
-from sidecar.answers.verdict import decide
+from sidecar.answers.verdict import verdict_of
 from sidecar.audit import AuditLog, SqliteSink
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache
-from sidecar.policy.contract import DisclosureQuestion, Pushdown
+from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.opa import PolicyClient
+from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.allow_rate import LocalAllowRates
 from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.integration.test_policy_client import data_calls
 
 DIM = 64
@@ -116,7 +117,7 @@ async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclo
     response = await reader.nearest(ask(), "recall", embedder.embed("launch"), scope, 50)
     assert len(response.items) == 5  # every allowed record, and no more exist
     assert response.truncated is False
-    assert decide(response.items, response.vocabulary)[0] == "attributed"
+    assert verdict_of(response.items, response.vocabulary)[0] == "attributed"
     assert not any("October 17" in item.attribution for item in response.items)
 
 

@@ -24,7 +24,7 @@ from sidecar.policy.opa import PolicyClient
 from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
 from sidecar.reads.gate import Gate
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.conftest import start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -11,7 +11,7 @@ from typing import Any
 
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.conftest import REPO
 
 embed = HashingEmbedder(384).embed

@@ -22,7 +22,7 @@ from qdrant_client import models as qm
 from sidecar.bench.corpus import DIM, Corpus, asker, build
 from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from tests.integration.conftest import BACKENDS, backend
 

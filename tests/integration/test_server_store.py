@@ -22,7 +22,8 @@ from qdrant_client import models as qm
 from sidecar.services import open_store
 from sidecar.settings import Settings
 from sidecar.store import StoreUnavailable
-from sidecar.store.filters import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, TENANT_FIELD, Scope
+from sidecar.store.schema import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, TENANT_FIELD
+from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from tests.acceptance.story import said_by, stored
 from tests.conftest import as_, free_port, ops, start_sidecar, stop

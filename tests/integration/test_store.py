@@ -22,7 +22,7 @@ from sidecar.embed.hashing import HashingEmbedder
 from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from tests.integration.conftest import BACKENDS, backend
 
 DIM = 64

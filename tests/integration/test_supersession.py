@@ -29,7 +29,7 @@ from sidecar.policy.opa import PolicyClient
 from sidecar.record import MemoryWrite
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from sidecar.writes.locks import LocalLocks, LockUnavailable, RedisLocks
 from sidecar.writes.repair import repair

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sidecar.store.filters import EmptyOrAfter, Match, NotAfter, Scope, point_id
+from sidecar.store.schema import point_id
+from sidecar.store.scope import EmptyOrAfter, Match, NotAfter, Scope
 
 
 def test_tenant_is_always_the_first_condition() -> None:

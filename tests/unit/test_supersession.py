@@ -1,13 +1,54 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.writes.supersession import Chain, chain_of, plan, possibly_left_open
+from sidecar.writes import supersession
+from sidecar.writes.supersession import Chain, Plan, Version, chain_of
+
+Record = dict[str, Any]
+
+
+def plan(
+    new: list[Record],
+    open_versions: dict[Chain, list[Record]],
+    named: dict[str, Record],
+    *,
+    successors: Sequence[Record] = (),
+    around: Sequence[Record] = (),
+    undated: frozenset[str] | set[str] = frozenset(),
+    blind: frozenset[str] | set[str] = frozenset(),
+) -> Plan:
+    """`supersession.plan` on records written as dicts: each dict is one Version
+    (however often it is passed), so the links plan sets show on the dicts."""
+    made: dict[int, Version] = {}
+
+    def v(record: Record) -> Version:
+        return made.setdefault(id(record), Version.of(record))
+
+    return supersession.plan(
+        [v(r) for r in new],
+        {chain: [v(r) for r in rs] for chain, rs in open_versions.items()},
+        {key: v(r) for key, r in named.items()},
+        successors=[v(r) for r in successors],
+        around=[v(r) for r in around],
+        undated=undated,
+        blind=blind,
+    )
+
+
+def possibly_left_open(
+    open_versions: dict[Chain, list[Record]], named: dict[str, Record]
+) -> list[str]:
+    return supersession.possibly_left_open(
+        {chain: [Version.of(r) for r in rs] for chain, rs in open_versions.items()},
+        {key: Version.of(r) for key, r in named.items()},
+    )
 
 
 def rec(

@@ -21,10 +21,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from qdrant_client.http import models as qm
 
+from sidecar.errors import FilterRefused
+
+# The REST dialect we answer in is that of the qdrant-client whose models we use.
+from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.messages import Item, Problem
 from sidecar.reads.reader import Shown
 from sidecar.record import has_usable_length
-from sidecar.store.filters import FilterRefused, caller_filter
 
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
 QDRANT_API_VERSION = version("qdrant-client")
@@ -93,7 +96,7 @@ def parse(model: type[M], body: Any) -> M:
 
 
 def checked_filter(raw: Any, tenant: str) -> qm.Filter | None:
-    """The caller's filter, bounded and tenant-scoped (store/filters.py), or a 400."""
+    """The caller's filter, bounded and tenant-scoped (http/qdrant/caller_filter.py), or a 400."""
     try:
         return caller_filter(raw, tenant)
     except FilterRefused as exc:
@@ -147,7 +150,7 @@ def wants_vector(with_vector: Any) -> bool:
     return bool(with_vector)
 
 
-def record_id(raw: Any) -> UUID | None:
+def point_as_record_id(raw: Any) -> UUID | None:
     # Record ids are UUIDs; an integer id can name no record here.
     try:
         return uuid.UUID(str(raw))

@@ -40,14 +40,14 @@ from sidecar.http.qdrant.dialect import (
     dense,
     ok,
     parse,
-    record_id,
+    point_as_record_id,
     upsert_rows,
     wants_vector,
 )
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.record import MemoryWrite
 from sidecar.services import Services
-from sidecar.store.filters import Scope
+from sidecar.store.scope import Scope
 from sidecar.writes.writer import MAX_BATCH, WriteRefused
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
@@ -200,7 +200,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     with_vector = wants_vector(request.with_vector)
     with_payload = request.with_payload if request.with_payload is not None else True
     cursor = None if request.offset is None else str(request.offset)
-    if cursor is not None and record_id(cursor) is None:
+    if cursor is not None and point_as_record_id(cursor) is None:
         raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
     question = _question(who, "recall")
     scope = _current(who, question, body.get("filter"))
@@ -224,7 +224,7 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
 async def _by_ids(
     svc: Services, who: Identity, ids: list[Any], with_payload: Any, with_vector: Any
 ) -> list[Any]:
-    wanted = [r for r in (record_id(i) for i in ids) if r is not None]
+    wanted = [r for r in (point_as_record_id(i) for i in ids) if r is not None]
     answer = await svc.reader.by_ids(
         _question(who, "get"), "proxy.retrieve", wanted, wants_vector(with_vector)
     )
@@ -263,7 +263,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
         raise QdrantError(400, f"1..{MAX_BATCH} points per upsert")
     bodies = []
     for point, vector, payload in rows:
-        if record_id(point) is None:
+        if point_as_record_id(point) is None:
             raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
         if not isinstance(vector, list):
             raise QdrantError(400, "named or sparse vectors are not supported")

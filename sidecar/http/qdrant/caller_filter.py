@@ -1,257 +1,22 @@
-"""What a store query is limited to: one filter model for every backend.
-
-A `Scope` is the tenant (never optional), the named conditions the sidecar
-itself adds (recall's filters, current versions, a belief chain, the policy's
-pushdown), and optionally a caller's own Qdrant filter (the proxy). `to_qdrant`
-turns a scope into one Qdrant filter in qdrant-client's models: the server
-backend sends it as is, the embedded backend translates it into its engine's
-types (store/edge.py). Nothing else translates filters.
-
-A caller's filter is checked here, before the policy or the store is asked
-anything: its cost is bounded (depth, conditions, values, text), its keys are
-fields of the record as the caller is shown it, and its point ids are mapped into
-the caller's tenant. Whatever it matches, the policy still decides every record.
+"""A caller's own Qdrant filter (the drop-in proxy), checked before the policy or the
+store is asked anything: its cost is bounded (depth, conditions, values, text), its
+keys are fields of the record as the caller is shown it, and its point ids are mapped
+into the caller's tenant. Whatever it matches, the policy still decides every record.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import uuid
-from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
-TENANT_FIELD = "tenant"
-
-# Payload fields with an index, and the kind of index each gets (the store backends
-# create them). A caller's filter may read only these: a condition on a field without
-# an index makes the engine read every point's payload, about 10 µs a point per
-# condition, holding the interpreter all along (docs/security.md, "Bounded cost").
-KEYWORD_FIELDS = (
-    "id",
-    "observer_id",
-    "observed_id",
-    "observed_attitude",
-    # Nested views and speech acts (reads/nested.py).
-    "observed_path",
-    "act",
-    "modality",
-    "access_scope",
-    "audience",
-    "source_id",
-    "source.kind",
-    "source.speaker",
-    "source.channel",
-    "source.participants",
-    "source.unnoticed",
-    "proposition.key",
-    "provenance.writer",
-    "provenance.method",
-    "provenance.derived_from",
-    "evidence[].kind",
-    "evidence[].ref",
-    "evidence[].by",
-    # Finds a version's stored successor: the evidence a write cut short leaves.
-    "supersedes",
-    "superseded_by",
-)
-DATETIME_FIELDS = ("valid_at", "invalid_at", "recorded_at", "evidence[].at")
-FLOAT_FIELDS = ("confidence",)
-# Full-text: the only field a caller's text match may read. Without an index the engine
-# matches text by scanning every point.
-TEXT_FIELDS = ("content",)
-INDEXED_FIELDS = frozenset(
-    (TENANT_FIELD, *KEYWORD_FIELDS, *DATETIME_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
-)
-
-_POINT_NAMESPACE = uuid.UUID("6f1d3a0e-5b7c-4d2a-9e8f-0a1b2c3d4e5f")
-
-
-def point_id(tenant: str, record_id: uuid.UUID | str) -> str:
-    """The Qdrant point id of a record: record ids are scoped by tenant.
-
-    Two tenants can never address each other's points, even with a known id.
-    """
-    return str(uuid.uuid5(_POINT_NAMESPACE, f"{tenant}\x00{record_id}"))
-
-
-def iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
-# --- the sidecar's own conditions ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    key: str
-    value: str
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    key: str
-    value: float
-
-
-@dataclass(frozen=True)
-class NotAfter:
-    key: str
-    instant: datetime
-
-
-@dataclass(frozen=True)
-class EmptyOrAfter:
-    """The field is absent, or holds an instant strictly after `instant`."""
-
-    key: str
-    instant: datetime
-
-
-@dataclass(frozen=True)
-class AnyOf:
-    """The (keyword or keyword-list) field holds at least one of the values."""
-
-    key: str
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AbsentOrAnyOf:
-    key: str
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Absent:
-    """The field is missing (or null, or an empty list)."""
-
-    key: str
-
-
-@dataclass(frozen=True)
-class Exactly:
-    """The keyword-list field holds these values and no others (each once)."""
-
-    key: str
-    values: tuple[str, ...]
-
-
-Condition = Match | AtLeast | NotAfter | EmptyOrAfter | Absent | AnyOf | AbsentOrAnyOf | Exactly
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a query is limited to. The tenant is not optional."""
-
-    tenant: str
-    current_at: datetime | None = None
-    about: str | None = None
-    observer: str | None = None
-    observed: str | None = None
-    attitude: str | None = None
-    source_id: str | None = None
-    modality: str | None = None
-    min_confidence: float | None = None
-    # Fields that must be missing, e.g. ("invalid_at",) for versions still open.
-    absent: tuple[str, ...] = ()
-    # Records whose `supersedes` names one of these ids; None: no such limit, (): none.
-    supersedes_any_of: tuple[str, ...] | None = None
-    # Anything else the sidecar limits a query to (a belief chain, see writes/supersession.py).
-    extra: tuple[Condition, ...] = ()
-    # A caller's own Qdrant filter (the proxy), checked and tenant-scoped by `caller_filter`.
-    caller: qm.Filter | None = None
-    # Pushed down from the policy (see policy/pushdown.py): for each audience member, the
-    # audience entries that admit them; and the access scopes all of them hold.
-    audience_any_of: tuple[tuple[str, ...], ...] = ()
-    scopes: tuple[str, ...] | None = None
-
-    def conditions(self) -> list[Condition]:
-        conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
-        for key, value in (
-            ("proposition.key", self.about),
-            ("observer_id", self.observer),
-            ("observed_id", self.observed),
-            ("observed_attitude", self.attitude),
-            ("source_id", self.source_id),
-            ("modality", self.modality),
-        ):
-            if value is not None:
-                conditions.append(Match(key, value))
-        conditions.extend(Absent(key) for key in self.absent)
-        if self.supersedes_any_of is not None:
-            conditions.append(AnyOf("supersedes", self.supersedes_any_of))
-        if self.min_confidence is not None:
-            conditions.append(AtLeast("confidence", self.min_confidence))
-        if self.current_at is not None:
-            conditions.append(NotAfter("valid_at", self.current_at))
-            conditions.append(EmptyOrAfter("invalid_at", self.current_at))
-        conditions.extend(self.extra)
-        conditions.extend(AnyOf("audience", entries) for entries in self.audience_any_of)
-        if self.scopes is not None:
-            conditions.append(AbsentOrAnyOf("access_scope", self.scopes))
-        return conditions
-
-    def narrowed(self, audience_any_of: tuple[tuple[str, ...], ...], scopes: Any) -> Scope:
-        return replace(self, audience_any_of=audience_any_of, scopes=scopes)
-
-
-def to_qdrant(scope: Scope, exclude: Collection[str] = ()) -> qm.Filter:
-    """The one filter a store query runs: every condition of the scope, and the
-    caller's filter, under the tenant; `exclude` record ids left out."""
-    must: list[qm.Condition] = [_qdrant(c) for c in scope.conditions()]
-    if scope.caller is not None:
-        must.append(scope.caller)
-    seen: list[qm.Condition] = []
-    if exclude:
-        seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))
-    return qm.Filter(must=must, must_not=seen or None)
-
-
-def _is_empty(key: str) -> qm.Condition:
-    return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
-
-
-def _qdrant(condition: Condition) -> qm.Condition:
-    match condition:
-        case Match(key, value):
-            return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
-        case AtLeast(key, value):
-            return qm.FieldCondition(key=key, range=qm.Range(gte=value))
-        case NotAfter(key, instant):
-            return qm.FieldCondition(key=key, range=qm.DatetimeRange(lte=instant))
-        case Absent(key):
-            return _is_empty(key)
-        case AnyOf(key, values):
-            return qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values)))
-        case AbsentOrAnyOf(key, values):
-            either: list[qm.Condition] = [_is_empty(key)]
-            if values:
-                either.append(qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values))))
-            return qm.Filter(should=either)
-        case EmptyOrAfter(key, instant):
-            return qm.Filter(
-                should=[
-                    _is_empty(key),
-                    qm.FieldCondition(key=key, range=qm.DatetimeRange(gt=instant)),
-                ]
-            )
-        case Exactly(key, values):
-            count = qm.FieldCondition(
-                key=key, values_count=qm.ValuesCount(gte=len(values), lte=len(values))
-            )
-            each: list[qm.Condition] = [
-                qm.FieldCondition(key=key, match=qm.MatchValue(value=v)) for v in values
-            ]
-            return qm.Filter(must=[count, *each]) if values else _is_empty(key)
-
-
-# --- a caller's filter ------------------------------------------------------------------
+from sidecar.errors import FilterRefused
+from sidecar.store.schema import INDEXED_FIELDS, TEXT_FIELDS, point_id
 
 # The cost of one filter, bounded before anything runs it: a filter is evaluated on
 # every point the query examines, and the embedded engine holds the interpreter
@@ -274,14 +39,6 @@ _NOT_FILTERABLE = ("content", "whose", "_node_content", "_node_type")
 _TEXT_MATCHES = (qm.MatchText, qm.MatchTextAny, qm.MatchPhrase)
 _INT64 = (-(2**63), 2**63 - 1)
 _MAX_COUNT = 2**32
-
-
-class FilterRefused(ValueError):
-    """A caller's filter the sidecar will not run: `reason` is machine-readable."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def caller_filter(raw: Any, tenant: str) -> qm.Filter | None:

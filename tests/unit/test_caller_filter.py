@@ -1,5 +1,5 @@
 """A caller's Qdrant filter is bounded, keyed on what the caller is shown, and scoped to
-the caller's tenant before anything runs it (sidecar/store/filters.py)."""
+the caller's tenant before anything runs it (sidecar/http/qdrant/caller_filter.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ from typing import Any
 import pytest
 from qdrant_client.http import models as qm
 
-from sidecar.store.filters import (
-    MAX_CONDITIONS,
-    MAX_DEPTH,
-    FilterRefused,
-    Scope,
-    caller_filter,
-    point_id,
-    to_qdrant,
-)
+from sidecar.errors import FilterRefused
+from sidecar.http.qdrant.caller_filter import MAX_CONDITIONS, MAX_DEPTH, caller_filter
+from sidecar.store.schema import point_id
+from sidecar.store.scope import Scope, to_qdrant
 
 
 def field(key: str, **match: Any) -> dict[str, Any]:

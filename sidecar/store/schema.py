@@ -1,0 +1,63 @@
+"""The collection's schema as the sidecar uses it: which payload fields are indexed
+(and how), and how a record is addressed as a Qdrant point.
+
+Both store backends create these indexes (store/edge.py, store/server.py); a caller's
+filter may read only indexed fields (http/qdrant/caller_filter.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+TENANT_FIELD = "tenant"
+
+# Payload fields with an index, and the kind of index each gets (the store backends
+# create them). A caller's filter may read only these: a condition on a field without
+# an index makes the engine read every point's payload, about 10 µs a point per
+# condition, holding the interpreter all along (docs/security.md, "Bounded cost").
+KEYWORD_FIELDS = (
+    "id",
+    "observer_id",
+    "observed_id",
+    "observed_attitude",
+    # Nested views and speech acts (reads/nested.py).
+    "observed_path",
+    "act",
+    "modality",
+    "access_scope",
+    "audience",
+    "source_id",
+    "source.kind",
+    "source.speaker",
+    "source.channel",
+    "source.participants",
+    "source.unnoticed",
+    "proposition.key",
+    "provenance.writer",
+    "provenance.method",
+    "provenance.derived_from",
+    "evidence[].kind",
+    "evidence[].ref",
+    "evidence[].by",
+    # Finds a version's stored successor: the evidence a write cut short leaves.
+    "supersedes",
+    "superseded_by",
+)
+DATETIME_FIELDS = ("valid_at", "invalid_at", "recorded_at", "evidence[].at")
+FLOAT_FIELDS = ("confidence",)
+# Full-text: the only field a caller's text match may read. Without an index the engine
+# matches text by scanning every point.
+TEXT_FIELDS = ("content",)
+INDEXED_FIELDS = frozenset(
+    (TENANT_FIELD, *KEYWORD_FIELDS, *DATETIME_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
+)
+
+_POINT_NAMESPACE = uuid.UUID("6f1d3a0e-5b7c-4d2a-9e8f-0a1b2c3d4e5f")
+
+
+def point_id(tenant: str, record_id: uuid.UUID | str) -> str:
+    """The Qdrant point id of a record: record ids are scoped by tenant.
+
+    Two tenants can never address each other's points, even with a known id.
+    """
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"{tenant}\x00{record_id}"))
