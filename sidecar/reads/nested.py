@@ -100,7 +100,10 @@ class Minds:
                 found, more = await self._find(pushed.narrow(scope))
                 bases += found
                 cut = cut or more
-            derived = latest_per_line(_derived(bases, path, observer))
+            # Each line's view from its latest record (a history: from every record).
+            derived = _derived(bases, path, observer)
+            if not history:
+                derived = latest_per_line(derived)
             candidates = _distinct([*stored, *derived])
             decisions = await disclosure.decide(candidates)
             allowed = [(r, decisions[r.id]) for r in candidates if decisions[r.id].allow]

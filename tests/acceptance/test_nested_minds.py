@@ -152,6 +152,15 @@ def test_orders_one_to_four_each_asked_as_the_person_concerned(
     assert where(http, tenant, "carol", key, "anne", "carol", as_of="2026-03-01T10:01:00Z") == [
         "basket"
     ]
+    # With the history asked for: every view of that line, the earlier ones superseded.
+    body = {"query": "marble", "about": key, "observer": "anne", "observed": ["carol"]}
+    history = http.post(
+        "/v1/recall", json=body | {"include_history": True}, headers=as_("anne", tenant)
+    ).json()["items"]
+    assert sorted((i["valid_at"], i["proposition"]["value"], i["status"]) for i in history) == [
+        (T0, "basket", "superseded"),
+        (T1, "box", "current"),
+    ]
     # One item, worded mind by mind, usable only as a nested belief.
     body = {"query": "marble", "about": key, "observer": "anne", "observed": ["carol", "sally"]}
     [item] = http.post("/v1/recall", json=body, headers=as_("anne", tenant)).json()["items"]
