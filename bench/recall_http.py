@@ -38,7 +38,8 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.audit import AuditLog, SqliteSink  # noqa: E402
+from sidecar.audit.sqlite_sink import SqliteSink  # noqa: E402
+from sidecar.audit.writer import AuditLog  # noqa: E402
 from sidecar.auth.identity import Identity  # noqa: E402
 from sidecar.bench.measure import summary as latency_summary  # noqa: E402
 from sidecar.embed.hashing import HashingEmbedder  # noqa: E402

@@ -1,4 +1,4 @@
-"""The `whose` command: serve, mcp, demo, schemas."""
+"""The `whose` command: serve, mcp, demo, repair, reindex, bench, schemas."""
 
 from __future__ import annotations
 
@@ -163,6 +163,66 @@ def repair(
             await store.close()
 
     typer.echo(f"repaired {asyncio.run(run())} field updates in tenant {tenant}")
+
+
+@app.command()
+def reindex(
+    data_dir: Annotated[Path | None, typer.Option(help="Store folder (WHOSE_DATA_DIR).")] = None,
+    page: Annotated[int, typer.Option(help="Records per page (each page is saved).")] = 256,
+) -> None:
+    """Re-embed the store for the configured embedder (WHOSE_EMBED_*), resumably.
+
+    Copies every record into a collection made for the configured model and puts it in
+    the old one's place. Stop the sidecars first; run it again to go on after a stop.
+    """
+    import asyncio
+
+    from sidecar import logs
+    from sidecar.embed.onnx import OnnxEmbedder
+    from sidecar.services import index_spec, open_embedder
+    from sidecar.store.reindex import reindex_edge, reindex_server
+    from sidecar.store.server import Layout
+
+    settings = Settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    logs.configure(settings)
+
+    async def run() -> int:
+        embedder = open_embedder(settings)
+        if isinstance(embedder, OnnxEmbedder):
+            await asyncio.to_thread(embedder.load)
+        index = index_spec(embedder)
+        try:
+            if settings.store == "edge":
+                path = settings.data_dir / "store" / settings.collection
+                return await reindex_edge(path, embedder, index, page, typer.echo)
+            if not settings.qdrant_url:
+                raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+            key = settings.qdrant_api_key
+            return await reindex_server(
+                [u.strip() for u in settings.qdrant_url.split(",") if u.strip()],
+                settings.collection,
+                embedder,
+                index,
+                page,
+                typer.echo,
+                api_key=key.get_secret_value() if key else None,
+                layout=Layout(
+                    settings.qdrant_shards,
+                    settings.qdrant_replication,
+                    settings.qdrant_write_consistency,
+                ),
+            )
+        finally:
+            await embedder.close()
+
+    try:
+        copied = asyncio.run(run())
+    except ValueError as exc:
+        typer.echo(f"cannot reindex: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    typer.echo(f"reindexed: {copied} records copied by this run")
 
 
 @app.command()

@@ -2,13 +2,16 @@
 
 The core raises these and nothing else about a request; each transport maps the tree
 once (HTTP, the Qdrant routes included, in http/app.py; MCP in mcp/tools.py), so a
-refusal reads the same whichever way it was asked.
+refusal reads the same whichever way it was asked. The Python client (sidecar/client/)
+reads a refusal back into the same class, so a caller catches what the core raised.
 `status` is the HTTP status the code stands for, kept with the code so that the two
 never drift apart. Pure: no transport types here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -26,6 +29,28 @@ class WhoseError(Exception):
     def body(self) -> dict[str, Any]:
         """The refusal as the HTTP API serves it (the Problem model's shape)."""
         return {"error": self.code, "reasons": self.reasons}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        """The refusal a served body stands for (what a client reads back): `body()`
+        read the other way, by the class whose code the body names."""
+        reasons = _listed(body.get("reasons"))
+        return cls(f"{cls.code}: {reasons}" if reasons else cls.code, reasons)
+
+
+def refusal_class(code: object) -> type[WhoseError] | None:
+    """The class of the tree that serves `code`, if any."""
+    todo: list[type[WhoseError]] = [WhoseError]
+    while todo:
+        cls = todo.pop()
+        if cls.code == code:
+            return cls
+        todo.extend(cls.__subclasses__())
+    return None
+
+
+def _listed(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 class InvalidRequest(WhoseError):
@@ -64,6 +89,61 @@ class FilterRefused(WhoseError):
         super().__init__(message, [reason])
         self.reason = reason
 
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        reasons = _listed(body.get("reasons"))
+        reason = str(reasons[0]) if reasons else cls.code
+        return cls(reason, reason)
+
+
+class Unauthenticated(WhoseError):
+    """No verified identity: a missing, expired or unverifiable token, or dev headers
+    that are not accepted (auth/tokens.py). `reason` says which."""
+
+    code = "unauthenticated"
+    status = 401
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, [reason])
+        self.reason = reason
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "reason": self.reason}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        return cls(str(body.get("reason", "")))
+
+
+class MethodNotAllowed(WhoseError):
+    """The route does not take this method (Starlette's refusal, worded in http/app.py):
+    a client asking a sidecar that does not serve that route yet."""
+
+    code = "method_not_allowed"
+    status = 405
+
+
+class RequestTooLarge(WhoseError):
+    """A request body above WHOSE_MAX_BODY_BYTES (http/limits.py), refused unread."""
+
+    code = "body_too_large"
+    status = 413
+
+
+class WriteRefused(WhoseError):
+    """Every reason, per record index; nothing was stored."""
+
+    code = "write_refused"
+    status = 422
+
+    def __init__(self, problems: list[dict[str, Any]]) -> None:
+        super().__init__(f"write refused: {problems}", problems)
+        self.problems = problems
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        return cls([p for p in _listed(body.get("reasons")) if isinstance(p, dict)])
+
 
 class Unavailable(WhoseError):
     """A dependency failed: nothing was disclosed or stored. Reasons stay empty (the
@@ -71,6 +151,46 @@ class Unavailable(WhoseError):
 
     code = "unavailable"
     status = 503
+
+
+class EmbeddingUnavailable(Unavailable):
+    """The embedder could not embed (sidecar/embed/): nothing was searched or stored.
+    `reasons` name what failed in words a caller can act on (`timeout`, `unreachable`,
+    `http_503`, ...)."""
+
+    code = "embedding_unavailable"
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "reasons": self.reasons}
+
+
+class PolicyUnavailable(Unavailable):
+    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
+
+    code = "policy_unavailable"
+    reason = "policy_unavailable"
+    # The read it cut short (set by reads/gate.py), so a refusal can name it.
+    decision_id: uuid.UUID | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        # Recall fails closed with an abstention that names its decision (http/api.py).
+        refused = cls(cls.code, _listed(body.get("reasons")))
+        with contextlib.suppress(KeyError, ValueError):
+            refused.decision_id = uuid.UUID(str(body["decision_id"]))
+        return refused
+
+
+class StoreUnavailable(Unavailable):
+    """The vector store failed or could not be reached."""
+
+    code = "store_unavailable"
+
+
+class LockUnavailable(Unavailable):
+    """The lock could not be taken in time (or Redis is down): refuse the write."""
+
+    code = "lock_unavailable"
 
 
 class AuditUnavailable(Unavailable):

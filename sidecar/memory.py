@@ -20,7 +20,7 @@ from sidecar.answers.minds import minds
 from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
     HistoryResponse,
@@ -52,7 +52,7 @@ def _now() -> datetime:
 
 class Memory:
     def __init__(
-        self, settings: Settings, reader: Reader, writer: Writer, embedder: HashingEmbedder
+        self, settings: Settings, reader: Reader, writer: Writer, embedder: Embedder
     ) -> None:
         self.settings = settings
         self.reader = reader
@@ -72,15 +72,25 @@ class Memory:
         return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
 
     async def observe(
-        self, who: Identity, observation: Observation, route: WriteRoute = "observations"
+        self,
+        who: Identity,
+        observations: Sequence[Observation],
+        route: WriteRoute = "observations",
     ) -> StoredRecords:
-        """What a speaker said, as the speaker's statements (writes/observations.py),
-        and what the trust policy lets each hearer take as their own belief
-        (writes/testimony.py). The writer is told the statements only."""
-        statements = observed_records(observation)
+        """What speakers said, as each speaker's statements (writes/observations.py), and
+        what the trust policy lets each hearer take as their own belief
+        (writes/testimony.py): every claim of every observation stored, or (WriteRefused,
+        with every reason) none. The writer is told the statements only."""
+        statements = [body for o in observations for body in observed_records(o)]
+        if not observations or len(statements) > MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
         self._within_depth(statements)
         now = _now()
-        beliefs = await adopted(self.writer.policy, self.writer.store, who, observation, now)
+        beliefs = [
+            belief
+            for o in observations
+            for belief in await adopted(self.writer.policy, self.writer.store, who, o, now)
+        ]
         records = await self.writer.write([*statements, *beliefs], who, now, route)
         return StoredRecords(records=records[: len(statements)])
 
@@ -119,9 +129,11 @@ class Memory:
             now=_now(),
             as_of=request.as_of,
         )
+        mode = request.mode
         vector = request.vector
-        if vector is None:
-            vector = self.embedder.embed(request.query or "")
+        if mode != "lexical" and vector is None:
+            # No embedding, no search: EmbeddingUnavailable answers 503 with the reason.
+            [vector] = await self.embedder.embed_batch([request.query or ""], "query")
         filters = Filters(
             attitude=request.attitude,
             source_id=request.source_id,
@@ -139,7 +151,7 @@ class Memory:
                 request.path,
                 key=request.about,
                 filters=filters,
-                vector=vector,
+                vector=None if mode == "lexical" else vector,
                 limit=request.limit,
                 history=history,
             )
@@ -157,7 +169,13 @@ class Memory:
                 extra=speech_conditions(request.speech_act),
             )
             answer = await self.reader.nearest(
-                question, route, vector, scope, request.limit, with_other_views=True
+                question,
+                route,
+                None if mode == "lexical" else vector,
+                scope,
+                request.limit,
+                text=None if mode == "dense" else request.query,
+                with_other_views=True,
             )
             items, others = _in_mind(
                 mark_replaced(answer.items), answer.others, question.at, history, filters, request

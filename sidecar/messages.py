@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (the records are in record.py)."""
+"""Request and response bodies of the HTTP API (the records are in record.py).
+
+The Python client (sidecar/client/) sends and reads these very models, so this module
+and what it imports stay free of the server's machinery (tests/unit/test_layering.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sidecar.audit.model import AuditEntry
+from sidecar.policy.contract import Decision, RuleReasons
 from sidecar.record import (
     MAX_PATH,
     Act,
@@ -24,6 +30,8 @@ from sidecar.record import (
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
 # Whose mind a view is of, after the holder: one person, or a chain (A's view of B's …).
 ObservedPath = Name | Annotated[list[Name], Field(min_length=1, max_length=MAX_PATH)]
+# How recall ranks: the dense embedding and BM25 fused, or either alone.
+SearchMode = Literal["hybrid", "dense", "lexical"]
 
 
 def path_of(observed: str | list[str] | None) -> tuple[str, ...]:
@@ -39,7 +47,16 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(default=None, min_length=1, max_length=4000)
-    vector: Vector | None = None
+    vector: Vector | None = Field(
+        default=None,
+        description="Your own embedding of the question (the collection's model): the "
+        "dense side of the search; with `query`, fused with its words.",
+    )
+    search: SearchMode | None = Field(
+        default=None,
+        description="`hybrid` (the default with a query): the dense embedding and BM25 over "
+        "the words fused; `dense` or `lexical` (BM25) alone. A vector alone is `dense`.",
+    )
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
     limit: int = Field(default=10, ge=1, le=1000)
@@ -66,14 +83,22 @@ class RecallRequest(BaseModel):
     include_history: bool = False
 
     @model_validator(mode="after")
-    def _one_query(self) -> RecallRequest:
-        if (self.query is None) == (self.vector is None):
-            raise ValueError("give exactly one of query or vector")
+    def _a_query(self) -> RecallRequest:
+        if self.query is None and self.vector is None:
+            raise ValueError("give a query, a vector, or both")
+        if self.search in ("hybrid", "lexical") and self.query is None:
+            raise ValueError(f"a {self.search} search needs the query's words")
+        if self.search in ("dense", "lexical") and self.query is not None and self.vector:
+            raise ValueError(f"a {self.search} search takes a query or a vector, not both")
         return self
 
     @property
     def path(self) -> tuple[str, ...]:
         return path_of(self.observed)
+
+    @property
+    def mode(self) -> SearchMode:
+        return self.search or ("hybrid" if self.query is not None else "dense")
 
 
 class Item(BaseModel):
@@ -121,8 +146,9 @@ class Item(BaseModel):
 
 
 class View(BaseModel):
-    holder: str | None
-    value: ScalarValue | None
+    # Optional fields have a default: answers are served without their nulls.
+    holder: str | None = None
+    value: ScalarValue | None = None
     record_id: UUID
     usable_as: str
 
@@ -160,7 +186,7 @@ class MindView(BaseModel):
     """One current view in a holder's mind, as the policy lets it be used."""
 
     record_id: UUID
-    value: ScalarValue | None
+    value: ScalarValue | None = None
     attitude: str | None = Field(
         default=None, description="For a view of someone else's mind: knows or believes."
     )
@@ -221,6 +247,39 @@ class PropositionResponse(BaseModel):
 
 class StoredRecords(BaseModel):
     records: list[MemoryRecord]
+
+
+class AuditPage(BaseModel):
+    """GET /v1/audit: entries of the caller's tenant, newest first."""
+
+    entries: list[AuditEntry]
+
+
+class ExplainRequest(BaseModel):
+    """Whom to explain a decision for: an asker of the caller's tenant, with the
+    groups, roles and scopes their token would carry, and an audience."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: Name
+    groups: list[Name] = Field(default_factory=list, max_length=100)
+    roles: list[Name] = Field(default_factory=list, max_length=100)
+    scopes: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Name] = Field(default_factory=list, max_length=100)
+    record_id: UUID
+    purpose: Literal["recall", "get", "history"] = "recall"
+    as_of: Instant | None = None
+
+
+class ExplainResponse(BaseModel):
+    decision_id: UUID
+    record_id: UUID
+    policy_revision: str | None
+    opa_decision_id: str | None
+    # Exactly what OPA evaluated (record content and proposition text left out).
+    input: dict[str, Any]
+    decision: Decision
+    rules: list[RuleReasons]
 
 
 class Problem(BaseModel):

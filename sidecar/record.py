@@ -66,6 +66,13 @@ def _as_utc(value: datetime) -> datetime:
 
 
 Instant = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def iso(instant: datetime) -> str:
+    """An instant as stored and as the policy reads it: RFC 3339, `Z` for UTC."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 # Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -120,6 +127,11 @@ class Proposition(_Strict):
     text: str = Field(min_length=1, max_length=2000)
     key: Name | None = None
     value: ScalarValue | None = None
+    quoted: bool | None = Field(
+        default=None,
+        description="The text is its speaker's own words, as said: its 'I' is the "
+        "speaker's and its 'yesterday' is relative to valid_at. Served as a dated quote.",
+    )
 
 
 class Source(_Strict):
@@ -285,9 +297,16 @@ def observed_path(payload: dict[str, Any]) -> tuple[str, ...]:
     return (str(observed),) if observed else ()
 
 
-def iso(instant: datetime) -> str:
-    """An instant as stored and as the policy reads it (RFC 3339, `Z` for UTC)."""
-    return instant.isoformat().replace("+00:00", "Z")
+def day(instant: Any) -> str:
+    """`8 May 2023` (UTC), or "" when there is no usable instant."""
+    if isinstance(instant, datetime):
+        moment = instant
+    else:
+        try:
+            moment = datetime.fromisoformat(str(instant))
+        except ValueError:
+            return ""
+    return f"{moment.day} {moment:%B %Y}"
 
 
 def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datetime) -> bool:

@@ -3,6 +3,7 @@ at start-up in order (OPA, store, Redis, audit) and closed in reverse."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -13,9 +14,14 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sidecar.audit import AuditLog, RedisSink, SqliteSink
+from sidecar.audit.redis_sink import RedisSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.tokens import Authenticator
+from sidecar.embed import Embedder
 from sidecar.embed.hashing import HashingEmbedder
+from sidecar.embed.onnx import OnnxEmbedder
+from sidecar.embed.remote import RemoteEmbedder
 from sidecar.memory import Memory
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.local_opa import LocalOpa
@@ -24,10 +30,11 @@ from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.reads.gate import Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
-from sidecar.store import Search, Store
+from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
+from sidecar.store.vectors import IndexSpec
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
 from sidecar.writes.writer import Writer
 
@@ -44,15 +51,59 @@ class Services:
     redis: aioredis.Redis | None
     reader: Reader
     writer: Writer
-    embedder: HashingEmbedder
+    embedder: Embedder
     authenticate: Authenticator
     memory: Memory
 
 
-def open_store(settings: Settings, quiet_for: Callable[[], float] | None = None) -> Store:
+def open_embedder(settings: Settings) -> Embedder:
+    """The configured embedder, not yet loaded (ValueError for a configuration that
+    names two, or a model without its name or dimension)."""
+    if settings.embed_url and settings.embed_model_dir:
+        raise ValueError("set WHOSE_EMBED_URL or WHOSE_EMBED_MODEL_DIR, not both")
+    if settings.embed_url:
+        if not settings.embed_model or settings.embed_dim is None:
+            raise ValueError("WHOSE_EMBED_URL needs WHOSE_EMBED_MODEL and WHOSE_EMBED_DIM")
+        key = settings.embed_api_key
+        return RemoteEmbedder(
+            settings.embed_url,
+            settings.embed_model,
+            settings.embed_dim,
+            api_key=key.get_secret_value() if key else None,
+            timeout_s=settings.embed_timeout_s,
+            retries=settings.embed_retries,
+            batch=settings.embed_batch,
+        )
+    if settings.embed_model_dir:
+        return OnnxEmbedder(
+            settings.embed_model_dir,
+            settings.embed_model,
+            settings.vector_size,
+            batch=settings.embed_batch,
+        )
+    if settings.embed_model or settings.embed_dim is not None:
+        raise ValueError("WHOSE_EMBED_MODEL and WHOSE_EMBED_DIM need WHOSE_EMBED_URL or _MODEL_DIR")
+    return HashingEmbedder(settings.vector_size)
+
+
+def index_spec(embedder: Embedder) -> IndexSpec:
+    return IndexSpec(embedder.name, embedder.dim)
+
+
+def open_store(
+    settings: Settings,
+    quiet_for: Callable[[], float] | None = None,
+    index: IndexSpec | None = None,
+) -> Store:
     """The configured store, not yet opened. `quiet_for`: seconds since the server last
-    had a request in flight, so the embedded engine optimizes between requests."""
-    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    had a request in flight, so the embedded engine optimizes between requests.
+    `index`: the vectors it holds (default: the configured embedder's)."""
+    index = index or index_spec(open_embedder(settings))
+    weight = settings.lexical_weight
+    if weight is None:
+        hashing = index.embedder == HashingEmbedder.name
+        weight = hybrid.WEIGHT_WITH_HASHING if hashing else hybrid.WEIGHT_WITH_A_MODEL
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef, weight)
     if settings.store == "server":
         if not settings.qdrant_url:
             raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
@@ -72,9 +123,12 @@ def open_store(settings: Settings, quiet_for: Callable[[], float] | None = None)
             ),
             retries=settings.qdrant_retries,
             search=search,
+            index=index,
         )
     path = settings.data_dir / "store" / settings.collection
-    return EdgeStore(path, settings.vector_size, settings.optimize_interval_s, quiet_for, search)
+    return EdgeStore(
+        path, settings.vector_size, settings.optimize_interval_s, quiet_for, search, index
+    )
 
 
 async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:
@@ -149,8 +203,12 @@ async def open_services(
     """Everything a request handler reaches, opened in order (OPA, store, Redis, audit)
     and closed in reverse: the API's lifespan and `whose mcp` over stdio share it."""
     async with AsyncExitStack() as stack:
+        embedder = open_embedder(settings)
+        stack.push_async_callback(embedder.close)
+        if isinstance(embedder, OnnxEmbedder):
+            await asyncio.to_thread(embedder.load)
         policy = await _start_policy(settings, stack)
-        store = MeasuredStore(open_store(settings, quiet_for))
+        store = MeasuredStore(open_store(settings, quiet_for, index_spec(embedder)))
         await store.open()
         stack.push_async_callback(store.close)
         redis = await stack.enter_async_context(open_redis(settings))
@@ -173,7 +231,6 @@ async def open_services(
             settings.max_candidates,
             settings.max_count_scan,
         )
-        embedder = HashingEmbedder(settings.vector_size)
         reader = Reader(store, gate, bounds)
         writer = Writer(store, policy, embedder, chain_locks(settings, redis), audit)
         yield Services(

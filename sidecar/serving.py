@@ -83,6 +83,13 @@ async def serve(settings: Settings) -> None:
     )
     try:
         await server.serve(sockets=[api_socket])
+    except SystemExit:
+        # uvicorn's exit when the lifespan failed: the configuration's reason, if that
+        # was it, in one line (the traceback is in the log).
+        refused = getattr(api.state, "startup_error", None)
+        if isinstance(refused, ValueError):
+            raise refused from None
+        raise
     finally:
         ops.should_exit = True
         await ops_task

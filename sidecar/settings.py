@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -60,13 +60,33 @@ class Settings(BaseSettings):
     qdrant_timeout_s: int = Field(default=5, ge=1, le=60)
     qdrant_retries: int = Field(default=2, ge=0, le=5)
     collection: str = "whose_memories"
+    # The dense vectors' dimension: the hashing embedder's, or (set by embed_dim) the
+    # configured model's.
     vector_size: int = Field(default=384, ge=8, le=4096)
+
+    # Text embedding (sidecar/embed/): an OpenAI-compatible endpoint (embed_url: the base
+    # URL, requests go to <url>/embeddings), or an ONNX model in a local folder
+    # (embed_model_dir, in-process through fastembed), else the offline hashing
+    # embedder. The model and dimension are recorded with the collection.
+    embed_url: str | None = None
+    embed_model: str | None = None
+    embed_api_key: SecretStr | None = None
+    embed_dim: int | None = Field(default=None, ge=8, le=4096)
+    embed_model_dir: Path | None = None
+    # One request to the endpoint, how many more times a transient failure is tried,
+    # and texts per request (a write's records are embedded in batches of this many).
+    embed_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    embed_retries: int = Field(default=2, ge=0, le=5)
+    embed_batch: int = Field(default=64, ge=1, le=2048)
     optimize_interval_s: float = Field(default=10.0, gt=0)
     # Vector search (both backends, store/__init__.py `Search`): exact when the filter
     # matches at most search_exact_below points (0: Qdrant decides alone), else HNSW
     # with beam width search_hnsw_ef (None: Qdrant's default, 100).
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
+    # Hybrid search (store/hybrid.py): the weight of BM25's share against the dense
+    # score; None: 2.0 with the hashing embedder, 0.5 with a model (bench/retrieval.py).
+    lexical_weight: float | None = Field(default=None, ge=0, le=100)
 
     # Redis: supersession locks shared by replicas. Unset: in-process locks, which is
     # right only while a single process owns the store (the embedded default).
@@ -139,6 +159,19 @@ class Settings(BaseSettings):
     # request came in on, elsewhere the bind address (an unchecked Host header is
     # never echoed). Set it behind a proxy that terminates TLS or rewrites the host.
     mcp_resource_url: str | None = None
+
+    @model_validator(mode="after")
+    def _dense_dimension(self) -> Settings:
+        """A configured model's dimension is the vectors' (`WHOSE_VECTOR_SIZE` may only
+        repeat it); the hashing embedder keeps `vector_size`."""
+        if self.embed_dim is not None:
+            if "vector_size" in self.model_fields_set and self.vector_size != self.embed_dim:
+                raise ValueError(
+                    f"WHOSE_VECTOR_SIZE={self.vector_size} but WHOSE_EMBED_DIM={self.embed_dim}:"
+                    " set only WHOSE_EMBED_DIM"
+                )
+            self.vector_size = self.embed_dim
+        return self
 
 
 def is_loopback(host: str) -> bool:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from hypothesis import settings
 
+from tests.models import minilm as minilm  # the real small embedding model (a fixture)
 from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
 # Hypothesis profiles: "ci" (the default, what `make test` runs) and "long"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision
-from sidecar.record import Stored, observed_path
+from sidecar.record import Stored, day, observed_path
 
 # What a sentence template may name (see `_placeholders`).
 PLACEHOLDERS = frozenset(
@@ -210,6 +210,12 @@ def _whose_claim(record: dict[str, Any]) -> str:
 def _claim(record: dict[str, Any]) -> str:
     proposition = record.get("proposition") or {}
     text = proposition.get("text")
+    if text and proposition.get("quoted"):
+        # The speaker's own words: their "I" and their "yesterday" stay theirs, dated.
+        source = record.get("source") or {}
+        speaker = source.get("speaker") or record.get("observer_id") or "the speaker"
+        said = day(record.get("valid_at"))
+        return f"“{text}” (in {speaker}'s words" + (f", said on {said})" if said else ")")
     if text:
         return str(text)
     # Without a bare proposition the content is the claim; quote it, do not restate it.

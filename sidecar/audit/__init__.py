@@ -8,6 +8,10 @@ to a SQLite file under the data directory.
 - redis_sink.py, sqlite_sink.py: the two sinks;
 - spill.py: where entries wait while Redis is down;
 - writer.py: AuditLog, the queue and background writer requests hand entries to.
+
+The package exports the model only: `GET /v1/audit` answers with it, and the Python
+client (sidecar/client/) reads it without importing Redis, SQLite or the metrics. The
+sinks and the writer are imported from their modules.
 """
 
 from sidecar.audit.model import (
@@ -24,27 +28,15 @@ from sidecar.audit.model import (
     read_entry,
     write_entry,
 )
-from sidecar.audit.redis_sink import RedisSink
-from sidecar.audit.sink import SCAN, SINK_ERRORS, Sink
-from sidecar.audit.spill import SpillFile
-from sidecar.audit.sqlite_sink import SqliteSink
-from sidecar.audit.writer import AuditLog
 
 __all__ = [
-    "SCAN",
-    "SINK_ERRORS",
     "AuditEntry",
-    "AuditLog",
     "AuditQuery",
     "AuditedRecord",
     "AuditedWrite",
     "Outcome",
     "Purpose",
     "RecordOutcome",
-    "RedisSink",
-    "Sink",
-    "SpillFile",
-    "SqliteSink",
     "WriteOutcome",
     "WriteRoute",
     "audited_write",

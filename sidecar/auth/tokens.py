@@ -44,6 +44,7 @@ from sidecar.auth.jwks import (
     pem_key,
     strict_json,
 )
+from sidecar.errors import Unauthenticated
 from sidecar.settings import Settings
 
 log = logging.getLogger("whose.identity")
@@ -55,10 +56,9 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 def _unauthenticated(reason: str) -> HTTPException:
     # The reason code says what to fix without telling an attacker what is close.
+    refusal = Unauthenticated(reason)
     return HTTPException(
-        status_code=401,
-        detail={"error": "unauthenticated", "reason": reason},
-        headers={"WWW-Authenticate": "Bearer"},
+        status_code=refusal.status, detail=refusal.body(), headers={"WWW-Authenticate": "Bearer"}
     )
 
 

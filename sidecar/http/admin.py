@@ -9,19 +9,18 @@ import asyncio
 import contextlib
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
-from uuid import UUID
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.audit import SINK_ERRORS, AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpose
+from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpose
+from sidecar.audit.sink import SINK_ERRORS
 from sidecar.auth.identity import Identity
 from sidecar.errors import AuditUnavailable, Forbidden, NotFound
 from sidecar.http.deps import Asker, Svc
-from sidecar.messages import Problem
-from sidecar.policy.contract import Decision, DisclosureQuestion, RuleReasons
-from sidecar.record import Instant, Name
+from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse, Problem
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.record import Instant
 
 router = APIRouter(tags=["security"])
 
@@ -43,10 +42,6 @@ def require_role(role: str) -> Any:
         return who
 
     return Depends(check)
-
-
-class AuditPage(BaseModel):
-    entries: list[AuditEntry]
 
 
 @router.get("/v1/audit", response_model=AuditPage, responses=_errors)
@@ -90,33 +85,6 @@ async def audit(
         # Meanwhile entries still get written: with Redis down they are spilled and
         # replayed later; a SQLite file that cannot be used drops and counts them.
         raise AuditUnavailable(str(exc)) from exc
-
-
-class ExplainRequest(BaseModel):
-    """Whom to explain a decision for: an asker of the caller's tenant, with the
-    groups, roles and scopes their token would carry, and an audience."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    asker: Name
-    groups: list[Name] = Field(default_factory=list, max_length=100)
-    roles: list[Name] = Field(default_factory=list, max_length=100)
-    scopes: list[Name] = Field(default_factory=list, max_length=100)
-    audience: list[Name] = Field(default_factory=list, max_length=100)
-    record_id: UUID
-    purpose: Literal["recall", "get", "history"] = "recall"
-    as_of: Instant | None = None
-
-
-class ExplainResponse(BaseModel):
-    decision_id: UUID
-    record_id: UUID
-    policy_revision: str | None
-    opa_decision_id: str | None
-    # Exactly what OPA evaluated (record content and proposition text left out).
-    input: dict[str, Any]
-    decision: Decision
-    rules: list[RuleReasons]
 
 
 @router.post(

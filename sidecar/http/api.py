@@ -12,7 +12,9 @@ from typing import Annotated, Any
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Body, Path, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import TypeAdapter, ValidationError
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from sidecar import metrics
@@ -75,9 +77,29 @@ async def write_memories(
     response_model_exclude_none=True,
     responses=_errors,
 )
-async def write_observation(observation: Observation, svc: Svc, who: Asker) -> StoredRecords:
-    """Store what a speaker said as the speaker's own views (see writes/observations.py)."""
-    return await svc.memory.observe(who, observation)
+async def write_observation(
+    body: Annotated[dict[str, Any] | list[dict[str, Any]], Body()], svc: Svc, who: Asker
+) -> StoredRecords:
+    """Store what speakers said as each speaker's own views (see writes/observations.py):
+    one observation (`{speaker, source_id, participants, said_at, claims}`) or an array
+    of them, all of their claims or (422 with reasons) none."""
+    return await svc.memory.observe(who, _observations(body))
+
+
+_MANY = TypeAdapter(list[Observation])
+
+
+def _observations(body: dict[str, Any] | list[dict[str, Any]]) -> list[Observation]:
+    """Validated here rather than as a union parameter, so a single observation's
+    reasons name its own fields (`body.participants.1`), as for one record, and an
+    array's name the element (`body.0.participants.1`)."""
+    try:
+        if isinstance(body, list):
+            return _MANY.validate_python(body)
+        return [Observation.model_validate(body)]
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_input=False)]
+        raise RequestValidationError(errors) from None
 
 
 @router.post(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -46,10 +46,17 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with (
-            open_services(settings, authenticate, traffic.quiet_for) as services,
-            mcp_sessions.run(),
-        ):
+        async with AsyncExitStack() as stack:
+            try:
+                services = await stack.enter_async_context(
+                    open_services(settings, authenticate, traffic.quiet_for)
+                )
+            except ValueError as exc:
+                # A configuration that cannot serve (a store made for another embedding
+                # model, a model that will not load): serving.serve says it in one line.
+                app.state.startup_error = exc
+                raise
+            await stack.enter_async_context(mcp_sessions.run())
             app.state.services = services
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
             # the process: keep it out of the cyclic GC, whose full passes over it

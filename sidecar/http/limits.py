@@ -12,9 +12,11 @@ from fastapi import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sidecar.errors import RequestTooLarge
+
 
 def too_large(max_bytes: int) -> dict[str, object]:
-    return {"error": "body_too_large", "reasons": [f"request body above {max_bytes} bytes"]}
+    return RequestTooLarge(reasons=[f"request body above {max_bytes} bytes"]).body()
 
 
 class BodyTooLarge(HTTPException):

@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 from sidecar.auth.identity import (
     Identity,
 )
-from sidecar.mcp.tools import Unauthenticated
+from sidecar.errors import Unauthenticated
 from sidecar.services import Services
 from sidecar.settings import Settings, is_loopback
 

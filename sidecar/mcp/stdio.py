@@ -13,7 +13,8 @@ from sidecar.auth.identity import (
     Refused,
 )
 from sidecar.auth.tokens import Authenticator
-from sidecar.mcp.tools import Unauthenticated, build
+from sidecar.errors import Unauthenticated
+from sidecar.mcp.tools import build
 from sidecar.services import open_services
 from sidecar.settings import Settings
 

@@ -71,12 +71,6 @@ USE = (
 )
 
 
-class Unauthenticated(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 # How a tool finds who is calling: from the HTTP request (the endpoint verified it),
 # or, over stdio, from the token in the environment or the dev identity.
 IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
@@ -135,8 +129,6 @@ async def _guarded(
     try:
         who = await server.identity_of(ctx)
         return await answer(server.services(), who)
-    except Unauthenticated as exc:
-        return _problem("unauthenticated", [exc.reason])
     except ValidationError as exc:
         return _problem("invalid_request", validation_reasons(exc.errors()))
     except WhoseError as exc:
@@ -193,7 +185,7 @@ async def remember(
             access_scope=access_scope,
             claims=claims,
         )
-        written = await svc.memory.observe(who, observation, "mcp.remember")
+        written = await svc.memory.observe(who, [observation], "mcp.remember")
         return _result(readout.stored(written), written)
 
     return await _guarded(ctx, answer)

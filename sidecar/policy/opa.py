@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,7 +20,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar import metrics
 from sidecar.auth.identity import Identity
-from sidecar.errors import Unavailable
+from sidecar.errors import PolicyUnavailable as PolicyUnavailable
 from sidecar.policy.contract import (
     NO_DECISION,
     BatchDecisions,
@@ -43,15 +42,6 @@ DISCLOSURE_RULE = "whose/disclosure/batch"
 INGEST_RULE = "whose/ingest/decisions"
 EXPLAIN_RULE = "whose/disclosure/explanation"
 TRUST_RULE = "whose/trust/adoptions"
-
-
-class PolicyUnavailable(Unavailable):
-    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
-
-    code = "policy_unavailable"
-    reason = "policy_unavailable"
-    # The read it cut short (set by reads/gate.py), so a refusal can name it.
-    decision_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

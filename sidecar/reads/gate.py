@@ -32,7 +32,8 @@ from pydantic import BaseModel, ValidationError
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
-from sidecar.audit import AuditEntry, AuditLog, read_entry
+from sidecar.audit import AuditEntry, read_entry
+from sidecar.audit.writer import AuditLog
 from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
 from sidecar.policy.contract import BatchDecisions, Decision, DisclosureQuestion, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable

@@ -105,17 +105,19 @@ class Reader:
         self,
         question: DisclosureQuestion,
         route: str,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         *,
+        text: str | None = None,
         offset: int = 0,
         score_threshold: float | None = None,
         with_vector: bool = False,
         adaptive: bool = True,
         with_other_views: bool = False,
     ) -> Answer:
-        """The `limit` nearest disclosable records (after `offset` of them).
+        """The `limit` nearest disclosable records (after `offset` of them): by the
+        dense `vector`, the lexical match of `text`, or both fused (Store.search).
 
         `adaptive=False` sizes the first round by the configured factor alone, so the
         same question always examines the same candidates (offset paging relies on
@@ -128,6 +130,7 @@ class Reader:
                 vector,
                 narrowed,
                 limit + offset,
+                text=text,
                 score_threshold=score_threshold,
                 with_vector=with_vector,
                 adaptive=adaptive,
@@ -278,10 +281,11 @@ class Reader:
     async def overfetch(
         self,
         disclosure: Disclosure,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         wanted: int,
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
         adaptive: bool = True,
@@ -300,6 +304,7 @@ class Reader:
                 scope,
                 batch,
                 exclude=seen,
+                text=text,
                 score_threshold=score_threshold,
                 with_vector=with_vector,
             )

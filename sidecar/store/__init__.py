@@ -13,15 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
-from sidecar.errors import Unavailable
+from sidecar.errors import StoreUnavailable as StoreUnavailable
 from sidecar.record import Stored
 from sidecar.store.scope import Scope
-
-
-class StoreUnavailable(Unavailable):
-    """The vector store failed or could not be reached."""
-
-    code = "store_unavailable"
 
 
 @dataclass(frozen=True)
@@ -38,6 +32,8 @@ class Search:
 
     exact_below: int = 0
     hnsw_ef: int | None = None
+    # Hybrid search: the BM25 share's weight against the dense score (store/hybrid.py).
+    lexical_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,18 +52,22 @@ class Store(Protocol):
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
         """Nearest records within scope, best first, leaving out the `exclude` record ids.
 
-        Paging by exclusion rather than offset: with tied scores an offset can
-        skip or repeat records between two queries; exclusion cannot.
+        By the dense `vector`, by the lexical match of `text` (BM25), or, given both,
+        by the two fused (store/hybrid.py): a score that belongs to each record, the
+        same in every round of an over-fetch. Paging by exclusion rather than offset:
+        with tied scores an offset can skip or repeat records between two queries;
+        exclusion cannot.
         """
         ...
 
@@ -84,7 +84,8 @@ class Store(Protocol):
         ...
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
-        """Store records (payload, vector) of one tenant in one operation."""
+        """Store records (payload, dense vector) of one tenant in one operation; the
+        store adds each one's lexical vector (store/vectors.py)."""
         ...
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
@@ -98,7 +99,3 @@ def records(
     """The records among what a backend returned (payload, score, vector)."""
     found = [Stored.from_payload(payload, score, vector) for payload, score, vector in payloads]
     return [record for record in found if record is not None]
-
-
-def dense(vector: Any) -> list[float] | None:
-    return list(vector) if isinstance(vector, list) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -27,13 +28,14 @@ from uuid import UUID
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
+from sidecar.embed.lexical import ENCODER
 from sidecar.errors import FilterRefused
 from sidecar.record import Stored, iso
 from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
-    dense,
+    hybrid,
     records,
 )
 from sidecar.store.schema import (
@@ -45,6 +47,7 @@ from sidecar.store.schema import (
     point_id,
 )
 from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.vectors import DENSE, LEXICAL, SPEC_KEY, IndexSpec, check, dense, lexical
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +60,16 @@ class EdgeStore:
         optimize_interval_s: float = 10.0,
         quiet_for: Callable[[], float] | None = None,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> None:
         """`quiet_for`: seconds since the server last had a request in flight (0 while
-        one is); without it, only this store's own calls count."""
+        one is); without it, only this store's own calls count. `index`: the vectors
+        this sidecar makes (default: the hashing embedder's), checked against the
+        store's own record of them at open."""
         self.path = path
         self.search_tuning = search or Search()
         self.vector_size = vector_size
+        self.index = index or IndexSpec.hashing(vector_size)
         self.optimize_interval_s = optimize_interval_s
         self._server_quiet_for = quiet_for
         self._calls_in_flight = 0
@@ -85,13 +92,17 @@ class EdgeStore:
             self._dirty.set()
 
     def _open_shard(self) -> qe.EdgeShard:
+        spec_file = self.path / f"{SPEC_KEY}.json"
         if (self.path / "edge_config.json").exists():
+            recorded = None
+            if spec_file.exists():
+                recorded = IndexSpec.from_json(json.loads(spec_file.read_text()))
+            # Before the engine opens the folder: a refusal leaves no lock behind.
+            check(f"the store {self.path}", recorded, self.index)
             shard = qe.EdgeShard.load(str(self.path))
         else:
-            config = qe.EdgeConfig(
-                vectors=qe.EdgeVectorParams(size=self.vector_size, distance=qe.Distance.Cosine)
-            )
-            shard = qe.EdgeShard.create(str(self.path), config)
+            shard = qe.EdgeShard.create(str(self.path), edge_config(self.index))
+            spec_file.write_text(json.dumps(self.index.as_json()))
         # On a new store the indexes go in before any data, so every segment is built
         # with them; a store made by an earlier version gains the ones added since.
         indexed = shard.info().payload_schema
@@ -125,31 +136,58 @@ class EdgeStore:
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
         flt = _edge_filter(scope, exclude)
+        terms = ENCODER.query(text) if text is not None else []
+        if vector is None and not terms:
+            return []
 
         def query() -> list[Any]:
             # The estimate and the search in one trip to the worker thread.
             request = qe.QueryRequest(
                 limit=limit,
-                query=qe.Query.Nearest(vector),
                 filter=flt,
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vector=with_vector,
-                params=self._params(flt),
+                **self._query(vector, terms, scope, flt, limit),
             )
             return list(self.shard.query(request))
 
         points = await self._run(query)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
+
+    def _query(
+        self,
+        vector: list[float] | None,
+        terms: list[int],
+        scope: Scope,
+        flt: qe.Filter,
+        limit: int,
+    ) -> dict[str, Any]:
+        """Dense, lexical or both (store/hybrid.py); IDF over the scope, not `exclude`d."""
+        if not terms:
+            assert vector is not None
+            return {"query": qe.Query.Nearest(vector), "params": self._params(flt)}
+        corpus = _edge_filter(scope, ())
+        if vector is None:
+            sparse = hybrid.edge_lexical(terms)
+            return {
+                "query": qe.Query.Nearest(sparse, using=LEXICAL),
+                "params": hybrid.edge_idf(corpus),
+            }
+        prefetches, formula = hybrid.edge_fused(
+            vector, terms, flt, corpus, limit, self._params(flt), self.search_tuning.lexical_weight
+        )
+        return {"query": formula, "prefetches": prefetches}
 
     def _params(self, flt: qe.Filter) -> qe.SearchParams | None:
         """Exact search when the filter matches few enough points (the payload indexes'
@@ -192,7 +230,8 @@ class EdgeStore:
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
         points = [
-            qe.Point(point_id(tenant, payload["id"]), vector, payload) for payload, vector in items
+            qe.Point(point_id(tenant, payload["id"]), _vectors(payload, vector), payload)
+            for payload, vector in items
         ]
         # One operation: a batch is stored whole or not at all.
         await self._run(self.shard.update, qe.UpdateOperation.upsert_points(points))
@@ -254,6 +293,20 @@ class EdgeStore:
         finally:
             self._calls_in_flight -= 1
             self._last_call = time.monotonic()
+
+
+def edge_config(index: IndexSpec) -> qe.EdgeConfig:
+    """A new shard: the dense vector (unnamed) and the lexical one, whose IDF the engine
+    computes at query time over a corpus filter (store/hybrid.py)."""
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=index.dim, distance=qe.Distance.Cosine),
+        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+    )
+
+
+def _vectors(payload: dict[str, Any], vector: list[float]) -> dict[str, Any]:
+    sparse = lexical(payload)
+    return {DENSE: vector, LEXICAL: qe.SparseVector(sparse.indices, sparse.values)}
 
 
 Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams

@@ -39,11 +39,12 @@ class MeasuredStore:
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
@@ -53,6 +54,7 @@ class MeasuredStore:
                 scope,
                 limit,
                 exclude,
+                text=text,
                 score_threshold=score_threshold,
                 with_vector=with_vector,
             )

@@ -22,6 +22,7 @@ again, so a Qdrant that comes back needs no sidecar restart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -40,12 +41,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from sidecar.embed.lexical import ENCODER
 from sidecar.record import Stored
 from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
-    dense,
+    hybrid,
     records,
 )
 from sidecar.store.schema import (
@@ -57,8 +59,24 @@ from sidecar.store.schema import (
     point_id,
 )
 from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.vectors import (
+    DENSE,
+    LEXICAL,
+    SPEC_KEY,
+    IndexMismatch,
+    IndexSpec,
+    check,
+    dense,
+    lexical,
+)
 
 log = logging.getLogger(__name__)
+
+# Each point's lexical terms, as integers with an index: the document frequencies the
+# query's BM25 weights need are counted within the search's scope (store/hybrid.py).
+# Internal: never returned (`_PAYLOAD`), and no caller filter may name it.
+TERMS_FIELD = "_lexical_terms"
+_PAYLOAD = qm.PayloadSelectorExclude(exclude=[TERMS_FIELD])
 
 T = TypeVar("T")
 
@@ -86,13 +104,16 @@ class ServerStore:
         layout: Layout | None = None,
         retries: int = 2,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> None:
-        """`clients`: one per node URL, tried in turn when one fails."""
+        """`clients`: one per node URL, tried in turn when one fails. `index`: the
+        vectors this sidecar makes, checked against the collection's record of them."""
         if not clients:
             raise ValueError("a server store needs at least one Qdrant URL")
         self.clients = clients
         self.collection = collection
         self.vector_size = vector_size
+        self.index = index or IndexSpec.hashing(vector_size)
         self.layout = layout or Layout()
         self.attempts = 1 + retries
         self.search_tuning = search or Search()
@@ -111,6 +132,7 @@ class ServerStore:
         layout: Layout | None = None,
         retries: int = 2,
         search: Search | None = None,
+        index: IndexSpec | None = None,
     ) -> ServerStore:
         # No compatibility check: it is a blocking request at construction, and it
         # warns across two minor versions; the tests run against the server we ship.
@@ -120,23 +142,42 @@ class ServerStore:
             )
             for url in urls
         ]
-        return cls(clients, collection, vector_size, layout, retries, search)
+        return cls(clients, collection, vector_size, layout, retries, search, index)
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
-        # answers 503 until Qdrant is back, instead of failing to start.
+        # answers 503 until Qdrant is back, instead of failing to start. A collection
+        # made for other vectors refuses the start (IndexMismatch).
         try:
-            await self._ensure_collection()
+            await self._create_or_check()
         except StoreUnavailable as exc:
             log.warning("Qdrant unreachable at start-up; will retry: %s", exc)
 
     async def _ensure_collection(self) -> None:
+        try:
+            await self._create_or_check()
+        except IndexMismatch as exc:
+            # Found only now (Qdrant was down at start): fail closed on every request.
+            log.error("%s", exc)
+            raise StoreUnavailable(str(exc)) from None
+
+    async def _create_or_check(self) -> None:
         if self._ensured:
             return
         exists = await self._call(lambda c: c.collection_exists(self.collection))
         if not exists:
             await self._call(self._create, idempotent=False)
         info = await self._call(lambda c: c.get_collection(self.collection))
+        recorded = IndexSpec.from_json((info.config.metadata or {}).get(SPEC_KEY))
+        if recorded is None and await self._adoptable(info):
+            # An empty collection made by hand with these vectors: it is ours now.
+            metadata = {SPEC_KEY: self.index.as_json()}
+            await self._call(
+                lambda c: c.update_collection(self.collection, metadata=metadata),
+                idempotent=False,
+            )
+            recorded = self.index
+        check(f"the Qdrant collection {self.collection}", recorded, self.index)
         # A collection made by an earlier version gains the indexes added since
         # (a server in strict mode refuses filters on fields without one).
         for name, schema in _indexes():
@@ -148,11 +189,29 @@ class ServerStore:
                 )
         self._ensured = True
 
+    async def _adoptable(self, info: qm.CollectionInfo) -> bool:
+        """Empty, with the dense vector (this dimension, cosine) and the lexical one."""
+        params = info.config.params
+        dense_params = params.vectors
+        if not (
+            isinstance(dense_params, qm.VectorParams)
+            and dense_params.size == self.index.dim
+            and dense_params.distance == qm.Distance.COSINE
+            and LEXICAL in (params.sparse_vectors or {})
+        ):
+            return False
+        counted = await self._call(lambda c: c.count(self.collection, exact=True))
+        return counted.count == 0
+
     async def _create(self, client: AsyncQdrantClient) -> None:
         try:
             await client.create_collection(
                 self.collection,
-                vectors_config=qm.VectorParams(size=self.vector_size, distance=qm.Distance.COSINE),
+                vectors_config=qm.VectorParams(size=self.index.dim, distance=qm.Distance.COSINE),
+                # No IDF modifier: Qdrant 1.18 would compute it over the whole collection
+                # (store/hybrid.py); the store sends the weights itself.
+                sparse_vectors_config={LEXICAL: qm.SparseVectorParams()},
+                metadata={SPEC_KEY: self.index.as_json()},
                 shard_number=self.layout.shards,
                 replication_factor=self.layout.replication,
                 write_consistency_factor=self.layout.write_consistency,
@@ -173,30 +232,73 @@ class ServerStore:
 
     async def search(
         self,
-        vector: list[float],
+        vector: list[float] | None,
         scope: Scope,
         limit: int,
         exclude: Collection[str] = (),
         *,
+        text: str | None = None,
         score_threshold: float | None = None,
         with_vector: bool = False,
     ) -> list[Stored]:
         await self._ensure_collection()
         query_filter = to_qdrant(scope, exclude)
-        params = await self._params(query_filter)
+        weights = await self._idf(scope, ENCODER.query(text)) if text is not None else {}
+        if vector is None and not weights:
+            return []
+        query: Any
+        prefetch: list[qm.Prefetch] | None = None
+        if not weights:
+            assert vector is not None
+            query, using, params = vector, None, await self._params(query_filter)
+        elif vector is None:
+            query, using, params = hybrid.server_lexical(weights), LEXICAL, None
+        else:
+            dense_params = await self._params(query_filter)
+            prefetch, query = hybrid.server_fused(
+                vector,
+                weights,
+                query_filter,
+                limit,
+                dense_params,
+                self.search_tuning.lexical_weight,
+            )
+            using, params = None, None
         response = await self._call(
             lambda c: c.query_points(
                 self.collection,
-                query=vector,
+                query=query,
+                using=using,
+                prefetch=prefetch,
                 query_filter=query_filter,
                 limit=limit,
                 score_threshold=score_threshold,
-                with_payload=True,
+                with_payload=_PAYLOAD,
                 with_vectors=with_vector,
                 search_params=params,
             )
         )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
+
+    async def _idf(self, scope: Scope, terms: list[int]) -> dict[int, float]:
+        """Each term's BM25 weight, counted over the records the scope admits (before
+        any `exclude`): the terms no such record holds are left out."""
+        if not terms:
+            return {}
+        within = to_qdrant(scope)
+
+        async def count(term: int | None) -> int:
+            flt = within
+            if term is not None:
+                has = qm.FieldCondition(key=TERMS_FIELD, match=qm.MatchValue(value=term))
+                flt = qm.Filter(must=[within, has])
+            counted = await self._call(
+                lambda c: c.count(self.collection, count_filter=flt, exact=True)
+            )
+            return counted.count
+
+        total, *containing = await asyncio.gather(count(None), *(count(t) for t in terms))
+        return {t: hybrid.idf(n, total) for t, n in zip(terms, containing, strict=True) if n}
 
     async def _params(self, query_filter: qm.Filter) -> qm.SearchParams | None:
         """Exact search when the filter matches few enough points (Qdrant's estimate
@@ -219,7 +321,7 @@ class ServerStore:
         ids: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
         found = await self._call(
             lambda c: c.retrieve(
-                self.collection, ids=ids, with_payload=True, with_vectors=with_vector
+                self.collection, ids=ids, with_payload=_PAYLOAD, with_vectors=with_vector
             )
         )
         return records(
@@ -241,7 +343,7 @@ class ServerStore:
                 scroll_filter=scroll_filter,
                 limit=limit,
                 offset=offset,
-                with_payload=True,
+                with_payload=_PAYLOAD,
                 with_vectors=with_vector,
             )
         )
@@ -249,10 +351,7 @@ class ServerStore:
         return Page(page, None if next_offset is None else str(next_offset))
 
     async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
-        points = [
-            qm.PointStruct(id=point_id(tenant, payload["id"]), vector=vector, payload=payload)
-            for payload, vector in items
-        ]
+        points = [_point(tenant, payload, vector) for payload, vector in items]
         await self._ensure_collection()
         await self._call(
             lambda c: c.upsert(self.collection, points=points, wait=True), idempotent=False
@@ -337,6 +436,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _point(tenant: str, payload: dict[str, Any], vector: list[float]) -> qm.PointStruct:
+    sparse = lexical(payload)
+    return qm.PointStruct(
+        id=point_id(tenant, payload["id"]),
+        vector={
+            DENSE: vector,
+            LEXICAL: qm.SparseVector(indices=sparse.indices, values=sparse.values),
+        },
+        payload={**payload, TERMS_FIELD: sparse.indices},
+    )
+
+
 Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
 
 
@@ -353,4 +464,5 @@ def _indexes() -> list[tuple[str, Index]]:
         phrase_matching=True,
     )
     indexes += [(name, text) for name in TEXT_FIELDS]
+    indexes.append((TERMS_FIELD, qm.PayloadSchemaType.INTEGER))
     return indexes

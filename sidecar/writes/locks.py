@@ -19,13 +19,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, RedisError
 
-from sidecar.errors import Unavailable
-
-
-class LockUnavailable(Unavailable):
-    """The lock could not be taken in time (or Redis is down): refuse the write."""
-
-    code = "lock_unavailable"
+from sidecar.errors import LockUnavailable as LockUnavailable
 
 
 class Held(Protocol):

@@ -10,16 +10,34 @@ belief, are derived from the statement at read time (answers/derived.py); whethe
 hearer takes the claim as their own belief is the trust policy's call
 (writes/testimony.py). The records then take the ordinary write path (write policy,
 supersession).
+
+A claim keeps its meaning when it is served to someone else. A proposition is worded
+into "caroline says that ...", so an "I", a "you" or a "yesterday" in it would read as
+the reader's, or as undated: such a claim is refused (`unresolved_reference`) unless
+the extractor resolves it ("caroline went to a support group on 7 May 2023") or sends
+the speaker's words as a quote (`quoted: true`), which is served as one, dated:
+"caroline says that “I went to a support group yesterday” (in caroline's words, said on
+8 May 2023)".
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from sidecar.record import MAX_PATH, Attitude, Instant, MemoryWrite, Name, Proposition
+from sidecar.record import (
+    MAX_PATH,
+    Attitude,
+    Instant,
+    MemoryWrite,
+    Name,
+    Proposition,
+    Vector,
+    day,
+)
 
 # A hedged claim ("I think ...") is weaker evidence of the speaker's view.
 DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
@@ -55,6 +73,26 @@ def _a_mind(name: str) -> str:
 Mind = Annotated[Name, AfterValidator(_a_mind)]
 MindPath = Annotated[list[Mind], Field(min_length=1, max_length=MAX_PATH)]
 
+UNRESOLVED = "unresolved_reference"
+# Words whose meaning depends on who speaks, to whom, or when.
+_PERSON = re.compile(
+    r"\b(i|me|my|mine|myself|we|us|our|ours|ourselves|you|your|yours|yourself|yourselves)\b"
+    r"|\b(i'm|i've|i'd|i'll|we're|we've|you're|you've)\b",
+    re.IGNORECASE,
+)
+_TIME = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago)\b"
+    r"|\b(last|next|this)\s+(week|weekend|month|year|night|morning|afternoon|evening"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|spring|summer|autumn|fall|winter)\b",
+    re.IGNORECASE,
+)
+
+
+def unresolved(text: str) -> list[str]:
+    """The words of `text` that only its speaker and its moment give a meaning."""
+    return [m.group(0) for pattern in (_PERSON, _TIME) for m in pattern.finditer(text)]
+
 
 class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -68,14 +106,32 @@ class Claim(BaseModel):
     attitude: Attitude | None = Field(
         default=None, description="With `about`: what the innermost mind does, knows or believes."
     )
+    hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    quoted: bool = Field(
+        default=False,
+        description="The proposition's text is the speaker's own words, as said (first "
+        "person, relative times): stored and served as a quote, dated `said_at`.",
+    )
+    vector: Vector | None = Field(
+        default=None, description="Your own embedding of the claim (the collection's model)."
+    )
+
+    @model_validator(mode="after")
+    def _resolved(self) -> Claim:
+        if not self.quoted and (words := unresolved(self.proposition.text)):
+            raise PydanticCustomError(
+                UNRESOLVED,
+                "{words}: whose, or when? Resolve them (name the person, give the date) "
+                "or send the speaker's words as said, with quoted: true",
+                {"words": ", ".join(dict.fromkeys(w.lower() for w in words))},
+            )
+        return self
 
     def path(self, speaker: str) -> list[str]:
         """The minds after the speaker the claim is about (none: the speaker's own)."""
         about = [self.about] if isinstance(self.about, str) else list(self.about or [])
         return [] if about in ([], [speaker]) else about
-
-    hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class Observation(BaseModel):
@@ -104,10 +160,13 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
     for claim in observation.claims:
         about = claim.path(speaker)
         attitude = (claim.attitude or "believes") if about else None
+        proposition = claim.proposition
+        if claim.quoted:
+            proposition = proposition.model_copy(update={"quoted": True})
         records.append(
             MemoryWrite(
-                content=_sentence(speaker, claim, about, attitude),
-                proposition=claim.proposition,
+                content=_sentence(speaker, claim, about, attitude, observation.said_at),
+                proposition=proposition,
                 observer_id=speaker,
                 observed_path=about or None,
                 observed_attitude=attitude,
@@ -121,14 +180,20 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
                 audience=audience,
                 access_scope=observation.access_scope,
                 valid_at=observation.said_at,
+                vector=claim.vector,
             )
         )
     return records
 
 
-def _sentence(speaker: str, claim: Claim, about: list[str], attitude: str | None) -> str:
+def _sentence(
+    speaker: str, claim: Claim, about: list[str], attitude: str | None, said_at: object
+) -> str:
     verb = "thinks" if claim.hedged else "says"
     text = claim.proposition.text
+    if claim.quoted:
+        when = f" on {day(said_at)}" if said_at is not None else ""
+        return f"{speaker} said{when}: “{text}”"
     if about:
         minds = " believes that ".join(about)
         return f"{speaker} {verb} that {minds} {attitude} that {text}"

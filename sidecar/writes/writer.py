@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sidecar.audit import AuditEntry, AuditLog, WriteOutcome, WriteRoute, audited_write, write_entry
+from sidecar.audit import AuditEntry, WriteOutcome, WriteRoute, audited_write, write_entry
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
-from sidecar.embed.hashing import HashingEmbedder
-from sidecar.errors import WhoseError
+from sidecar.embed import Embedder, EmbeddingUnavailable
+from sidecar.embed.indexed import indexed_text
+from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.record import MemoryRecord, MemoryWrite, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
@@ -48,21 +50,11 @@ _CHOSEN_IDS = uuid.UUID("3d3c1a52-8f0b-4f7e-9a55-2b8e6c1d7f40")
 _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
 
 
-class WriteRefused(WhoseError):
-    """Every reason, per record index; nothing was stored."""
-
-    code = "write_refused"
-    status = 422
-
-    def __init__(self, problems: list[dict[str, Any]]) -> None:
-        super().__init__("write refused", problems)
-        self.problems = problems
-
-
 @dataclass
 class Prepared:
     payload: dict[str, Any]
-    vector: list[float]
+    # The writer's own embedding, or None until the embedder makes one (`_embedded`).
+    vector: list[float] | None
 
 
 @dataclass(frozen=True)
@@ -95,7 +87,7 @@ class Writer:
         self,
         store: Store,
         policy: PolicyClient,
-        embedder: HashingEmbedder,
+        embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog | None = None,
     ) -> None:
@@ -123,8 +115,8 @@ class Writer:
         except WriteRefused as refused:
             attempt.refused(refused.problems)
             raise
-        except (PolicyUnavailable, LockUnavailable, StoreUnavailable) as exc:
-            attempt.failed(_error_code(exc))
+        except (PolicyUnavailable, LockUnavailable, StoreUnavailable, EmbeddingUnavailable) as exc:
+            attempt.failed(exc.code)
             raise
         finally:
             if self.audit is not None:
@@ -137,6 +129,9 @@ class Writer:
         prepared = self._checked(bodies, writer, now, attempt)
         payloads = [p.payload for p in prepared]
         blind = await self._decided(payloads, writer, attempt)
+        # Embedded once the policy has let the batch through, before any lock is taken
+        # (a remote embedder may take its whole timeout): a failure stores nothing.
+        vectors = await self._embedded(prepared)
         chains = {chain for p in payloads if (chain := chain_of(p)) is not None}
         named = [p["supersedes"] for p in payloads if chain_of(p) is None and p.get("supersedes")]
         # New ids are locked too: two writers choosing one id must not both find it free.
@@ -158,7 +153,7 @@ class Writer:
             )
             _refuse_if(linked.problems, payloads)
             await held.confirm()
-            await self._commit(writer.tenant, prepared, linked.updates)
+            await self._commit(writer.tenant, payloads, vectors, linked.updates)
         attempt.outcome = "stored"
         return [_as_told(p, p["id"] in blind) for p in payloads]
 
@@ -204,12 +199,27 @@ class Writer:
         successors = await successors_of(self.store, tenant, suspects)
         return _Snapshot(open_versions, around, named_records, successors)
 
+    async def _embedded(self, prepared: list[Prepared]) -> list[list[float]]:
+        """Each record's dense vector: the writer's own, else the embedder's, of what is
+        indexed for the record (embed/indexed.py), all of a batch in one call."""
+        missing = [p for p in prepared if p.vector is None]
+        made: list[list[float]] = []
+        if missing:
+            texts = [indexed_text(p.payload) for p in missing]
+            made = await self.embedder.embed_batch(texts, "document")
+        supplied = iter(made)
+        return [p.vector if p.vector is not None else next(supplied) for p in prepared]
+
     async def _commit(
-        self, tenant: str, prepared: list[Prepared], updates: list[tuple[str, dict[str, Any]]]
+        self,
+        tenant: str,
+        payloads: list[dict[str, Any]],
+        vectors: list[list[float]],
+        updates: list[tuple[str, dict[str, Any]]],
     ) -> None:
         # New versions first: if we stop half-way, each names its predecessor,
         # which still looks current until `plan` is next given both.
-        await self.store.put(tenant, [(p.payload, p.vector) for p in prepared])
+        await self.store.put(tenant, list(zip(payloads, vectors, strict=True)))
         for record_id, fields in updates:
             await self.store.update(tenant, uuid.UUID(record_id), fields)
 
@@ -271,9 +281,7 @@ class Writer:
                 "provenance": provenance.model_copy(update={"writer": writer.id}),
             }
         )
-        text = record.proposition.text if record.proposition else record.content
-        vector = body.vector if body.vector is not None else self.embedder.embed(text)
-        return Prepared(record.payload(), vector)
+        return Prepared(record.payload(), body.vector)
 
     async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
         taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
@@ -315,14 +323,6 @@ class _Attempt:
             error=self.error,
             opa_decision_ids=self.opa_decision_ids,
         )
-
-
-def _error_code(exc: Exception) -> str:
-    if isinstance(exc, PolicyUnavailable):
-        return "policy_unavailable"
-    if isinstance(exc, LockUnavailable):
-        return "lock_unavailable"
-    return "store_unavailable"
 
 
 def new_record_id(writer: Identity, chosen: UUID | None) -> UUID:
@@ -389,7 +389,7 @@ def _prepared_problems(prepared: list[Prepared], dim: int) -> list[tuple[int, st
     problems: list[tuple[int, str]] = []
     seen: set[str] = set()
     for i, p in enumerate(prepared):
-        if len(p.vector) != dim:
+        if p.vector is not None and len(p.vector) != dim:
             problems.append((i, f"vector_dimension_must_be_{dim}"))
         if p.payload["id"] in seen:
             problems.append((i, "duplicate_id_in_batch"))

@@ -1,9 +1,10 @@
 """The README's integration snippets, run as written against a sidecar like `make serve`'s.
 
 Each snippet is the fenced block after a `<!-- snippet: NAME -->` line. The Python
-ones (LlamaIndex, Haystack) run with the names the README says to bring
-(`user_token`, `embed_model`, `query_embedding`); the MCP host configs are read as a
-host reads them and connected to with the real MCP client. The only substitutions:
+ones (LlamaIndex, Haystack, the whose client, LangGraph) run with the names the README
+says to bring (`user_token`, `embed_model`, `query_embedding`, a LangGraph `builder`);
+the MCP host configs are read as a host reads them and connected to with the real MCP
+client. The only substitutions:
 the sidecar's port, the checkout's path, a data folder, and the token.
 """
 
@@ -20,17 +21,21 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import httpx2
 import jwt
 import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
+from sidecar.client import DevIdentity
+from sidecar.client.langgraph import WhoseStore
 from sidecar.embed.hashing import HashingEmbedder
 from tests.acceptance.test_llamaindex import SidecarEmbedding
 from tests.conftest import REPO, as_, start_sidecar, stop
@@ -115,6 +120,44 @@ def test_haystack_snippet(served: str, who: str, sees: bool) -> None:
     contents = [d.content for d in scope["documents"]]
     assert any(c.startswith(ATTRIBUTED) for c in contents) is sees, contents
     assert not any("October 17" in c for c in contents) or sees
+
+
+def test_python_client_snippet(served: str) -> None:
+    scope = run(snippet("python-client"), served)
+    told, refused = scope["told"], scope["refused"]
+    assert told.verdict == "attributed"
+    assert told.items[0].attribution.startswith(ATTRIBUTED)
+    assert refused.verdict == "abstain"
+    assert refused.items == []
+    scope["alice"].close()
+    scope["bob"].close()
+
+
+class Turn(TypedDict, total=False):
+    recalled: list[str]
+
+
+def recall(state: Turn, *, store: BaseStore) -> Turn:
+    found = store.search(("acme", "alice", "memories"), query="when is the launch?")
+    return {"recalled": [item.value["whose"]["attribution"] for item in found]}
+
+
+def test_langgraph_snippet(served: str) -> None:
+    builder = StateGraph(Turn)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", END)
+    scope = run(snippet("langgraph"), served, builder=builder)
+    told = "alice believes that the launch is October 17 — source langgraph"
+    assert scope["memories"][0].value["whose"]["attribution"].startswith(told)
+    recalled = scope["graph"].invoke({})["recalled"]
+    assert recalled[0].startswith(told)
+    # The same store asking as Bob: nothing of Alice's memory.
+    bob = WhoseStore(served, dev=DevIdentity("bob", "acme"))
+    assert bob.search(("acme", "alice", "memories"), query="when is the launch?") == []
+    assert bob.get(("acme", "alice", "memories"), "launch") is None
+    bob.close()
+    scope["store"].close()
 
 
 def text(result: Any) -> str:

@@ -13,7 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditLog, AuditQuery, RedisSink, SqliteSink
+from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery
+from sidecar.audit.redis_sink import RedisSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from tests.conftest import free_port, start_redis, stop
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditLog, AuditQuery, RedisSink, SqliteSink
+from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery
+from sidecar.audit.redis_sink import RedisSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 

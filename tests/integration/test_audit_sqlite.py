@@ -21,20 +21,19 @@ import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from sidecar.audit import (
-    SINK_ERRORS,
     AuditedRecord,
     AuditedWrite,
     AuditEntry,
-    AuditLog,
     AuditQuery,
     Outcome,
     Purpose,
-    RedisSink,
-    SqliteSink,
     audited_write,
     write_entry,
 )
-from sidecar.audit.sqlite_sink import _selection
+from sidecar.audit.redis_sink import RedisSink
+from sidecar.audit.sink import SINK_ERRORS
+from sidecar.audit.sqlite_sink import SqliteSink, _selection
+from sidecar.audit.writer import AuditLog
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 

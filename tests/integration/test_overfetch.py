@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from sidecar.answers.verdict import verdict_of
-from sidecar.audit import AuditLog, SqliteSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache

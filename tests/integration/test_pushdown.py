@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from sidecar.audit import AuditLog, SqliteSink
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.policy.cache import LocalCache
 from sidecar.policy.contract import DisclosureQuestion

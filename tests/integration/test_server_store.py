@@ -64,11 +64,17 @@ async def test_start_creates_the_collection_with_every_index(qdrant_server: Qdra
 
 
 async def test_a_collection_without_indexes_gains_them(qdrant_server: QdrantNode) -> None:
-    """A collection made by hand (or an earlier version) is kept, and indexed."""
+    """A collection made by hand (empty, with the dense and the lexical vector) is kept,
+    and indexed."""
     name = collection()
     client = AsyncQdrantClient(url=qdrant_server.url, check_compatibility=False)
     params = qm.VectorParams(size=DIM, distance=qm.Distance.COSINE)
-    await client.create_collection(name, vectors_config=params, shard_number=2)
+    await client.create_collection(
+        name,
+        vectors_config=params,
+        sparse_vectors_config={"lexical": qm.SparseVectorParams()},
+        shard_number=2,
+    )
     store = ServerStore.connect([qdrant_server.url], name, DIM)
     await store.open()
     await put(store, rec("acme", "kept"))

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import uuid
+
+import pytest
 
 import sidecar
-from sidecar.errors import NotFound, WhoseError
+from sidecar.errors import (
+    FilterRefused,
+    NotFound,
+    PolicyUnavailable,
+    Unauthenticated,
+    WhoseError,
+    WriteRefused,
+    refusal_class,
+)
 
 
 def every_error() -> list[type[WhoseError]]:
@@ -35,3 +46,51 @@ def test_each_refusal_has_its_own_code_and_an_error_status() -> None:
 
 def test_not_found_says_nothing_but_its_code() -> None:
     assert NotFound("memory", ["anything"]).body() == {"error": "not_found"}
+
+
+def test_every_refusal_lives_in_errors_py() -> None:
+    # One tree in one module: the Python client reads refusals back by code from
+    # errors.py alone (sidecar/client/calls.py), and imports nothing else of the server.
+    elsewhere = [e.__qualname__ for e in every_error() if e.__module__ != "sidecar.errors"]
+    assert not elsewhere, f"define these in sidecar/errors.py: {elsewhere}"
+
+
+def sample(cls: type[WhoseError]) -> WhoseError:
+    if cls is WriteRefused:
+        return WriteRefused([{"index": 0, "id": "x", "reasons": ["writer_not_holder"]}])
+    if cls is FilterRefused:
+        return FilterRefused("unindexed_key", "`x` has no index to filter on")
+    if cls is Unauthenticated:
+        return Unauthenticated("token_expired")
+    return cls("message", ["a_reason"])
+
+
+@pytest.mark.parametrize("cls", every_error(), ids=lambda cls: cls.__name__)
+def test_a_served_refusal_reads_back_as_its_class(cls: type[WhoseError]) -> None:
+    served = sample(cls).body()
+    found = refusal_class(served["error"])
+    assert found is cls
+    back = found.from_body(served)
+    assert type(back) is cls
+    assert back.body() == served
+
+
+def test_a_write_refusal_reads_back_with_every_reason() -> None:
+    problems = [{"index": 0, "id": "x", "reasons": ["known_without_evidence", "writer_not_holder"]}]
+    back = WriteRefused.from_body(WriteRefused(problems).body())
+    assert isinstance(back, WriteRefused)
+    assert back.problems == problems
+    assert "known_without_evidence" in str(back)
+
+
+def test_recall_failing_closed_reads_back_with_its_decision() -> None:
+    decision = uuid.uuid4()
+    body = {"verdict": "abstain", "reason": "policy_unavailable", "decision_id": str(decision)}
+    back = PolicyUnavailable.from_body(body)
+    assert isinstance(back, PolicyUnavailable)
+    assert back.decision_id == decision
+
+
+def test_an_unknown_code_names_no_class() -> None:
+    assert refusal_class("no_such_code") is None
+    assert refusal_class(None) is None

@@ -32,6 +32,40 @@ CORE = (
     "sidecar.errors",
 )
 TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar.mcp")
+# The Python client (sidecar/client/) reads the server's models and words, and nothing of
+# the machinery that serves them: no transport, composition root, read or write path,
+# store, policy client, audit sink, nor their libraries.
+SERVER = (
+    *TRANSPORTS,
+    "sidecar.services",
+    "sidecar.serving",
+    "sidecar.workers",
+    "sidecar.memory",
+    "sidecar.reads",
+    "sidecar.store",
+    "sidecar.embed",
+    "sidecar.settings",
+    "sidecar.metrics",
+    "sidecar.auth.tokens",
+    "sidecar.auth.jwks",
+    "sidecar.policy.opa",
+    "sidecar.policy.local_opa",
+    "sidecar.policy.pushdown",
+    "sidecar.policy.cache",
+    "sidecar.writes.writer",
+    "sidecar.writes.supersession",
+    "sidecar.writes.locks",
+    "sidecar.writes.repair",
+    "sidecar.audit.writer",
+    "sidecar.audit.redis_sink",
+    "sidecar.audit.sqlite_sink",
+    "sidecar.audit.spill",
+    "qdrant_client",
+    "qdrant_edge",
+    "redis",
+    "aiohttp",
+    "prometheus_client",
+)
 
 
 def module_name(path: Path) -> str:
@@ -126,3 +160,20 @@ def test_mcp_reaches_the_core_not_the_http_routes(module: str) -> None:
     # Both transports call memory.py; neither goes through the other's routes.
     leaks = [" -> ".join(p) for t, p in reachable(module).items() if t.startswith("sidecar.http")]
     assert not leaks, "\n".join(leaks)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("sidecar.client")))
+def test_the_client_imports_none_of_the_server(module: str) -> None:
+    leaks = [
+        " -> ".join(path)
+        for target, path in reachable(module).items()
+        if any(target == t or target.startswith(t + ".") for t in SERVER)
+    ]
+    assert not leaks, "\n".join(leaks)
+
+
+def test_the_client_reads_the_server_models() -> None:
+    # One source of truth: the client sends and reads these very modules' models.
+    reached = reachable("sidecar.client.clients")
+    for model in ("sidecar.messages", "sidecar.record", "sidecar.writes.observations"):
+        assert model in reached, model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,22 @@ def test_search_settings_reach_the_store(
     monkeypatch.setenv("WHOSE_SEARCH_HNSW_EF", "96")
     settings = Settings(store=backend, data_dir=tmp_path, qdrant_url="http://127.0.0.1:1")
     store = open_store(settings)  # not opened: nothing is contacted
-    assert store.search_tuning == Search(exact_below=1234, hnsw_ef=96)  # type: ignore[attr-defined]
+    # The hashing embedder's default weight of BM25 in hybrid search (store/hybrid.py).
+    expected = Search(exact_below=1234, hnsw_ef=96, lexical_weight=2.0)
+    assert store.search_tuning == expected  # type: ignore[attr-defined]
+
+
+def test_the_lexical_weight_follows_the_embedder_unless_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model: dict[str, Any] = {
+        "embed_model_dir": tmp_path / "model",
+        "embed_model": "m",
+        "data_dir": tmp_path,
+    }
+    assert open_store(Settings(**model)).search_tuning.lexical_weight == 0.5  # type: ignore[attr-defined]
+    monkeypatch.setenv("WHOSE_LEXICAL_WEIGHT", "0.7")
+    assert open_store(Settings(**model)).search_tuning.lexical_weight == 0.7  # type: ignore[attr-defined]
 
 
 def test_by_default_a_search_is_exact_up_to_20000_matching_points() -> None:
