@@ -12,11 +12,11 @@ hearer takes the claim as their own belief is the trust policy's call
 supersession).
 
 A claim keeps its meaning when it is served to someone else. A proposition is worded
-into "caroline says that ...", so an "I", a "you" or a "yesterday" in it would read as
+into "caroline said that ...", so an "I", a "you" or a "yesterday" in it would read as
 the reader's, or as undated: such a claim is refused (`unresolved_reference`) unless
 the extractor resolves it ("caroline went to a support group on 7 May 2023") or sends
 the speaker's words as a quote (`quoted: true`), which is served as one, dated:
-"caroline says that “I went to a support group yesterday” (in caroline's words, said on
+"caroline said that “I went to a support group yesterday” (in caroline's words, said on
 8 May 2023)".
 """
 
