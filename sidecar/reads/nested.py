@@ -10,7 +10,7 @@ disclosure policy decides each of them like a stored record (one batch, one audi
 entry). Then each line keeps its current version as this question may see it
 (answers/current.py): computed from allowed views only, so a version the asker may
 not see shapes nothing. Every store call is bounded by `Bounds.max_candidates`, and
-`minds` by `max_views` derived views.
+the views one read derives by `max_views` (else the answer says `truncated`).
 """
 
 from __future__ import annotations
@@ -104,6 +104,11 @@ class Minds:
             derived = _derived(bases, path, observer)
             if not history:
                 derived = latest_per_line(derived)
+            # Without an observer every hearer of every statement holds a view: bounded,
+            # the latest first (a function of what the question may see).
+            if len(derived) > self.max_views:
+                derived = sorted(derived, key=lambda v: (-v.valid_at.timestamp(), v.id))
+                derived, cut = derived[: self.max_views], True
             candidates = _distinct([*stored, *derived])
             decisions = await disclosure.decide(candidates)
             allowed = [(r, decisions[r.id]) for r in candidates if decisions[r.id].allow]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -455,3 +456,25 @@ def test_integers_outside_int64_are_refused_and_inside_kept_exact(
     assert answer["verdict"] == "conflict"
     [conflict] = answer["conflicts"]
     assert sorted(v["value"] for v in conflict["views"]) == [2**63 - 2, 2**63 - 1]
+
+
+def test_the_views_one_read_derives_are_bounded(tmp_path: Path) -> None:
+    """Without an observer, every hearer of a statement holds a view of its speaker's
+    mind: a read derives at most WHOSE_MAX_MIND_VIEWS of them, and says it stopped."""
+    base, process = start_sidecar(tmp_path / "sidecar", env={"WHOSE_MAX_MIND_VIEWS": "10"})
+    try:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            key = f"launch.{uuid.uuid4().hex[:6]}"
+            hearers = [f"h{i}" for i in range(12)]
+            claim = {"proposition": {"text": "the launch is Friday", "key": key}}
+            said(http, "acme", "alice", hearers, claim, T0)
+            body = {"query": "launch", "about": key, "observed": ["alice"], "limit": 100}
+            answer = http.post("/v1/recall", json=body, headers=as_("h0")).json()
+            # h0 may see the statement: every hearer's two views of alice (24) are implied.
+            assert len(answer["items"]) == 10
+            assert answer["truncated"] is True
+            mine = {**body, "observer": "h0"}
+            answer = http.post("/v1/recall", json=mine, headers=as_("h0")).json()
+            assert (len(answer["items"]), answer["truncated"]) == (2, False)
+    finally:
+        stop(process)
