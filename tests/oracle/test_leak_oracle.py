@@ -24,7 +24,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,11 @@ class Checker:
         self.now = datetime.now(UTC)
         self.check_recall()
         self.check_chain()
+        if (lived := self.lived_chain()) is not None:
+            # A chain the world makes likely to be implied: the asker was there with them.
+            self.query = replace(query, chain=lived, chain_observer=query.asker)
+            self.check_chain()
+            self.query = query
         self.check_propositions()
         self.check_get()
         self.check_history()
@@ -269,6 +274,16 @@ class Checker:
             for r in self.records.values()
             if at(r["valid_at"]) <= moment and all(self.model.may_hear(r, p) for p in hearers)
         ]
+
+    def lived_chain(self) -> tuple[str, ...] | None:
+        """Others who were there with the asker at an event or a talk of the world, in
+        turns with the asker (`[b, asker, b]`), or None."""
+        for record in self.records.values():
+            present = (record.get("source") or {}).get("participants") or []
+            others = [p for p in present if p != self.asker.id]
+            if self.asker.id in present and others:
+                return (others[0], self.asker.id, others[-1])
+        return None
 
     def check_chain(self) -> None:
         """Recall of one chain of minds: stored views of exactly that chain and the views
@@ -615,3 +630,28 @@ def test_the_oracle_catches_a_broken_policy(tmp_path: Path) -> None:
     finally:
         stop(process)
         stop(opa_process)
+
+
+def test_the_chain_check_sees_derived_views(stack: Stack) -> None:
+    """A world where the chain asked about is implied: the check compares real views
+    (not two empty answers), and a reference that implied nothing would fail it."""
+    marker = f"SECRET{uuid.uuid4().hex}"
+    event = {
+        "proposition": {"text": f"the claim {marker}", "key": "k0", "value": 1},
+        "witnessed_by": ["p0", "p1"],
+        "at": TIMES[0],
+        "source_id": "room-1",
+    }
+    world = World(TenantDirectory(scopes={RELAY: set()}), [Write("witnessed", event, marker)], [])
+    with httpx.Client(base_url=stack.sidecar, timeout=30) as http:
+        checker = Checker(stack, http, world)
+        checker.build()
+        before = OUTCOMES["chain_views"]
+        checker.ask(Query("p0", [], [], None, False, chain=("p1", "p0"), chain_observer="p0"))
+        # One view for the chain asked (p0's view of p1's view of p0), one for the chain
+        # the asker lived (`lived_chain`: p0's view of p1's view of p0's view of p1).
+        assert OUTCOMES["chain_views"] == before + 2
+        checker.query = Query("p0", [], [], None, False, chain=("p1",), chain_observer="p0")
+        checker.records = {}  # the model now implies nothing: the answer disagrees
+        with pytest.raises((AssertionError, KeyError)):
+            checker.check_chain()
