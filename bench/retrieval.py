@@ -3,6 +3,7 @@
     .venv/bin/python bench/retrieval.py                      # generated, LoCoMo-shaped
     .venv/bin/python bench/retrieval.py --locomo locomo10.json   # LoCoMo itself
     .venv/bin/python bench/retrieval.py --no-model           # skip the real-model run
+    .venv/bin/python bench/retrieval.py --before main        # and whose as of main
 
 Every turn is posted as an extractor would (an observation by its speaker, heard by
 both, the speaker's words: sidecar/bench/conversations.py), each conversation in a
@@ -17,7 +18,9 @@ is among the first k items. Measured, in one run, on the same turns:
 - the same with a real embedding model in-process (all-MiniLM-L6-v2 as int8 ONNX from
   the registry packages the tests use; or `--model-dir`);
 - BM25 (`bm25s`, English stop words and Snowball stemmer) over the turns' text, and over
-  "speaker: text".
+  "speaker: text";
+- with `--before REF`, whose as of the git commit REF too (both embedders), each run
+  beside this tree's on the same turns: a change's before and after in one run.
 
 This is a benchmark, not a test: it prints a table and writes
 bench/results/retrieval.json.
@@ -27,9 +30,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import json
 import shutil
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -55,6 +61,10 @@ KS = (1, 5, 10)
 DEEP = 50  # how deep the dense and lexical rankings are read for the fusion computed here
 RRF_K = 60
 BATCH = 500  # observations per request (one claim each)
+# A recall answered 503 (OPA or the store slow on a busy machine) is asked again, this
+# many times: the figures are about what is found, not how fast.
+RETRIES = 3
+REPO = Path(__file__).resolve().parent.parent
 
 
 def hits(ranked: list[str], evidence: list[str]) -> dict[int, bool]:
@@ -108,18 +118,28 @@ def minilm_folder(target: Path) -> Path | None:
     return target
 
 
+def source_tree(ref: str, work: Path) -> Path:
+    """This repository as of the commit `ref`, exported into `work` (`git archive`)."""
+    archive = subprocess.run(["git", "archive", ref], cwd=REPO, check=True, capture_output=True)
+    tree = work / "source"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
 def whose(
-    conversations: list[Conversation], data: Path, env: dict[str, str]
+    conversations: list[Conversation], data: Path, env: dict[str, str], source: Path = REPO
 ) -> dict[str, dict[str, float]]:
-    """hit@k of each recall mode of a served sidecar configured by `env`."""
+    """hit@k of each recall mode of a sidecar configured by `env`, served from `source`."""
     modes: dict[str, list[dict[int, bool]]] = {
         "default text path (hybrid)": [],
         "dense only": [],
         "lexical only (BM25)": [],
         "RRF of dense and lexical (computed here)": [],
     }
+    retried = 0
     with (
-        processes.sidecar(data, env=env) as sidecar,
+        processes.sidecar(data, env=env, source=source) as sidecar,
         httpx.Client(base_url=sidecar.base, timeout=600) as http,
     ):
         started = time.monotonic()
@@ -145,8 +165,15 @@ def whose(
             asker = {"X-Whose-Asker": conv.speakers[0], "X-Whose-Tenant": conv.name}
 
             def ranked(body: dict[str, Any], asker: dict[str, str] = asker) -> list[str]:
-                answer = http.post("/v1/recall", headers=asker, json=body)
-                answer.raise_for_status()
+                nonlocal retried
+                for attempt in range(RETRIES + 1):
+                    answer = http.post("/v1/recall", headers=asker, json=body)
+                    if answer.status_code != 503 or attempt == RETRIES:
+                        break
+                    retried += 1
+                    time.sleep(1 + attempt)
+                if answer.is_error:
+                    raise RuntimeError(f"recall {body}: {answer.status_code} {answer.text}")
                 return [i["source_id"].split("/", 1)[1] for i in answer.json()["items"]]
 
             for q in conv.questions:
@@ -161,7 +188,9 @@ def whose(
                 )
         asked = sum(len(c.questions) for c in conversations)
         print(
-            f"  asked {asked} questions x 3 in {time.monotonic() - started:.0f} s", file=sys.stderr
+            f"  asked {asked} questions x 3 in {time.monotonic() - started:.0f} s"
+            + (f" ({retried} recalls asked again after a 503)" if retried else ""),
+            file=sys.stderr,
         )
     return {mode: rate(found) for mode, found in modes.items()}
 
@@ -189,6 +218,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10, help="generated ones")
     parser.add_argument("--model-dir", type=Path, help="an ONNX model folder (default MiniLM)")
     parser.add_argument("--no-model", action="store_true", help="skip the real-model run")
+    parser.add_argument("--before", metavar="REF", help="also run whose as of this git commit")
     parser.add_argument("--out", type=Path, default=Path("bench/results/retrieval.json"))
     args = parser.parse_args()
 
@@ -208,7 +238,7 @@ def main() -> None:
         }
     }
     runs: list[tuple[str, Callable[[Path], dict[str, str] | None]]] = [
-        ("whose, no external model (hashing embedder)", lambda _: {}),
+        ("no external model (hashing embedder)", lambda _: {}),
     ]
     if not args.no_model:
 
@@ -219,14 +249,23 @@ def main() -> None:
                 return None
             return {"WHOSE_EMBED_MODEL_DIR": str(folder), "WHOSE_EMBED_MODEL": folder.name}
 
-        runs.append(("whose, all-MiniLM-L6-v2 in-process (ONNX)", model_env))
-    for title, env_for in runs:
-        with tempfile.TemporaryDirectory(prefix="whose-retrieval-") as work:
-            env = env_for(Path(work))
-            if env is None:
-                continue
-            print(title, file=sys.stderr)
-            results[title] = whose(conversations, Path(work) / "sidecar", env)
+        runs.append(("all-MiniLM-L6-v2 in-process (ONNX)", model_env))
+    with tempfile.TemporaryDirectory(prefix="whose-retrieval-") as scratch:
+        sources: list[tuple[str, Path, dict[str, str]]] = [("whose", REPO, {})]
+        if args.before:
+            # That tree's sidecar runs this tree's OPA (an export holds no bin/).
+            opa = {"WHOSE_OPA_BINARY": str(REPO / "bin" / "opa")}
+            tree = source_tree(args.before, Path(scratch))
+            sources.insert(0, (f"whose at {args.before}", tree, opa))
+        for title, env_for in runs:
+            for name, tree, tree_env in sources:
+                with tempfile.TemporaryDirectory(prefix="whose-retrieval-") as work:
+                    env = env_for(Path(work))
+                    if env is None:
+                        continue
+                    print(f"{name}, {title}", file=sys.stderr)
+                    data = Path(work) / "sidecar"
+                    results[f"{name}, {title}"] = whose(conversations, data, env | tree_env, tree)
 
     report = {"source": source, "turns": turns, "questions": questions, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -245,6 +245,13 @@ def bench(
     qdrant: Annotated[Path, typer.Option(help="Scale-out mode: the Qdrant server binary.")] = Path(
         "bin/qdrant"
     ),
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Sweep: a configuration to measure, NAME:VAR=VALUE[,VAR=VALUE] (repeat), "
+            "e.g. server:WHOSE_LOCAL_OPA=server; each against the same passthrough."
+        ),
+    ] = None,
 ) -> None:
     r"""Sweep recall cost and recall@10 over readable fractions, against the plain store.
 
@@ -270,7 +277,12 @@ def bench(
         typer.echo(f"report: {out / 'scale.json'}")
         return
 
-    result = sweep.run(records or [10_000], queries, out)
+    try:
+        variants = sweep.parse_variants(variant or [])
+    except ValueError as exc:
+        typer.echo(f"configuration error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    result = sweep.run(records or [10_000], queries, out, variants=variants)
     typer.echo(report.sweep_table(result))
     typer.echo(f"report: {out / 'bench.json'}, plot: {out / 'bench.png'}")
 

@@ -24,6 +24,7 @@ from sidecar.embed.onnx import OnnxEmbedder
 from sidecar.embed.remote import RemoteEmbedder
 from sidecar.memory import Memory
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
+from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.local_opa import LocalOpa
 from sidecar.policy.opa import PolicyClient
 from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
@@ -134,6 +135,13 @@ def open_store(
 async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:
     if settings.opa_url:
         policy = PolicyClient(settings.opa_url, settings.opa_timeout_s)
+    elif settings.local_opa == "linked":
+        policy = LinkedOpa(
+            settings.opa_library,
+            settings.policy_dir,
+            settings.data_dir / "opa-bundle",
+            settings.opa_timeout_s,
+        )
     else:
         opa = LocalOpa(
             settings.opa_binary,

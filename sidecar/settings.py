@@ -13,6 +13,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _default_opa_library() -> Path:
+    # `make install` builds OPA's evaluator as a shared library into bin/ (native/linkedopa).
+    return REPO_ROOT / "bin" / "libwhoseopa.so"
+
+
 def _default_opa_binary() -> Path:
     # `make` builds a pinned OPA into bin/; fall back to one on PATH.
     local = REPO_ROOT / "bin" / "opa"
@@ -37,8 +42,12 @@ class Settings(BaseSettings):
     # server store and Redis.
     workers: int = Field(default=1, ge=1, le=64)
 
-    # Policy: an OPA server URL, or None to start a local OPA on a private socket.
+    # Policy: an OPA server URL, or None for the embedded default's own OPA: OPA's
+    # evaluator linked into this process ("linked", policy/linked_opa.py), or a local
+    # `opa run --server` on a private socket ("server", policy/local_opa.py).
     opa_url: str | None = None
+    local_opa: Literal["linked", "server"] = "linked"
+    opa_library: Path = Field(default_factory=_default_opa_library)
     opa_binary: Path = Field(default_factory=_default_opa_binary)
     policy_dir: Path = REPO_ROOT / "rego"
     opa_timeout_s: float = Field(default=1.0, gt=0)
@@ -85,7 +94,7 @@ class Settings(BaseSettings):
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
     # Hybrid search (store/hybrid.py): the weight of BM25's share against the dense
-    # score; None: 2.0 with the hashing embedder, 0.5 with a model (bench/retrieval.py).
+    # score; None: 4.0 with the hashing embedder, 1.0 with a model (bench/retrieval.py).
     lexical_weight: float | None = Field(default=None, ge=0, le=100)
 
     # Redis: supersession locks shared by replicas. Unset: in-process locks, which is

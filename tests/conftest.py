@@ -28,6 +28,8 @@ settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 OPA_BINARY = REPO / "bin" / "opa"
+# OPA's evaluator as a shared library (`make install`), for the linked evaluator.
+OPA_LIBRARY = REPO / "bin" / "libwhoseopa.so"
 POLICY_DIR = REPO / "rego"
 
 # Lines for the end of the test output: how much was checked (leak oracle, fuzzing,

@@ -128,10 +128,15 @@ def process(
 
 
 def sidecar(
-    data: Path, workers: int = 1, env: dict[str, str] | None = None, log_level: str = "WARNING"
+    data: Path,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    log_level: str = "WARNING",
+    source: Path = REPO_ROOT,
 ) -> contextlib.AbstractContextManager[Proc]:
-    """`whose serve --dev` on `data` (header identity, loopback). Start-up includes
-    indexing whatever the store holds unindexed (store/edge.py), hence the long wait."""
+    """`whose serve --dev` on `data` (header identity, loopback), from the source tree
+    `source` (default: this one). Start-up includes indexing whatever the store holds
+    unindexed (store/edge.py), hence the long wait."""
     port, ops_port = free_port(), free_port()
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(data)]
     command += ["--port", str(port), "--ops-port", str(ops_port), "--workers", str(workers)]
@@ -140,7 +145,8 @@ def sidecar(
     log = data / "bench-sidecar.log"
     # Up (/healthz), then ready (/readyz: store and policy open, the API serving), both
     # on the operations listener.
-    return process(command, env, log, (f"{ops}/healthz", f"{ops}/readyz"), base, ops, 3600)
+    ready = (f"{ops}/healthz", f"{ops}/readyz")
+    return process(command, env, log, ready, base, ops, 3600, cwd=source)
 
 
 def passthrough(data: Path) -> contextlib.AbstractContextManager[Proc]:

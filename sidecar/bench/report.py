@@ -13,28 +13,39 @@ import matplotlib.pyplot as plt
 
 
 def sweep_table(result: dict[str, Any]) -> str:
+    """One row per cell, and per configuration when the run measured several
+    (`whose bench --variant`), each against the passthrough of the same cell."""
+    several = any(len(run.get("variants", {})) > 1 for run in result["runs"])
     lines = [
-        "| records | readable | layout | recall p50 / p99 | passthrough p50 / p99 "
+        "| records | readable | layout |"
+        + (" configuration |" if several else "")
+        + " recall p50 / p99 | passthrough p50 / p99 "
         "| p50 ratio | rps at 8 in flight (passthrough) | throughput ratio "
         "| recall@10 (passthrough) | sidecar's own / store / policy / HTTP ms "
         "| CPU ms per request: sidecar + OPA |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|" + ("---|" if several else "") + "---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
+        names = list(run.get("variants", {"whose": {}}))
         for cell in run["cells"].values():
-            whose, plain, ratios = cell["whose"], cell["passthrough"], cell["ratios"]
-            spent, tp = whose["where_time_goes_ms"], whose["throughput"]
-            lines.append(
-                f"| {run['records']:,} | {cell['fraction']:.0%} | {cell['layout']} "
-                f"| {whose['p50_ms']:.1f} / {whose['p99_ms']:.1f} ms "
-                f"| {plain['p50_ms']:.1f} / {plain['p99_ms']:.1f} ms | {ratios['p50']:.2f} "
-                f"| {tp['rps']:.0f} ({plain['throughput']['rps']:.0f}) "
-                f"| {ratios['throughput']:.2f} "
-                f"| {whose['recall_at_10']['mean']:.3f} ({plain['recall_at_10']['mean']:.3f}) "
-                f"| {spent['sidecar_own']:.1f} / {spent['store_calls']:.1f} / "
-                f"{spent['policy_calls']:.1f} / {spent['http_and_client']:.1f} "
-                f"| {tp['cpu_ms_sidecar_own']:.1f} + {tp['cpu_ms_sidecar_children']:.1f} |"
-            )
+            plain = cell["passthrough"]
+            for name in names:
+                whose = cell[name]
+                ratios = cell.get("ratios_by_variant", {}).get(name, cell["ratios"])
+                spent, tp = whose["where_time_goes_ms"], whose["throughput"]
+                lines.append(
+                    f"| {run['records']:,} | {cell['fraction']:.0%} | {cell['layout']} "
+                    + (f"| {name} " if several else "")
+                    + f"| {whose['p50_ms']:.1f} / {whose['p99_ms']:.1f} ms "
+                    f"| {plain['p50_ms']:.1f} / {plain['p99_ms']:.1f} ms | {ratios['p50']:.2f} "
+                    f"| {tp['rps']:.0f} ({plain['throughput']['rps']:.0f}) "
+                    f"| {ratios['throughput']:.2f} "
+                    f"| {whose['recall_at_10']['mean']:.3f} "
+                    f"({plain['recall_at_10']['mean']:.3f}) "
+                    f"| {spent['sidecar_own']:.1f} / {spent['store_calls']:.1f} / "
+                    f"{spent['policy_calls']:.1f} / {spent['http_and_client']:.1f} "
+                    f"| {tp['cpu_ms_sidecar_own']:.1f} + {tp['cpu_ms_sidecar_children']:.1f} |"
+                )
     return "\n".join(lines)
 
 

@@ -14,12 +14,17 @@ builds HNSW before serving), and per cell (layout x fraction), as that cell's as
 - the same two for the passthrough (passthrough.py: the plain store with the asker's
   audience as a payload filter), and whose's ratios to it.
 
+With `--variant NAME:WHOSE_VAR=VALUE,...` (repeated) several sidecar configurations
+are measured in one run, each on its own copy of the same indexed store, cell by cell
+in turn with the passthrough, so that their ratios come from the same minutes.
+
 Then bench.json and bench.png. A benchmark, not a test: figures from a shared
 machine are noisy; compare the ratios within one run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -106,7 +111,30 @@ def _passthrough_cell(
     return cell
 
 
-def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, Any]:
+# A sidecar configuration measured against the passthrough: a name and the settings
+# (WHOSE_* variables) it runs with. By default one, the settings in force.
+Variants = dict[str, dict[str, str]]
+DEFAULT_VARIANTS: Variants = {"whose": {}}
+
+
+def parse_variants(specs: list[str]) -> Variants | None:
+    """`NAME:VAR=VALUE[,VAR=VALUE]` per configuration (`whose bench --variant`)."""
+    variants: Variants = {}
+    for spec in specs:
+        name, _, assignments = spec.partition(":")
+        settings = [a for a in assignments.split(",") if a]
+        if not name or name == "passthrough" or name in variants:
+            raise ValueError(f"--variant {spec!r}: a new name, then ':'")
+        if not all("=" in a and a.startswith("WHOSE_") for a in settings):
+            raise ValueError(f"--variant {spec!r}: settings are WHOSE_VAR=VALUE")
+        variants[name] = dict(a.split("=", 1) for a in settings)
+    return variants or None
+
+
+def measure(
+    size: int, n_queries: int, workdir: Path, seed: int, variants: Variants | None = None
+) -> dict[str, Any]:
+    variants = variants or DEFAULT_VARIANTS
     started = time.perf_counter()
     corpus = build(size, n_queries, seed)
     # The corpus stays in memory for the whole run: out of the cyclic GC, whose full
@@ -123,6 +151,7 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
             "exact_below": settings.search_exact_below,
             "hnsw_ef": settings.search_hnsw_ef,
         },
+        "variants": variants,
     }
     # Loading only: the write policy decides a whole batch in one OPA call, which may
     # take longer than a serving deployment's timeout on a busy machine.
@@ -132,37 +161,57 @@ def measure(size: int, n_queries: int, workdir: Path, seed: int) -> dict[str, An
     result["load_s"] = round(load_s, 1)
     result["load_route"] = "POST /v1/memories, 500 records a request, one at a time"
     index = {record_id: i for i, record_id in enumerate(ids)}
-    cell_results: dict[str, dict[str, Any]] = {}
     opened = time.perf_counter()
-    with sidecar(data) as proc:
+    with sidecar(data):
         # Reopening the store builds its HNSW index before serving (store/edge.py).
         result["open_s"] = round(time.perf_counter() - opened, 1)
-        for layout, fraction in cells():
-            who = asker(layout, fraction)
-            cell_results[who] = {"layout": layout, "fraction": fraction}
-            cell_results[who]["whose"] = _sidecar_cell(proc, corpus, who, n_queries, index)
-    with passthrough(data) as proc:
-        for layout, fraction in cells():
-            who = asker(layout, fraction)
-            cell_results[who]["passthrough"] = _passthrough_cell(
-                proc, corpus, who, n_queries, index
-            )
-    for cell in cell_results.values():
-        whose, plain = cell["whose"], cell["passthrough"]
-        cell["ratios"] = {
-            "p50": round(whose["p50_ms"] / plain["p50_ms"], 2),
-            "throughput": round(whose["throughput"]["rps"] / plain["throughput"]["rps"], 2),
+    # Each configuration and the passthrough on a copy of the same indexed store (the
+    # embedded store has one owner), all serving at once, measured cell by cell in turn:
+    # what a busy machine does to one, it does to the others within minutes.
+    copies = {name: workdir / f"data-{size}-{i}" for i, name in enumerate(variants)}
+    copies["passthrough"] = workdir / f"data-{size}-passthrough"
+    for copy in copies.values():
+        shutil.copytree(data, copy)
+    cell_results: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as running:
+        procs = {
+            name: running.enter_context(sidecar(copies[name], env=env))
+            for name, env in variants.items()
         }
+        plain = running.enter_context(passthrough(copies["passthrough"]))
+        for layout, fraction in cells():
+            who = asker(layout, fraction)
+            cell: dict[str, Any] = {"layout": layout, "fraction": fraction}
+            for name, proc in procs.items():
+                cell[name] = _sidecar_cell(proc, corpus, who, n_queries, index)
+            cell["passthrough"] = _passthrough_cell(plain, corpus, who, n_queries, index)
+            cell["ratios_by_variant"] = {
+                name: _ratios(cell[name], cell["passthrough"]) for name in procs
+            }
+            # The first configuration's, under the names the tables and plot read.
+            first = next(iter(procs))
+            cell["whose"], cell["ratios"] = cell[first], cell["ratios_by_variant"][first]
+            cell_results[who] = cell
     result["cells"] = cell_results
     result["total_s"] = round(time.perf_counter() - started, 1)
-    shutil.rmtree(data, ignore_errors=True)
+    for folder in [data, *copies.values()]:
+        shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
-def run(sizes: list[int], n_queries: int, out: Path, seed: int = 7) -> dict[str, Any]:
+def _ratios(whose: dict[str, Any], plain: dict[str, Any]) -> dict[str, float]:
+    return {
+        "p50": round(whose["p50_ms"] / plain["p50_ms"], 2),
+        "throughput": round(whose["throughput"]["rps"] / plain["throughput"]["rps"], 2),
+    }
+
+
+def run(
+    sizes: list[int], n_queries: int, out: Path, seed: int = 7, variants: Variants | None = None
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="whose-bench-"))
     try:
-        runs = [measure(size, n_queries, workdir, seed) for size in sizes]
+        runs = [measure(size, n_queries, workdir, seed, variants) for size in sizes]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,13 @@ from sidecar.record import day
 
 
 def indexed_text(payload: dict[str, Any]) -> str:
+    head, claim = indexed_parts(payload)
+    return f"{head}: {claim}" if head else claim
+
+
+def indexed_parts(payload: dict[str, Any]) -> tuple[str, str]:
+    """Whose and when ("caroline, 8 May 2023"; empty when the payload says neither),
+    and the claim. The lexical vector weighs the two apart (embed/lexical.py)."""
     source = payload.get("source") or {}
     holder = payload.get("observer_id") or source.get("speaker")
     who = str(holder) if holder else ""
@@ -30,4 +37,4 @@ def indexed_text(payload: dict[str, Any]) -> str:
     when = day(payload.get("valid_at"))
     head = ", ".join(part for part in (who, when) if part)
     claim = (payload.get("proposition") or {}).get("text") or payload.get("content") or ""
-    return f"{head}: {claim}" if head else str(claim)
+    return head, str(claim)

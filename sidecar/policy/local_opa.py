@@ -60,8 +60,9 @@ drop := true
 """
 
 
-def _make_bundle(policy_dir: Path, bundle: Path) -> str:
-    """Copy the policies and data (no tests) into a bundle directory; return its revision."""
+def make_bundle(policy_dir: Path, bundle: Path) -> str:
+    """Copy the policies and data (no tests) into a bundle directory; return its revision.
+    (The linked evaluator, policy/linked_opa.py, loads the same bundle.)"""
     shutil.rmtree(bundle, ignore_errors=True)
     bundle.mkdir(parents=True)
     digest = hashlib.sha256()
@@ -135,7 +136,7 @@ class LocalOpa:
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         self._socket_dir = Path(tempfile.mkdtemp(prefix="whose-opa-"))
-        revision = await asyncio.to_thread(_make_bundle, self.policy_dir, self.bundle_dir)
+        revision = await asyncio.to_thread(make_bundle, self.policy_dir, self.bundle_dir)
         log.info("local OPA loads %s as bundle revision %s", self.policy_dir, revision)
         try:
             await self._launch(ready_timeout_s)

@@ -158,7 +158,7 @@ class EdgeStore:
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vector=with_vector,
-                **self._query(vector, terms, scope, flt, limit),
+                **self._query(vector, terms, flt, limit),
             )
             return list(self.shard.query(request))
 
@@ -166,26 +166,16 @@ class EdgeStore:
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
 
     def _query(
-        self,
-        vector: list[float] | None,
-        terms: list[int],
-        scope: Scope,
-        flt: qe.Filter,
-        limit: int,
+        self, vector: list[float] | None, terms: list[int], flt: qe.Filter, limit: int
     ) -> dict[str, Any]:
-        """Dense, lexical or both (store/hybrid.py); IDF over the scope, not `exclude`d."""
+        """Dense, lexical or both (store/hybrid.py)."""
         if not terms:
             assert vector is not None
             return {"query": qe.Query.Nearest(vector), "params": self._params(flt)}
-        corpus = _edge_filter(scope, ())
         if vector is None:
-            sparse = hybrid.edge_lexical(terms)
-            return {
-                "query": qe.Query.Nearest(sparse, using=LEXICAL),
-                "params": hybrid.edge_idf(corpus),
-            }
+            return {"query": qe.Query.Nearest(hybrid.edge_lexical(terms), using=LEXICAL)}
         prefetches, formula = hybrid.edge_fused(
-            vector, terms, flt, corpus, limit, self._params(flt), self.search_tuning.lexical_weight
+            vector, terms, flt, limit, self._params(flt), self.search_tuning.lexical_weight
         )
         return {"query": formula, "prefetches": prefetches}
 
@@ -296,11 +286,11 @@ class EdgeStore:
 
 
 def edge_config(index: IndexSpec) -> qe.EdgeConfig:
-    """A new shard: the dense vector (unnamed) and the lexical one, whose IDF the engine
-    computes at query time over a corpus filter (store/hybrid.py)."""
+    """A new shard: the dense vector (unnamed) and the lexical one, scored as stored: no
+    IDF modifier, which would weigh every term by the other records (store/hybrid.py)."""
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(size=index.dim, distance=qe.Distance.Cosine),
-        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams()},
     )
 
 

@@ -9,14 +9,16 @@ One query per search round, on either backend (Qdrant's query API):
 
 F is the search's whole scope (tenant, the caller's filters, current versions, and the
 policy's pushdown filter), on every branch: a record nobody in the audience may see is
-in no branch, and so shapes nothing (docs/design.md §5). BM25's inverse document
-frequencies are computed over the records F admits, before `exclude` (the same in
-every over-fetch round), never collection-wide: a collection holds other tenants'
-records and records the asker may not see, whose words would otherwise change the
-scores an asker is shown. The embedded engine computes them itself (its IDF modifier,
-scoped to a corpus filter); Qdrant server 1.18 ignores a corpus filter and would use
-every record of the collection, so for it the store counts the document frequencies
-within F and sends them as the query's weights (`idf`, the engine's own formula).
+in no branch (docs/design.md §5).
+
+Each of a point's two scores is a function of the point and the query alone: the cosine
+of its dense vector, and the sum of its BM25 term weights for the query's terms, with
+no inverse document frequency (embed/lexical.py). So is the fusion of the two. Nothing
+else stored enters a score, and so a record the asker may not see changes no score and
+no order the asker is shown even when F admits it, as it does when the policy withholds
+records the pushdown filter does not name (a denial outside `visible_to`, or
+WHOSE_PUSHDOWN=false). The same query goes to both backends, which store the same
+vectors with no modifier: they score alike.
 
 Why a formula and not reciprocal rank fusion: the reader (reads/reader.py) over-fetches
 in rounds that exclude what it has seen, sorts equal scores by id, and asks for more
@@ -31,8 +33,6 @@ were chosen on that benchmark (docs/operations.md).
 
 from __future__ import annotations
 
-import math
-
 import qdrant_edge as qe
 from qdrant_client.http import models as qm
 
@@ -42,48 +42,36 @@ from sidecar.store.vectors import DENSE, LEXICAL
 # towards the weight, half of it at a BM25 score of SATURATION. The weight depends on
 # how much the dense side knows (Search.lexical_weight, WHOSE_LEXICAL_WEIGHT): the
 # hashing embedder's vectors are themselves made of words, a real model's are not.
-SATURATION = 8.0
-WEIGHT_WITH_HASHING = 2.0
-WEIGHT_WITH_A_MODEL = 0.5
-
-
-def idf(containing: int, total: int) -> float:
-    """BM25's inverse document frequency, as Qdrant computes it for its IDF modifier."""
-    return math.log(1.0 + (total - containing + 0.5) / (containing + 0.5))
+SATURATION = 4.0
+WEIGHT_WITH_HASHING = 4.0
+WEIGHT_WITH_A_MODEL = 1.0
 
 
 # --- the embedded engine ---------------------------------------------------------------
 
 
 def edge_lexical(terms: list[int]) -> qe.SparseVector:
+    """The query's terms, each of weight 1."""
     return qe.SparseVector(terms, [1.0] * len(terms))
-
-
-def edge_idf(corpus: qe.Filter) -> qe.SearchParams:
-    return qe.SearchParams(idf=qe.IdfParams(corpus=corpus))
 
 
 def edge_fused(
     vector: list[float],
     terms: list[int],
     flt: qe.Filter,
-    corpus: qe.Filter,
     limit: int,
     dense_params: qe.SearchParams | None,
     weight: float,
 ) -> tuple[list[qe.Prefetch], qe.Formula]:
     sparse = edge_lexical(terms)
-    params = edge_idf(corpus)
     branches = [
         qe.Prefetch(limit, qe.Query.Nearest(vector), filter=flt, params=dense_params),
-        qe.Prefetch(limit, qe.Query.Nearest(sparse, using=LEXICAL), filter=flt, params=params),
+        qe.Prefetch(limit, qe.Query.Nearest(sparse, using=LEXICAL), filter=flt),
     ]
     union = 2 * limit
     rescored = [
         qe.Prefetch(union, qe.Query.Nearest(vector), prefetches=branches),
-        qe.Prefetch(
-            union, qe.Query.Nearest(sparse, using=LEXICAL), prefetches=branches, params=params
-        ),
+        qe.Prefetch(union, qe.Query.Nearest(sparse, using=LEXICAL), prefetches=branches),
     ]
     return rescored, _edge_formula(weight)
 
@@ -99,20 +87,20 @@ def _edge_formula(weight: float) -> qe.Formula:
 # --- Qdrant server ---------------------------------------------------------------------
 
 
-def server_lexical(weights: dict[int, float]) -> qm.SparseVector:
-    indices = sorted(weights)
-    return qm.SparseVector(indices=indices, values=[weights[i] for i in indices])
+def server_lexical(terms: list[int]) -> qm.SparseVector:
+    """The query's terms, each of weight 1 (the engine's query, in the client's types)."""
+    return qm.SparseVector(indices=terms, values=[1.0] * len(terms))
 
 
 def server_fused(
     vector: list[float],
-    weights: dict[int, float],
+    terms: list[int],
     flt: qm.Filter,
     limit: int,
     dense_params: qm.SearchParams | None,
     weight: float,
 ) -> tuple[list[qm.Prefetch], qm.FormulaQuery]:
-    sparse = server_lexical(weights)
+    sparse = server_lexical(terms)
     branches = [
         qm.Prefetch(
             query=vector, using=DENSE or None, filter=flt, limit=limit, params=dense_params

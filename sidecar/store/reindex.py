@@ -35,12 +35,15 @@ from sidecar.embed import Embedder
 from sidecar.embed.indexed import indexed_text
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
-from sidecar.store.server import TERMS_FIELD, Layout, ServerStore
+from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import IndexSpec
 
 log = logging.getLogger(__name__)
 
 PROGRESS = "whose_reindex"
+# Payload fields a store no longer writes, left behind by the version that first stored
+# lexical vectors (each point's terms, for document frequencies): not copied.
+RETIRED_FIELDS = ["_lexical_terms"]
 Report = Callable[[str], None]
 
 
@@ -153,7 +156,7 @@ async def reindex_server(
                     source,
                     limit=page,
                     offset=at,
-                    with_payload=qm.PayloadSelectorExclude(exclude=[TERMS_FIELD]),
+                    with_payload=qm.PayloadSelectorExclude(exclude=RETIRED_FIELDS),
                     with_vectors=False,
                 )
                 return [r.payload for r in found], None if following is None else str(following)

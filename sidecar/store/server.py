@@ -22,7 +22,6 @@ again, so a Qdrant that comes back needs no sidecar restart.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -71,12 +70,6 @@ from sidecar.store.vectors import (
 )
 
 log = logging.getLogger(__name__)
-
-# Each point's lexical terms, as integers with an index: the document frequencies the
-# query's BM25 weights need are counted within the search's scope (store/hybrid.py).
-# Internal: never returned (`_PAYLOAD`), and no caller filter may name it.
-TERMS_FIELD = "_lexical_terms"
-_PAYLOAD = qm.PayloadSelectorExclude(exclude=[TERMS_FIELD])
 
 T = TypeVar("T")
 
@@ -190,14 +183,17 @@ class ServerStore:
         self._ensured = True
 
     async def _adoptable(self, info: qm.CollectionInfo) -> bool:
-        """Empty, with the dense vector (this dimension, cosine) and the lexical one."""
+        """Empty, with the dense vector (this dimension, cosine) and the lexical one,
+        scored as stored (an IDF modifier would weigh terms by the other records)."""
         params = info.config.params
         dense_params = params.vectors
+        lexical_params = (params.sparse_vectors or {}).get(LEXICAL)
         if not (
             isinstance(dense_params, qm.VectorParams)
             and dense_params.size == self.index.dim
             and dense_params.distance == qm.Distance.COSINE
-            and LEXICAL in (params.sparse_vectors or {})
+            and lexical_params is not None
+            and lexical_params.modifier in (None, qm.Modifier.NONE)
         ):
             return False
         counted = await self._call(lambda c: c.count(self.collection, exact=True))
@@ -208,8 +204,8 @@ class ServerStore:
             await client.create_collection(
                 self.collection,
                 vectors_config=qm.VectorParams(size=self.index.dim, distance=qm.Distance.COSINE),
-                # No IDF modifier: Qdrant 1.18 would compute it over the whole collection
-                # (store/hybrid.py); the store sends the weights itself.
+                # No IDF modifier: it would weigh every term by the other records
+                # (store/hybrid.py).
                 sparse_vectors_config={LEXICAL: qm.SparseVectorParams()},
                 metadata={SPEC_KEY: self.index.as_json()},
                 shard_number=self.layout.shards,
@@ -243,21 +239,21 @@ class ServerStore:
     ) -> list[Stored]:
         await self._ensure_collection()
         query_filter = to_qdrant(scope, exclude)
-        weights = await self._idf(scope, ENCODER.query(text)) if text is not None else {}
-        if vector is None and not weights:
+        terms = ENCODER.query(text) if text is not None else []
+        if vector is None and not terms:
             return []
         query: Any
         prefetch: list[qm.Prefetch] | None = None
-        if not weights:
+        if not terms:
             assert vector is not None
             query, using, params = vector, None, await self._params(query_filter)
         elif vector is None:
-            query, using, params = hybrid.server_lexical(weights), LEXICAL, None
+            query, using, params = hybrid.server_lexical(terms), LEXICAL, None
         else:
             dense_params = await self._params(query_filter)
             prefetch, query = hybrid.server_fused(
                 vector,
-                weights,
+                terms,
                 query_filter,
                 limit,
                 dense_params,
@@ -273,32 +269,12 @@ class ServerStore:
                 query_filter=query_filter,
                 limit=limit,
                 score_threshold=score_threshold,
-                with_payload=_PAYLOAD,
+                with_payload=True,
                 with_vectors=with_vector,
                 search_params=params,
             )
         )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
-
-    async def _idf(self, scope: Scope, terms: list[int]) -> dict[int, float]:
-        """Each term's BM25 weight, counted over the records the scope admits (before
-        any `exclude`): the terms no such record holds are left out."""
-        if not terms:
-            return {}
-        within = to_qdrant(scope)
-
-        async def count(term: int | None) -> int:
-            flt = within
-            if term is not None:
-                has = qm.FieldCondition(key=TERMS_FIELD, match=qm.MatchValue(value=term))
-                flt = qm.Filter(must=[within, has])
-            counted = await self._call(
-                lambda c: c.count(self.collection, count_filter=flt, exact=True)
-            )
-            return counted.count
-
-        total, *containing = await asyncio.gather(count(None), *(count(t) for t in terms))
-        return {t: hybrid.idf(n, total) for t, n in zip(terms, containing, strict=True) if n}
 
     async def _params(self, query_filter: qm.Filter) -> qm.SearchParams | None:
         """Exact search when the filter matches few enough points (Qdrant's estimate
@@ -321,7 +297,7 @@ class ServerStore:
         ids: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
         found = await self._call(
             lambda c: c.retrieve(
-                self.collection, ids=ids, with_payload=_PAYLOAD, with_vectors=with_vector
+                self.collection, ids=ids, with_payload=True, with_vectors=with_vector
             )
         )
         return records(
@@ -343,7 +319,7 @@ class ServerStore:
                 scroll_filter=scroll_filter,
                 limit=limit,
                 offset=offset,
-                with_payload=_PAYLOAD,
+                with_payload=True,
                 with_vectors=with_vector,
             )
         )
@@ -444,7 +420,7 @@ def _point(tenant: str, payload: dict[str, Any], vector: list[float]) -> qm.Poin
             DENSE: vector,
             LEXICAL: qm.SparseVector(indices=sparse.indices, values=sparse.values),
         },
-        payload={**payload, TERMS_FIELD: sparse.indices},
+        payload=payload,
     )
 
 
@@ -464,5 +440,4 @@ def _indexes() -> list[tuple[str, Index]]:
         phrase_matching=True,
     )
     indexes += [(name, text) for name in TEXT_FIELDS]
-    indexes.append((TERMS_FIELD, qm.PayloadSchemaType.INTEGER))
     return indexes

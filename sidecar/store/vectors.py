@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sidecar.embed.indexed import indexed_text
+from sidecar.embed.indexed import indexed_parts
 from sidecar.embed.lexical import ENCODER, Sparse
 from sidecar.embed.lexical import NAME as LEXICAL_NAME
 
@@ -71,8 +71,8 @@ def check(where: str, recorded: IndexSpec | None, wanted: IndexSpec) -> None:
 
 
 def lexical(payload: dict[str, Any]) -> Sparse:
-    """The record's lexical vector, from what is indexed for it."""
-    return ENCODER.document(indexed_text(payload))
+    """The record's lexical vector, from what is indexed for it: its own words only."""
+    return ENCODER.document(*indexed_parts(payload))
 
 
 def dense(vector: Any) -> list[float] | None:

@@ -1,6 +1,6 @@
-"""The embedded default's OPA is supervised: killed, it comes back without a sidecar restart.
+"""The local OPA server is supervised: killed, it comes back without a sidecar restart.
 
-Real processes throughout: `whose serve --dev` on embedded defaults starts its own
+Real processes throughout: `whose serve --dev` with WHOSE_LOCAL_OPA=server starts its own
 `opa run --server`; the test finds that child in /proc, SIGKILLs it, and watches
 the sidecar fail closed while OPA is gone and recover on its own once it is back.
 When the sidecar stops, no OPA process of its may be left behind.
@@ -55,7 +55,9 @@ class Sidecar:
 @pytest.fixture
 def sidecar(tmp_path: Path) -> Iterator[Sidecar]:
     data = tmp_path / "data"
-    base, process = start_sidecar(data)
+    # The local OPA server (WHOSE_LOCAL_OPA=server), not the evaluator linked in:
+    # this is about the process the sidecar supervises.
+    base, process = start_sidecar(data, env={"WHOSE_LOCAL_OPA": "server"})
     running = Sidecar(base, data, process)
     try:
         wrote = httpx.post(f"{base}/v1/memories", json=NOTE, headers=as_("alice"), timeout=10)

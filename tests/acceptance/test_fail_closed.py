@@ -1,7 +1,9 @@
-"""OPA unreachable: nothing is disclosed, the response says why, never a 500."""
+"""OPA unreachable, or the policy failing as it decides: nothing is disclosed, the
+response says why, never a 500."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import uuid
 from collections.abc import Iterator
@@ -9,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import as_, free_port, ops, start_sidecar, stop
+from tests.conftest import POLICY_DIR, as_, free_port, metric, ops, start_sidecar, stop
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +56,49 @@ def test_readyz_reports_opa_down(no_opa: str) -> None:
     ready = httpx.get(f"{ops(no_opa)}/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"] == {"opa": False, "store": True}
+
+
+# A policy that loads but fails when it decides a read: a second `batch` rule whose
+# value conflicts with the shipped one (OPA's eval_conflict_error, at evaluation).
+CONFLICTING_BATCH = 'package whose.disclosure\n\nbatch := "broken" if count(input.records) >= 0\n'
+
+
+@pytest.fixture(scope="module", params=["linked", "server"])
+def failing_policy(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The sidecar's own OPA, linked in or as a local server, on that policy."""
+    folder = tmp_path_factory.mktemp(f"failing-{request.param}")
+    policy = folder / "rego"
+    shutil.copytree(POLICY_DIR, policy)
+    (policy / "whose" / "disclosure" / "broken.rego").write_text(CONFLICTING_BATCH)
+    env = {"WHOSE_LOCAL_OPA": request.param, "WHOSE_POLICY_DIR": str(policy)}
+    base, process = start_sidecar(folder / "data", env=env)
+    yield base
+    stop(process)
+
+
+def test_an_evaluation_error_discloses_nothing(failing_policy: str) -> None:
+    record = {
+        "content": "Alice says the launch is October 17",
+        "observer_id": "alice",
+        "source_id": "s",
+        "modality": "asserted",
+        "audience": ["alice", "bob"],
+    }
+    # The write policy is intact: the record is stored.
+    wrote = httpx.post(f"{failing_policy}/v1/memories", json=record, headers=as_("alice"))
+    assert wrote.status_code == 201, wrote.text
+    record_id = wrote.json()["records"][0]["id"]
+    before = metric(failing_policy, "whose_policy_unavailable_total")
+    recalled = httpx.post(
+        f"{failing_policy}/v1/recall", json={"query": "launch"}, headers=as_("bob")
+    )
+    assert recalled.status_code == 503
+    assert recalled.json()["items"] == []
+    assert recalled.json()["reason"] == "policy_unavailable"
+    got = httpx.get(f"{failing_policy}/v1/memories/{record_id}", headers=as_("bob"))
+    assert got.status_code == 503
+    assert got.json()["error"] == "policy_unavailable"
+    assert "October" not in recalled.text + got.text
+    assert metric(failing_policy, "whose_policy_unavailable_total") == before + 2

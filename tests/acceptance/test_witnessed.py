@@ -322,7 +322,7 @@ def test_sally_observes_nothing_of_a_move_she_did_not_witness(http: httpx.Client
     assert "basket" in json.dumps(worlds[True])
 
 
-# --- the records of one event tie in score: ordered by id (docs/security.md) ---------
+# --- records that tie in score: ordered by id (docs/security.md) ---------
 
 
 def test_records_that_tie_in_score_are_ordered_by_id(http: httpx.Client) -> None:

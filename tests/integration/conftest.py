@@ -1,5 +1,5 @@
-"""Fixtures for the integration tests: a policy client on the session's real OPA, and
-either store backend."""
+"""Fixtures for the integration tests: a policy client (the session's real OPA server,
+or OPA's evaluator linked in), and either store backend."""
 
 from __future__ import annotations
 
@@ -9,16 +9,29 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import PolicyClient
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.server import ServerStore
-from tests.conftest import STORE_BACKENDS
+from tests.conftest import OPA_LIBRARY, POLICY_DIR, STORE_BACKENDS
+
+# How a policy client reaches OPA: `server`, the session's real OPA over HTTP
+# (policy/opa.py), or `linked`, OPA's evaluator in this process (policy/linked_opa.py).
+# Tests that take `policy` run on both.
+EVALUATORS = ("server", "linked")
 
 
-@pytest.fixture
-async def policy(opa_url: str) -> AsyncIterator[PolicyClient]:
-    client = PolicyClient(opa_url, 2.0)
+def policy_client(kind: str, request: pytest.FixtureRequest, folder: Path) -> PolicyClient:
+    """A policy client on the shipped policy, not yet started."""
+    if kind == "server":
+        return PolicyClient(request.getfixturevalue("opa_url"), 2.0)
+    return LinkedOpa(OPA_LIBRARY, POLICY_DIR, folder / "opa-bundle", 2.0)
+
+
+@pytest.fixture(params=EVALUATORS)
+async def policy(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[PolicyClient]:
+    client = policy_client(request.param, request, tmp_path)
     await client.start()
     yield client
     await client.close()

@@ -1,10 +1,11 @@
 """Hybrid search on both store backends: the dense ranking and BM25 fused in one query.
 
-What must hold whatever the weights: BM25's document frequencies come from the records
-the search may return and from nothing else (another tenant's records, or records the
-scope leaves out, change no score); a record's score is its own (the same in every
-over-fetch round, whatever else a round returns); both backends score alike; and what
-is indexed names whose claim it is.
+What must hold whatever the weights: a record's score is a function of the record and
+the query alone (no other stored record changes it: not another tenant's, not one the
+scope leaves out, not one the scope admits, which may be one the policy then withholds);
+so it is the same in every over-fetch round, whatever else a round returns; both
+backends score alike; and what is indexed names whose claim it is, weighing what was
+said above who said it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
 
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.embed.indexed import indexed_text
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
+from sidecar.store.server import ServerStore
+from sidecar.store.vectors import LEXICAL, IndexMismatch
 from tests.integration.conftest import BACKENDS, backend
+from tests.qdrant_server import QdrantNode
 
 DIM = 64
 embed = HashingEmbedder(DIM).embed
@@ -69,27 +75,32 @@ OURS = [
 ]
 
 
-async def test_idf_counts_only_the_records_the_search_may_return(store: Store) -> None:
-    """Other tenants' records, and this tenant's records outside the scope, share the
-    collection; if their words counted, adding them would change the scores shown."""
+async def test_no_other_record_changes_a_records_score(store: Store) -> None:
+    """Records of other tenants, records the scope leaves out, and records the scope
+    admits (as it admits records the policy withholds when pushdown is off, or when a
+    denial is not in `visible_to`) share the collection; if their words counted, adding
+    them would change the scores, and so the order, an asker is shown."""
     query = "support group adoption"
     scope = Scope(tenant="acme")
     await put(store, *(rec("acme", t) for t in OURS))
+    searches = {"lexical": None, "hybrid": embed(query)}
     before = {
         mode: scores(await store.search(vector, scope, 10, text=query))
-        for mode, vector in (("lexical", None), ("hybrid", embed(query)))
+        for mode, vector in searches.items()
     }
-    # Elsewhere: "support" and "group" everywhere, in another tenant and out of scope.
-    noise = [rec("globex", f"support group {i}") for i in range(40)]
+    assert len(before["lexical"]) == 2
+    assert len(before["hybrid"]) == len(OURS)
+    # "support", "group" and "adoption" everywhere: in another tenant, in acme under
+    # another holder (then left out by the scope), and in acme within the scope.
+    noise = [rec("globex", f"support group adoption {i}") for i in range(40)]
     noise += [rec("acme", f"support group {i}", holder="melanie") for i in range(40)]
+    noise += [rec("acme", f"the adoption support group met {i}") for i in range(40)]
     await put(store, *noise)
     mine = Scope(tenant="acme", extra=(AnyOf("observer_id", ("caroline",)),))
-    for mode, vector in (("lexical", None), ("hybrid", embed(query))):
-        after = scores(await store.search(vector, mine, 10, text=query))
-        assert after == before[mode], mode
-    # And the scope's own records do count: the same search over all of acme differs.
-    everyone = scores(await store.search(None, scope, 100, text=query))
-    assert everyone[OURS[0]] != before["lexical"][OURS[0]]
+    for within in (scope, mine):
+        for mode, vector in searches.items():
+            after = scores(await store.search(vector, within, 200, text=query))
+            assert {t: after[t] for t in before[mode]} == before[mode], mode
 
 
 async def test_a_records_score_is_its_own_in_every_round(store: Store) -> None:
@@ -121,6 +132,26 @@ async def test_the_holder_and_the_day_are_indexed(store: Store) -> None:
             assert best.payload["observer_id"] == expected, (query, vector is None)
 
 
+async def test_what_was_said_weighs_more_than_who_said_it(store: Store) -> None:
+    """The holder's name is a word of every record they hold: it tells their claim from
+    another's with the same words, but does not outrank the words of what was said."""
+    said = rec(
+        "acme", "my kids loved the pottery class downtown on tuesday evening", holder="melanie"
+    )
+    chat = rec("acme", "how was your week?")
+    same = rec("acme", "my kids loved the pottery class downtown on tuesday evening")
+    await put(store, said, chat)
+    scope = Scope(tenant="acme")
+    query = "caroline pottery"
+    for vector in (None, embed(query)):
+        [best, *_] = await store.search(vector, scope, 2, text=query)
+        assert best.id == said["id"], vector is None
+    await put(store, same)
+    for vector in (None, embed(query)):
+        [best, *_] = await store.search(vector, scope, 3, text=query)
+        assert best.id == same["id"], vector is None
+
+
 async def test_a_query_of_stop_words_alone_ranks_by_the_dense_vector(store: Store) -> None:
     await put(store, *(rec("acme", t) for t in OURS))
     scope = Scope(tenant="acme")
@@ -133,8 +164,7 @@ async def test_a_query_of_stop_words_alone_ranks_by_the_dense_vector(store: Stor
 
 
 async def test_both_backends_score_alike(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """The server's weights (document frequencies the store counts) are the engine's own
-    IDF modifier on the embedded backend: the same scores, to float32 precision."""
+    """The same vectors and the same query on both: the same scores, to float32 precision."""
     if len(BACKENDS) < 2:
         pytest.skip("needs both backends (WHOSE_TEST_BACKENDS names one)")
     found: list[dict[str, float]] = []
@@ -154,3 +184,37 @@ async def test_both_backends_score_alike(tmp_path: Path, request: pytest.Fixture
     assert edge.keys() == server.keys()
     for key, value in edge.items():
         assert server[key] == pytest.approx(value, abs=2e-3), key
+
+
+@pytest.mark.parametrize("modifier", [qm.Modifier.IDF, None])
+async def test_a_collection_made_by_hand_is_adopted_only_without_an_idf_modifier(
+    modifier: qm.Modifier | None, request: pytest.FixtureRequest
+) -> None:
+    """An empty collection with the right vectors becomes the sidecar's; with an IDF
+    modifier on the lexical vector Qdrant would weigh every term by the whole
+    collection (other tenants' records, hidden ones): refused like any mismatch."""
+    if "server" not in BACKENDS:
+        pytest.skip("needs the server backend (WHOSE_TEST_BACKENDS)")
+    node: QdrantNode = request.getfixturevalue("qdrant_server")
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    client = AsyncQdrantClient(url=node.url, check_compatibility=False)
+    try:
+        await client.create_collection(
+            name,
+            vectors_config=qm.VectorParams(size=DIM, distance=qm.Distance.COSINE),
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=modifier)},
+        )
+    finally:
+        await client.close()
+    store = ServerStore.connect([node.url], name, DIM)
+    try:
+        if modifier is None:
+            await store.open()
+            await put(store, rec("acme", OURS[0]))
+            [found] = await store.search(None, Scope(tenant="acme"), 1, text="support group")
+            assert found.payload["content"] == OURS[0]
+        else:
+            with pytest.raises(IndexMismatch, match="records no embedding model"):
+                await store.open()
+    finally:
+        await store.close()

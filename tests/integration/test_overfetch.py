@@ -29,7 +29,7 @@ from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
-from tests.integration.test_policy_client import data_calls
+from tests.integration.test_policy_client import disclosure_calls
 
 DIM = 64
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -80,7 +80,7 @@ async def test_loop_widens_until_limit_allowed_are_found(
     crowded: EdgeStore, gate: Disclosure, opa_url: str
 ) -> None:
     vector = embedder.embed("when is the launch date")
-    before = data_calls(opa_url)
+    before = disclosure_calls(gate.gate.policy, opa_url)
     found = await Reader(crowded, gate.gate, Bounds(4, 5, 1000)).overfetch(
         gate, vector, Scope(tenant="acme"), 5
     )
@@ -90,7 +90,8 @@ async def test_loop_widens_until_limit_allowed_are_found(
     # 20, then 40, then 80 candidates: the 5 allowed ones rank after 100 forbidden ones.
     assert found.rounds == 3
     assert found.truncated is False
-    assert data_calls(opa_url) - before == found.rounds  # one policy call per round
+    # One policy call per round.
+    assert disclosure_calls(gate.gate.policy, opa_url) - before == found.rounds
 
 
 async def test_bound_stops_the_loop_and_says_so(crowded: EdgeStore, gate: Disclosure) -> None:

@@ -1,4 +1,5 @@
-"""The policy client against real OPA servers: one call per batch, fail closed."""
+"""The policy client against real OPA servers, and OPA's evaluator linked in: one call
+per batch, fail closed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from sidecar.auth.identity import Identity
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.policy.opa import PolicyClient, PolicyUnavailable
-from tests.conftest import free_port, start_opa, stop
+from sidecar.policy.linked_opa import LinkedOpa
+from sidecar.policy.opa import DISCLOSURE_RULE, PolicyClient, PolicyUnavailable
+from tests.conftest import OPA_LIBRARY, free_port, start_opa, stop
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 BOB = Identity("bob", "acme")
@@ -51,11 +54,22 @@ def data_calls(opa_url: str) -> float:
     return total
 
 
+def disclosure_calls(policy: PolicyClient, opa_url: str) -> float:
+    """Disclosure evaluations so far: counted by the OPA server itself, or for the linked
+    evaluator (no server to count them) by the sidecar's own metric of policy calls."""
+    if isinstance(policy, LinkedOpa):
+        count = REGISTRY.get_sample_value(
+            "whose_policy_call_seconds_count", {"rule": DISCLOSURE_RULE}
+        )
+        return count or 0.0
+    return data_calls(opa_url)
+
+
 async def test_a_batch_is_decided_in_one_call(policy: PolicyClient, opa_url: str) -> None:
     batch = [rec(["alice"]) for _ in range(20)] + [rec(["group:launch-team"]) for _ in range(20)]
-    before = data_calls(opa_url)
+    before = disclosure_calls(policy, opa_url)
     decisions = (await policy.disclosure(question(), batch)).decisions
-    assert data_calls(opa_url) - before == 1
+    assert disclosure_calls(policy, opa_url) - before == 1
     allowed = {rid for rid, d in decisions.items() if d.allow}
     assert allowed == {r["id"] for r in batch[20:]}
     denied = decisions[batch[0]["id"]]
@@ -128,3 +142,24 @@ async def test_a_broken_policy_fails_closed(case: str, tmp_path: Path) -> None:
     finally:
         await client.close()
         stop(process)
+
+
+# The same policies evaluated in process: no server to be unreachable, so a policy past
+# its deadline is stopped by OPA's own cancellation of the query.
+LINKED_EXPECTED = {"malformed": "malformed", "missing": "no result", "slow": "deadline"}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+async def test_a_broken_policy_fails_closed_in_process(case: str, tmp_path: Path) -> None:
+    policy, _, timeout_s = BROKEN[case]
+    policies = tmp_path / "policy"
+    policies.mkdir()
+    if policy is not None:
+        (policies / "policy.rego").write_text(policy)
+    client = LinkedOpa(OPA_LIBRARY, policies, tmp_path / "bundle", timeout_s)
+    await client.start()
+    try:
+        with pytest.raises(PolicyUnavailable, match=LINKED_EXPECTED[case]):
+            await client.disclosure(question(), [rec(["bob"])])
+    finally:
+        await client.close()

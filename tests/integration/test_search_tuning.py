@@ -24,6 +24,7 @@ from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
+from sidecar.store.vectors import LEXICAL
 from tests.integration.conftest import BACKENDS, backend
 
 N = 10_000
@@ -46,10 +47,12 @@ async def store(
         # Made here as a deployment at this size would have it: HNSW built and used
         # (a server indexes a segment only past its indexing threshold, and searches
         # a filter exactly below its full-scan threshold; both are lowered so that
-        # 10k points behave like a large collection).
+        # 10k points behave like a large collection). Empty and with whose's vectors,
+        # the store adopts it (store/server.py).
         await opened.clients[0].create_collection(
             opened.collection,
             vectors_config=qm.VectorParams(size=DIM, distance=qm.Distance.COSINE),
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams()},
             hnsw_config=qm.HnswConfigDiff(full_scan_threshold=1000),
             optimizers_config=qm.OptimizersConfigDiff(indexing_threshold=1000),
         )

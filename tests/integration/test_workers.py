@@ -62,24 +62,29 @@ class Served:
         return self.log.read_text(errors="replace").count("Application startup complete")
 
 
-@pytest.fixture(scope="module")
-def two_workers(
-    tmp_path_factory: pytest.TempPathFactory,
-    qdrant_server: QdrantNode,
-    redis_url: str,
-) -> Iterator[Served]:
-    """Each worker with its own local OPA (the embedded policy default), so that a
-    killed worker's OPA can be looked for."""
-    env = {
+def workers_env(qdrant_server: QdrantNode, redis_url: str, local_opa: str) -> dict[str, str]:
+    """Two workers on the server store and Redis, each with its own OPA (the embedded
+    policy default: linked into the worker, or a local OPA server beside it)."""
+    return {
         "WHOSE_STORE": "server",
         "WHOSE_QDRANT_URL": qdrant_server.url,
         "WHOSE_COLLECTION": f"workers_{uuid.uuid4().hex[:8]}",
         "WHOSE_WORKERS": "2",
         "WHOSE_REDIS_URL": redis_url,
         "WHOSE_LOCK_WAIT_S": "20",
+        "WHOSE_LOCAL_OPA": local_opa,
     }
+
+
+@pytest.fixture(scope="module")
+def two_workers(
+    tmp_path_factory: pytest.TempPathFactory,
+    qdrant_server: QdrantNode,
+    redis_url: str,
+) -> Iterator[Served]:
+    """Each worker with OPA linked in (the embedded default)."""
     folder = tmp_path_factory.mktemp("workers")
-    served = start_workers(folder, env)
+    served = start_workers(folder, workers_env(qdrant_server, redis_url, "linked"))
     yield served
     stop(served.process)
 
@@ -163,24 +168,33 @@ def test_metrics_are_summed_across_workers(
         assert metric(base, "whose_request_seconds_count", **route) == before + 20
 
 
+@pytest.mark.parametrize("local_opa", ["linked", "server"])
 def test_a_killed_worker_is_replaced_and_its_opa_goes_with_it(
-    two_workers: Served,
+    local_opa: str, qdrant_server: QdrantNode, redis_url: str, tmp_path: Path
 ) -> None:
-    base, process = two_workers.base, two_workers.process
-    victim, survivor = workers_of(process.pid)
-    [victims_opa] = _opas_of(victim)
-    os.kill(victim, signal.SIGKILL)
-    # The other worker answers at once; the API never goes away.
-    for _ in range(10):
+    served = start_workers(tmp_path, workers_env(qdrant_server, redis_url, local_opa))
+    try:
+        base, process = served.base, served.process
+        victim, survivor = workers_of(process.pid)
+        # A local OPA server is a child of its worker; OPA linked in is the worker itself.
+        opas = _opas_of(victim)
+        assert len(opas) == (1 if local_opa == "server" else 0)
+        os.kill(victim, signal.SIGKILL)
+        # The other worker answers at once; the API never goes away.
+        for _ in range(10):
+            answer = httpx.post(f"{base}/v1/recall", json={"query": "x"}, headers=as_("bob"))
+            assert answer.status_code == 200
+        until(lambda: len(workers_of(process.pid)) == 2 and victim not in workers_of(process.pid))
+        [replacement] = set(workers_of(process.pid)) - {survivor}
+        assert process.poll() is None
+        # The dead worker's OPA exits with it instead of living on, orphaned.
+        until(lambda: all(not Path(f"/proc/{o}").exists() or _zombie(o) for o in opas), 20)
+        # The replacement starts its own OPA (if a server) and serves.
+        until(lambda: len(_opas_of(replacement)) == len(opas) and served.started() == 3)
         answer = httpx.post(f"{base}/v1/recall", json={"query": "x"}, headers=as_("bob"))
         assert answer.status_code == 200
-    until(lambda: len(workers_of(process.pid)) == 2 and victim not in workers_of(process.pid))
-    [replacement] = set(workers_of(process.pid)) - {survivor}
-    assert process.poll() is None
-    # The dead worker's OPA exits with it instead of living on, orphaned.
-    until(lambda: not Path(f"/proc/{victims_opa}").exists() or _zombie(victims_opa), 20)
-    # The replacement starts its own OPA and serves.
-    until(lambda: len(_opas_of(replacement)) == 1 and two_workers.started() == 3)
+    finally:
+        stop(served.process)
 
 
 def _opas_of(pid: int) -> list[int]:
@@ -223,12 +237,18 @@ def test_workers_without_redis_are_refused(tmp_path: Path) -> None:
     assert "--workers 2 needs WHOSE_REDIS_URL" in done.stderr
 
 
-def test_a_worker_that_cannot_start_stops_them_all(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("local_opa", "missing"), [("linked", "WHOSE_OPA_LIBRARY"), ("server", "WHOSE_OPA_BINARY")]
+)
+def test_a_worker_that_cannot_start_stops_them_all(
+    local_opa: str, missing: str, tmp_path: Path
+) -> None:
     env = {
         "WHOSE_STORE": "server",
         "WHOSE_QDRANT_URL": "http://127.0.0.1:9",
         "WHOSE_REDIS_URL": "redis://127.0.0.1:9/0",
-        "WHOSE_OPA_BINARY": str(tmp_path / "no-such-opa"),
+        "WHOSE_LOCAL_OPA": local_opa,
+        missing: str(tmp_path / "no-such-opa"),
     }
     done = _serve(tmp_path, env)
     assert done.returncode == 2

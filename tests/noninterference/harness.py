@@ -27,10 +27,12 @@ Two rules more, each forced by something no store can make deterministic:
   record whose id the sidecar generated, since two stores generate different
   random ids and so order (and page) such a list differently whatever else they
   hold;
-- the sidecar's text embedding: records written as observations carry no vector
-  of their own, so a text query can score two of them exactly alike, and a recall
-  may then order them (or, at its limit, choose between them) either way:
-  `tie_only` allows that and nothing more, and the pairs it allowed are counted.
+- the sidecar's text embedding and BM25: records written as observations carry no
+  vector of their own, and a lexical score is a sum of a record's own term weights
+  (two claims of as many words score alike), so a text query can score two records
+  exactly alike, and a recall may then order records with generated ids (or, at its
+  limit, choose between them) either way: `tie_only` allows that and nothing more,
+  and the pairs it allowed are counted.
 Every other order is compared as it is, and nothing else is scrubbed: any other
 difference is a finding.
 """
@@ -185,14 +187,19 @@ class Stores:
 
 
 def start_stores(
-    folder: Path, policy: Path, pool: TenantPool, backend: Backend
+    folder: Path,
+    policy: Path,
+    pool: TenantPool,
+    backend: Backend,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Stores]:
     """Stores A and B: two sidecars on `backend` (each with a store of its own: an
-    embedded engine or a Qdrant server), each with its own local OPA.
+    embedded engine or a Qdrant server), each with its own local OPA, and `settings`
+    (WHOSE_* variables) beside the defaults.
 
     One after the other: two local OPAs loading a large directory at once on two
     busy cores can miss start_sidecar's readiness deadline."""
-    env = STORE_ENV | {"WHOSE_POLICY_DIR": str(policy)}
+    env = STORE_ENV | {"WHOSE_POLICY_DIR": str(policy)} | (settings or {})
     started: list[subprocess.Popen[bytes]] = []
     stores: Stores | None = None
     try:
@@ -900,9 +907,10 @@ def tie_only(a: Observation, b: Observation) -> bool:
     """Two recall answers that differ only among results of exactly equal score.
 
     A text query embeds with the sidecar's hashing embedder, and so do records
-    written as observations (they carry no vector of their own): such records
-    can score exactly alike, and the engine orders equal scores as it finds them,
-    which two stores need not do alike. Allowed, and counted: the same score
+    written as observations (they carry no vector of their own), and a lexical
+    search scores each record by its own term weights: records can score exactly
+    alike, and the reader orders equal scores by record id, which two stores
+    generate differently. Allowed, and counted: the same score
     sequence, the same results in every group of equal score but the last, and
     in the last too unless the answer filled its limit (then which of the equally
     scored results made the cut, and the verdict and conflicts that follow from

@@ -431,6 +431,11 @@ def asker_record(draw: st.DrawFn, asker: Asker, seed: int, chains: tuple[Rec, ..
 
 # A chain of minds after the observer (recall's and propositions' `observed`).
 chains_of_minds = st.lists(people, min_size=1, max_size=4).map(tuple)
+
+# Words of the records' indexed text (holder, date, "claim <seed> on <key> is <value>"),
+# and one that is in none of them.
+recall_queries = st.sampled_from(("claim on k0", "holds", "k1", "what does alice think of k0"))
+SEARCH_MODES = ("hybrid", "dense", "lexical")
 vector_seeds = st.one_of(st.integers(1, 20), st.integers(100, 105), st.integers(200, 203))
 audience_lists = st.lists(st.sampled_from((*PEOPLE, RELAY, "group:team")), max_size=2, unique=True)
 
@@ -441,10 +446,13 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
     kind = draw(st.sampled_from(plan.op_kinds))
     args: dict[str, Any]
     if kind == "recall":
-        by_vector = draw(st.booleans())
+        # By words, by a vector of the caller's, or both; ranked by either or both
+        # (`search`; an impossible pairing is refused alike by both stores).
+        by = draw(st.sampled_from(("query", "query", "vector", "both")))
         args = {
-            "query": None if by_vector else draw(st.sampled_from(("claim on k0", "holds", "k1"))),
-            "vector_seed": draw(vector_seeds) if by_vector else None,
+            "query": None if by == "vector" else draw(recall_queries),
+            "vector_seed": None if by == "query" else draw(vector_seeds),
+            "search": draw(st.none() | st.sampled_from(SEARCH_MODES)),
             "audience": draw(audience_lists),
             "as_of": draw(st.none() | instants),
             "limit": draw(st.sampled_from((1, 2, 3, 10))),
@@ -541,7 +549,7 @@ def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
     args: dict[str, Any] = {"tool": tool}
     if tool == "recall":
         args |= {
-            "query": draw(st.sampled_from(("claim on k0", "holds", "k1"))),
+            "query": draw(recall_queries),
             "about": draw(st.none() | st.sampled_from(KEYS)),
             "as_of": draw(st.none() | instants),
             "audience": tuple(draw(audience_lists)),

@@ -12,11 +12,11 @@ shared world written identically to store A and store B, hidden records written
 to store B only (in the asker's own chains, in other holders' chains on the same
 keys, before and after shared versions, future-dated, derived, in another tenant;
 hidden by audience, scope or tenant), and a sequence of requests (native reads,
-Qdrant reads through the unmodified qdrant-client with generated filters, writes,
-observations, witnessed events and write refusals, and every MCP tool through the
-MCP SDK's client) run against both stores; see harness.py and strategies.py.
-A difference fails with the request, both normalised answers, what differs, and
-the (shrunk) example.
+recalls by words, by vector or both, ranked hybrid, dense or lexical; Qdrant reads
+through the unmodified qdrant-client with generated filters, writes, observations,
+witnessed events and write refusals, and every MCP tool through the MCP SDK's client)
+run against both stores; see harness.py and strategies.py. A difference fails with
+the request, both normalised answers, what differs, and the (shrunk) example.
 
 How many examples, and how big, comes from the Hypothesis profile (profiles.py):
 `ci` (the default) fits in about three minutes on two cores; `long` compares more

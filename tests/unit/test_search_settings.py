@@ -21,7 +21,7 @@ def test_search_settings_reach_the_store(
     settings = Settings(store=backend, data_dir=tmp_path, qdrant_url="http://127.0.0.1:1")
     store = open_store(settings)  # not opened: nothing is contacted
     # The hashing embedder's default weight of BM25 in hybrid search (store/hybrid.py).
-    expected = Search(exact_below=1234, hnsw_ef=96, lexical_weight=2.0)
+    expected = Search(exact_below=1234, hnsw_ef=96, lexical_weight=4.0)
     assert store.search_tuning == expected  # type: ignore[attr-defined]
 
 
@@ -33,7 +33,7 @@ def test_the_lexical_weight_follows_the_embedder_unless_set(
         "embed_model": "m",
         "data_dir": tmp_path,
     }
-    assert open_store(Settings(**model)).search_tuning.lexical_weight == 0.5  # type: ignore[attr-defined]
+    assert open_store(Settings(**model)).search_tuning.lexical_weight == 1.0  # type: ignore[attr-defined]
     monkeypatch.setenv("WHOSE_LEXICAL_WEIGHT", "0.7")
     assert open_store(Settings(**model)).search_tuning.lexical_weight == 0.7  # type: ignore[attr-defined]
 
