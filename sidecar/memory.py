@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
+from sidecar.answers import current
 from sidecar.answers.minds import minds
 from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
@@ -26,21 +27,25 @@ from sidecar.messages import (
     ErasureRequest,
     ErasureResponse,
     HistoryResponse,
+    Item,
     MemoryResponse,
+    Mind,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
 )
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.reads.nested import Filters, Minds, speech_conditions
 from sidecar.reads.reader import Reader
-from sidecar.record import MemoryRecord, MemoryWrite
+from sidecar.record import MemoryRecord, MemoryWrite, observed_path
 from sidecar.settings import Settings
 from sidecar.store.scope import Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
+from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Point, Versions
 from sidecar.writes.witnessed import WitnessedEvent
 from sidecar.writes.witnessed import to_records as witnessed_records
@@ -69,6 +74,7 @@ class Memory:
         self.eraser = eraser
         self.versions = versions
         self.erasures = erasures
+        self.minds = Minds(reader, settings.max_mind_views)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -78,6 +84,7 @@ class Memory:
         """Store every record, or (WriteRefused, with every reason) none."""
         if not 1 <= len(bodies) <= MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} records"])
+        self._within_depth(bodies)
         return StoredRecords(records=await self.writer.write(list(bodies), who, _now(), route))
 
     async def observe(
@@ -86,12 +93,22 @@ class Memory:
         observations: Sequence[Observation],
         route: WriteRoute = "observations",
     ) -> StoredRecords:
-        """What speakers said, as each speaker's own views (writes/observations.py): every
-        claim of every observation stored, or (WriteRefused, with every reason) none."""
-        bodies = [body for o in observations for body in observed_records(o)]
-        if not observations or len(bodies) > MAX_BATCH:
+        """What speakers said, as each speaker's statements (writes/observations.py), and
+        what the trust policy lets each hearer take as their own belief
+        (writes/testimony.py): every claim of every observation stored, or (WriteRefused,
+        with every reason) none. The writer is told the statements only."""
+        statements = [body for o in observations for body in observed_records(o)]
+        if not observations or len(statements) > MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
-        return StoredRecords(records=await self.writer.write(bodies, who, _now(), route))
+        self._within_depth(statements)
+        now = _now()
+        beliefs = [
+            belief
+            for o in observations
+            for belief in await adopted(self.writer.policy, self.writer.store, who, o, now)
+        ]
+        records = await self.writer.write([*statements, *beliefs], who, now, route)
+        return StoredRecords(records=records[: len(statements)])
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"
@@ -157,6 +174,12 @@ class Memory:
         nor, as an officer, may follow."""
         return await self.erasures.status(who, request_id)
 
+    def _within_depth(self, bodies: Sequence[MemoryWrite]) -> None:
+        depth = self.settings.max_mind_depth
+        deep = [i for i, body in enumerate(bodies) if len(observed_path(body.model_dump())) > depth]
+        if deep:
+            raise InvalidRequest("observed_path", [f"observed_path_deeper_than_{depth}"])
+
     # --- reads --------------------------------------------------------------------------
 
     async def recall(self, who: Identity, request: RecallRequest, route: str) -> RecallResponse:
@@ -167,6 +190,8 @@ class Memory:
             problems.append(f"limit_above_{self.settings.max_limit}")
         if request.vector is not None and len(request.vector) != self.embedder.dim:
             problems.append(f"vector_dimension_must_be_{self.embedder.dim}")
+        if len(request.path) > self.settings.max_mind_depth:
+            problems.append(f"observed_deeper_than_{self.settings.max_mind_depth}")
         if problems:
             raise InvalidRequest("recall", problems)
         history = request.include_history
@@ -177,33 +202,58 @@ class Memory:
             now=_now(),
             as_of=request.as_of,
         )
-        scope = Scope(
-            tenant=who.tenant,
-            current_at=None if history else question.at,
-            about=request.about,
-            observer=request.observer,
-            observed=request.observed,
-            attitude=request.attitude,
-            source_id=request.source_id,
-            modality=request.modality,
-            min_confidence=request.min_confidence,
-        )
         mode = request.mode
         vector = request.vector
         if mode != "lexical" and vector is None:
             # No embedding, no search: EmbeddingUnavailable answers 503 with the reason.
             [vector] = await self.embedder.embed_batch([request.query or ""], "query")
-        answer = await self.reader.nearest(
-            question,
-            route,
-            None if mode == "lexical" else vector,
-            scope,
-            request.limit,
-            text=None if mode == "dense" else request.query,
-            with_other_views=True,
+        filters = Filters(
+            attitude=request.attitude,
+            source_id=request.source_id,
+            modality=request.modality,
+            min_confidence=request.min_confidence,
+            speech_act=request.speech_act,
+            observer=request.observer,
         )
-        items = mark_replaced(answer.items)
-        verdict, conflicts = verdict_of(items, answer.vocabulary, answer.others)
+        if request.path:
+            # A mind (the observer's view of a chain of others): stored and derived views.
+            answer = await self.minds.chain(
+                question,
+                route,
+                who.tenant,
+                request.path,
+                key=request.about,
+                filters=filters,
+                vector=None if mode == "lexical" else vector,
+                limit=request.limit,
+                history=history,
+            )
+            items, others = answer.items, list[Item]()
+        else:
+            scope = Scope(
+                tenant=who.tenant,
+                current_at=None if history else question.at,
+                about=request.about,
+                observer=request.observer,
+                attitude=request.attitude,
+                source_id=request.source_id,
+                modality=request.modality,
+                min_confidence=request.min_confidence,
+                extra=speech_conditions(request.speech_act),
+            )
+            answer = await self.reader.nearest(
+                question,
+                route,
+                None if mode == "lexical" else vector,
+                scope,
+                request.limit,
+                text=None if mode == "dense" else request.query,
+                with_other_views=True,
+            )
+            items, others = _in_mind(
+                mark_replaced(answer.items), answer.others, question.at, history, filters, request
+            )
+        verdict, conflicts = verdict_of(items, answer.vocabulary, others)
         return RecallResponse(
             verdict=verdict,
             items=items,
@@ -249,12 +299,38 @@ class Memory:
         audience: list[str],
         route: str,
         as_of: datetime | None = None,
+        *,
+        depth: int = 1,
+        observer: str | None = None,
+        observed: Sequence[str] = (),
     ) -> PropositionResponse:
         """Every disclosable view of one proposition current at `as_of` (default now),
-        the world-state claim, and the views grouped by whose mind they are in."""
+        the world-state claim, and the views grouped by whose mind they are in, nested
+        to `depth` (views derived from what each holder witnessed or heard included).
+        With `observed` (and `observer`): only the views of that chain of minds."""
+        limit = self.settings.max_mind_depth
+        if not 1 <= depth <= limit or len(observed) > limit:
+            raise InvalidRequest("propositions", [f"depth_within_1..{limit}"])
         question = DisclosureQuestion(who, audience, purpose="recall", now=_now(), as_of=as_of)
         scope = Scope(tenant=who.tenant, about=key, current_at=question.at)
-        answer = await self.reader.listing(question, route, scope, self.settings.max_candidates)
+        if observed:
+            answer = await self.minds.chain(
+                question,
+                route,
+                who.tenant,
+                tuple(observed),
+                key=key,
+                filters=Filters(observer=observer),
+                vector=None,
+                limit=self.settings.max_candidates,
+                history=False,
+            )
+            derived: list[Item] = []
+            truncated = answer.truncated
+        else:
+            answer, implied = await self.minds.views(question, route, scope, depth)
+            derived = [i for i in implied.items if observer in (None, i.observer_id)]
+            truncated = answer.truncated or implied.truncated
         items = mark_replaced(answer.items)
         verdict, conflicts = verdict_of(items, answer.vocabulary)
         world_state = newest_fact(items, answer.vocabulary) if verdict == "answer" else None
@@ -267,7 +343,37 @@ class Memory:
             # when authorities disagree there is no world state, only their conflict.
             perspectives=[item for item in items if item is not world_state],
             conflicts=conflicts,
-            minds=minds(items),
+            minds=_minds([*items, *derived], question.at, observer),
             decision_id=answer.decision_id,
-            truncated=answer.truncated,
+            truncated=truncated,
         )
+
+
+def _in_mind(
+    items: list[Item],
+    others: list[Item],
+    at: datetime,
+    history: bool,
+    filters: Filters,
+    request: RecallRequest,
+) -> tuple[list[Item], list[Item]]:
+    """A recall's items and the further views its conflicts are found among, each
+    holder's current one as this question may see them (answers/current.py): a
+    version superseded in its holder's mind gives way to the latest of its line (in
+    a history, it is marked superseded instead)."""
+    seen = [o for o in others if o.id not in current.superseded(others, items, at)]
+    if history:
+        return current.marked(items, others, at), seen
+
+    def fits(item: Item) -> bool:
+        key = item.proposition.key if item.proposition else None
+        return filters.fits(item) and request.about in (None, key)
+
+    return current.in_mind(items, others, at, fits), seen
+
+
+def _minds(items: list[Item], at: datetime, observer: str | None) -> list[Mind]:
+    """The minds of an answer: its items and derived views, one current view a line."""
+    held = [i for i in items if observer in (None, i.observer_id)]
+    replaced = current.superseded(held, (), at)
+    return minds(i for i in held if i.id not in replaced)

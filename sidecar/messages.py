@@ -6,7 +6,7 @@ and what it imports stay free of the server's machinery (tests/unit/test_layerin
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sidecar.audit.model import AuditEntry
 from sidecar.policy.contract import Decision, RuleReasons
 from sidecar.record import (
+    MAX_PATH,
+    Act,
     Attitude,
     Instant,
     MemoryRecord,
@@ -26,8 +28,17 @@ from sidecar.record import (
 )
 
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
+# Whose mind a view is of, after the holder: one person, or a chain (A's view of B's …).
+ObservedPath = Name | Annotated[list[Name], Field(min_length=1, max_length=MAX_PATH)]
 # How recall ranks: the dense embedding and BM25 fused, or either alone.
 SearchMode = Literal["hybrid", "dense", "lexical"]
+
+
+def path_of(observed: str | list[str] | None) -> tuple[str, ...]:
+    """`observed` as a chain of minds: a plain name is a chain of one."""
+    if observed is None:
+        return ()
+    return (observed,) if isinstance(observed, str) else tuple(observed)
 
 
 class RecallRequest(BaseModel):
@@ -51,11 +62,20 @@ class RecallRequest(BaseModel):
     limit: int = Field(default=10, ge=1, le=1000)
     about: Name | None = None
     observer: Name | None = None
-    observed: Name | None = Field(
-        default=None, description="Only views of this person's mind (`observed_id`)."
+    observed: ObservedPath | None = Field(
+        default=None,
+        description="Only views of this mind: a person (`observed_id`), or a chain of "
+        "them after the observer, outermost first (`[b, c]`: the observer's view of b's "
+        "view of c's), to WHOSE_MAX_MIND_DEPTH. With a chain, views derived from what "
+        "the observer witnessed or heard are included, each the holder's current one.",
     )
     attitude: Attitude | None = Field(
         default=None, description="Only views of a mind with this attitude (`observed_attitude`)."
+    )
+    speech_act: bool | None = Field(
+        default=None,
+        description="true: only speech acts (what someone said, or heard someone say); "
+        "false: only beliefs.",
     )
     source_id: Name | None = None
     modality: Modality | None = None
@@ -71,6 +91,10 @@ class RecallRequest(BaseModel):
         if self.search in ("dense", "lexical") and self.query is not None and self.vector:
             raise ValueError(f"a {self.search} search takes a query or a vector, not both")
         return self
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return path_of(self.observed)
 
     @property
     def mode(self) -> SearchMode:
@@ -100,7 +124,20 @@ class Item(BaseModel):
     proposition: Proposition | None = None
     observer_id: str | None = None
     observed_id: str | None = None
+    observed_path: list[str] | None = Field(
+        default=None, description="A nested view: every mind after the holder, outermost first."
+    )
     observed_attitude: str | None = None
+    act: Act | None = Field(
+        default=None,
+        description="A speech act: `said` (the holder said it) or `heard` (the holder heard "
+        "the first observed mind say it); absent for a belief.",
+    )
+    derived_from: UUID | None = Field(
+        default=None,
+        description="A view derived at read time (no record of its own): the record it "
+        "comes from, which GET /v1/memories/{id} shows.",
+    )
     modality: Modality
     source_id: str
     source: Source | None = None
@@ -157,16 +194,22 @@ class MindView(BaseModel):
     attitude: str | None = Field(
         default=None, description="For a view of someone else's mind: knows or believes."
     )
+    act: Act | None = Field(default=None, description="A speech act: said or heard.")
     usable_as: str
     valid_at: Instant | None = None
     attribution: str
+    derived_from: UUID | None = Field(
+        default=None, description="A derived view: the record it comes from."
+    )
 
 
 class OtherMind(BaseModel):
-    """What the holder thinks someone else thinks of the proposition."""
+    """What the holder thinks someone else thinks of the proposition, and (nested, to
+    the depth asked for) what they think that one thinks others think."""
 
     observed: str
     views: list[MindView]
+    about: list[OtherMind] = Field(default_factory=list)
 
 
 class Mind(BaseModel):
@@ -199,7 +242,8 @@ class PropositionResponse(BaseModel):
     minds: list[Mind] = Field(
         default_factory=list,
         description="The perspectives (world state aside) grouped by holder, each with "
-        "what they think others think.",
+        "what they think others think, nested to `depth` (views derived from what each "
+        "witnessed or heard included): each the holder's current view as you may see it.",
     )
     decision_id: UUID
     truncated: bool = False

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 Modality = Literal[
     "world_state",
@@ -37,12 +38,20 @@ SourceKind = Literal[
     "acknowledgement",
     "system",
     "perception",
+    # What its holder was told and took as their own (writes/testimony.py).
+    "testimony",
 ]
 Attitude = Literal["knows", "believes"]
 # What became of a premise after a record was derived from it (writes/lineage.py).
 PremiseChange = Literal["superseded", "erased", "withdrawn", "narrowed", "stale"]
 # The RAG library a document came from through the Qdrant dialect (writes/documents.py).
 Library = Literal["langchain", "llamaindex", "haystack", "plain"]
+# A speech act (docs/design.md §3): the holder said it, or heard the first mind of its
+# observed path say it. Beside beliefs, never one: a statement can be a lie.
+Act = Literal["said", "heard"]
+# The most minds a view may nest (the holder's view of A's view of B's …): the hard
+# cap of the record model; `max_mind_depth` (settings.py) may bound it lower.
+MAX_PATH = 16
 
 
 # OPA compares instants as int64 nanoseconds since 1970: outside these years a
@@ -72,8 +81,24 @@ def iso(instant: datetime) -> str:
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 # Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
-Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-ScalarValue = Annotated[str, Field(max_length=2000)] | Int64 | Finite | bool
+INT64 = (-(2**63), 2**63 - 1)
+Int64 = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
+
+
+def _exact_integer(value: Any) -> Any:
+    # Without this an integer outside int64 fails Int64 and falls through to the float
+    # branch of the union, rounded: 2**63 and 2**63 + 1 would compare equal.
+    if type(value) is int and not INT64[0] <= value <= INT64[1]:
+        raise PydanticCustomError(
+            "integer_out_of_range", "integers are 64-bit (-2**63 .. 2**63 - 1); send a string"
+        )
+    return value
+
+
+ScalarValue = Annotated[
+    Annotated[str, Field(max_length=2000)] | Int64 | Finite | bool,
+    BeforeValidator(_exact_integer),
+]
 
 
 def has_usable_length(vector: list[float]) -> bool:
@@ -119,6 +144,9 @@ class Source(_Strict):
     speaker: Name | None = None
     channel: Name | None = None
     participants: list[Name] = Field(default_factory=list, max_length=1000)
+    # Participants the others did not see there (a witness at the window): in a
+    # perception, its holder, who then knows nobody saw them (writes/witnessed.py).
+    unnoticed: list[Name] | None = Field(default=None, max_length=1000)
 
 
 class Evidence(_Strict):
@@ -192,7 +220,12 @@ class MemoryRecord(_Strict):
     proposition: Proposition | None = None
     observer_id: Name | None = None
     observed_id: Name | None = None
+    # A nested view (docs/design.md §2): every mind after the holder, outermost first
+    # (B_holder(B_a(B_b … p))); observed_id is its first. Only for two or more: a view
+    # of one mind is observed_id alone, so each view has one spelling.
+    observed_path: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_PATH)
     observed_attitude: Attitude | None = None
+    act: Act | None = None
     source_id: Name
     source: Source | None = None
     modality: Modality
@@ -214,8 +247,16 @@ class MemoryRecord(_Strict):
         # Structure only; whether the claim may be stored is the write policy's call.
         if self.modality != "world_state" and self.observer_id is None:
             raise ValueError("observer_id is required unless modality is world_state")
+        if self.observed_path is not None:
+            if self.observed_id not in (None, self.observed_path[0]):
+                raise ValueError("observed_id must be the first of observed_path")
+            self.observed_id = self.observed_path[0]
+            if len(self.observed_path) == 1:
+                self.observed_path = None
         if self.observed_attitude is not None and self.observed_id is None:
             raise ValueError("observed_attitude needs observed_id")
+        if self.act == "heard" and self.observed_id is None:
+            raise ValueError("act heard needs observed_id: whom the holder heard")
         if self.valid_at and self.invalid_at and self.invalid_at < self.valid_at:
             raise ValueError("invalid_at is before valid_at")
         return self
@@ -279,6 +320,11 @@ class Stored:
     def key(self) -> str | None:
         return _text((self.payload.get("proposition") or {}).get("key"))
 
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The minds this view is of, after its holder (empty for the holder's own)."""
+        return observed_path(self.payload)
+
     def applied_at(self, at: datetime) -> bool:
         return valid_time_covers(self.valid_at, self.invalid_at, at)
 
@@ -310,6 +356,15 @@ class Stored:
             return self
         kept = {k: v for k, v in self.payload.items() if k not in dropped}
         return replace(self, payload=kept)
+
+
+def observed_path(payload: dict[str, Any]) -> tuple[str, ...]:
+    """The minds a record is a view of, after its holder, outermost first."""
+    path = payload.get("observed_path")
+    if path:
+        return tuple(str(p) for p in path)
+    observed = payload.get("observed_id")
+    return (str(observed),) if observed else ()
 
 
 def day(instant: Any) -> str:

@@ -25,6 +25,7 @@ from sidecar.policy.contract import (
     ErasureInput,
     IngestInput,
     RetentionInput,
+    TrustInput,
     WriteDecision,
 )
 from sidecar.record import MemoryRecord, MemoryWrite, Modality, Name, PremiseChange, SourceKind
@@ -119,9 +120,23 @@ class Stale(_Data):
     )
 
 
+class Trust(_Data):
+    """Which of the trust policy's shipped examples are switched on (whose.trust)."""
+
+    adopt_from_roles: list[Name] = Field(
+        default_factory=list,
+        description="A hearer adopts what a teller holding one of these roles says.",
+    )
+    adopt_more_recent_evidence: bool = Field(
+        default=False,
+        description="A hearer adopts what a teller says whose own evidence about the key "
+        "is more recent than the hearer's.",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
-    erasure and retention."""
+    erasure, retention and trust."""
 
     evidence: EvidencePolicy
     announcements: Announcements
@@ -137,6 +152,7 @@ class Config(_Data):
     stale: Stale | None = Field(
         default=None, description="Absent: stale derivations are disclosed, with notes."
     )
+    trust: Trust = Field(default_factory=Trust, description="Testimony: see whose.trust.")
 
 
 class TenantHolds(_Data):
@@ -159,6 +175,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "ingest_input": IngestInput,
     "erasure_input": ErasureInput,
     "retention_input": RetentionInput,
+    "trust_input": TrustInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

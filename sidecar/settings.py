@@ -130,6 +130,13 @@ class Settings(BaseSettings):
     max_rounds: int = Field(default=4, ge=1, le=10)
     max_candidates: int = Field(default=1000, ge=1, le=10_000)
     max_limit: int = Field(default=100, ge=1, le=1000)
+    # Minds a view may nest after its holder (A's view of B's view of C's …), in
+    # records, recall's `observed` and `minds`; at least 4 (orders 0-4 of the
+    # theory-of-mind benchmarks). `max_mind_views`: the views one `minds` answer,
+    # or one recall of a chain of minds, derives at most (a 16-witness event implies
+    # 16 · 15⁴ views of depth 4; a chain without an observer, one a hearer).
+    max_mind_depth: int = Field(default=4, ge=4, le=16)
+    max_mind_views: int = Field(default=1000, ge=10, le=10_000)
     # Derive a store filter from the policy (OPA's Compile API); off: over-fetch only.
     pushdown: bool = True
     # Largest request body accepted (413 body_too_large above it): room for a batch

@@ -135,14 +135,26 @@ applies(record) if validity.current_at_ns(record, as_of_ns)
 #   for knowledge counts only if it existed at as_of. A record about someone else's
 #   mind (observed_id) is at most its holder's view of them: never a fact, an
 #   unverified claim or common knowledge, and knowledge only as `known` with
-#   evidence tied to the knower. A perception (`observed`) is at most its holder's
-#   belief: witnessing is no evidence the evidence policy accepts for knowledge.
+#   evidence tied to the knower; a view nested deeper than one mind is a nested
+#   belief whatever it says (A's view of B's view of C's knowledge is not C's). A
+#   perception (`observed`) is at most its holder's belief: witnessing is no evidence
+#   the evidence policy accepts for knowledge. A speech act is never a belief: what
+#   its holder heard someone say (act heard), or their own statement (act said),
+#   which may be a lie.
 usable_as(record) := "belief" if {
 	# The common case first: a belief of its holder's own (no rule below can hold).
 	not record.modality in {"world_state", "known", "common_knowledge"}
 	not record.observed_id
+	not record.act
+} else := "heard" if {
+	record.act == "heard"
+} else := "statement" if {
+	record.act == "said"
+	not record.observed_id
 } else := "nested_belief" if {
 	sources.shared_claim_about_another(record)
+} else := "nested_belief" if {
+	count(record.observed_path) > 1
 } else := "fact" if {
 	record.modality == "world_state"
 	sources.authoritative(record)

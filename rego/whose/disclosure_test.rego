@@ -563,3 +563,38 @@ test_only_world_state_knowledge_and_common_knowledge_are_downgraded if {
 	disclosure.notes(object.union(private_belief, {"observed_id": "bob"}), "nested_belief") == set()
 	disclosure.notes({"modality": "known"}, "belief") == {"evidence_insufficient"}
 }
+
+# --- speech acts and nested views ---
+
+statement := object.union(private_belief, {"id": "s1", "act": "said", "modality": "asserted"})
+
+test_a_statement_is_a_speech_act_never_a_belief if {
+	d := ask(alice, statement)
+	d.allow
+	d.usable_as == "statement"
+	d.obligations == {"attribute", "cite_source"}
+}
+
+test_what_a_hearer_heard_is_neither_their_belief_nor_the_speakers if {
+	heard := object.union(statement, {"observer_id": "bob", "observed_id": "alice", "act": "heard", "audience": ["bob"]})
+	ask(bob, heard).usable_as == "heard"
+}
+
+test_a_statement_about_another_mind_is_a_nested_belief if {
+	about_bob := object.union(statement, {"observed_id": "bob", "observed_attitude": "knows"})
+	ask(alice, about_bob).usable_as == "nested_belief"
+}
+
+test_a_view_nested_deeper_than_one_mind_is_never_knowledge if {
+	# Alice's view of Bob's view of Carol's knowledge, with Carol's acknowledgement:
+	# still Alice's view, never Carol's knowledge.
+	deep := object.union(private_belief, {
+		"id": "n2",
+		"modality": "known",
+		"observed_id": "bob",
+		"observed_path": ["bob", "carol"],
+		"observed_attitude": "knows",
+		"evidence": [{"kind": "acknowledgement", "ref": "ack-1", "by": "carol"}],
+	})
+	ask(alice, deep).usable_as == "nested_belief"
+}

@@ -64,6 +64,8 @@ denials(record) := union({
 	scope_denials(record),
 	derivation_denials(record),
 	perception_denials(record),
+	mind_denials(record),
+	speech_denials(record),
 })
 
 writer_denials := {"no_writer" | not known_writer}
@@ -82,12 +84,23 @@ audience_denials(record) := {"empty_audience" | not has_audience(record)}
 
 has_audience(record) if count(record.audience) > 0
 
-# Alice's words make Alice's beliefs: the holder of a spoken claim is its speaker.
+# Alice's words make Alice's beliefs: the holder of a spoken claim is its speaker,
+# unless the record is what its holder heard or was told (told, below).
 speaker_denials(record) := {"observer_not_speaker" |
 	record.observer_id
 	record.source.speaker
 	record.observer_id != record.source.speaker
+	not told(record)
 }
+
+# METADATA
+# description: |
+#   Someone else's words as their hearer holds them: what the hearer heard the speaker
+#   say (act heard), or took from them as their own belief (a testimony source, as the
+#   trust policy, whose.trust, decides).
+told(record) if record.act == "heard"
+
+told(record) if record.source.kind == "testimony"
 
 # A claim about someone else's mind is its holder's view of them, never shared.
 nested_denials(record) := {"nested_belief_as_shared_claim" | sources.shared_claim_about_another(record)}
@@ -246,12 +259,50 @@ perception_denials(record) := union({
 	},
 	{"perception_observed_absent" |
 		record.modality == "observed"
-		record.observed_id
-		not sources.witnessed(record, record.observed_id)
+		some mind in minds_viewed(record)
+		not sources.witnessed(record, mind)
 	},
 	{"perception_recorded_by_a_participant" |
 		record.modality == "observed"
 		voice(record) != input.writer.id
 		input.writer.id in record.source.participants
+	},
+})
+
+# METADATA
+# description: every mind the record is a view of (observed_id and the whole observed_path).
+minds_viewed(record) := {mind | some mind in object.get(record, "observed_path", [])} | {mind |
+	mind := record.observed_id
+}
+
+# A view of a mind is of a person: a group has members, and a belief "group:x knows p"
+# would pass to whoever joins it.
+mind_denials(record) := {"observed_is_a_group" |
+	some mind in minds_viewed(record)
+	startswith(mind, "group:")
+}
+
+# Speech acts (docs/design.md §3). A statement is its speaker's; what a hearer heard
+# or was told names who said it, and the hearer was there to hear it.
+speech_denials(record) := union({
+	{"statement_without_speaker" |
+		record.act == "said"
+		not record.source.speaker
+	},
+	{"heard_from_someone_else" |
+		record.act == "heard"
+		record.observed_id != record.source.speaker
+	},
+	{"told_without_speaker" |
+		told(record)
+		not record.source.speaker
+	},
+	{"hearer_absent" |
+		told(record)
+		not record.observer_id in record.source.participants
+	},
+	{"told_by_oneself" |
+		told(record)
+		record.observer_id == record.source.speaker
 	},
 })

@@ -4,6 +4,8 @@ import data.whose.ingest
 
 alice := {"id": "alice", "tenant": "acme"}
 
+bob := {"id": "bob", "tenant": "acme"}
+
 belief := {
 	"id": "r1",
 	"tenant": "acme",
@@ -488,4 +490,62 @@ test_common_knowledge_from_an_announcement_a_member_missed_refused if {
 test_common_knowledge_witnessed_by_a_group_with_an_uncleared_member_refused if {
 	scoped := object.union(witnessed_announcement, {"access_scope": "launch-core"})
 	write(extractor, scoped).reasons == {"common_knowledge_group_not_cleared"}
+}
+
+# --- nested views: a chain of minds (observed_path) ---
+
+test_a_nested_perception_needs_everyone_in_the_chain_there if {
+	# Sally saw Anne see Sally see it: both were there, their witnessing cited.
+	nested := object.union(saw_anne_see, {"observed_path": ["anne", "sally"]})
+	write(extractor, nested).allow
+	about_carol := object.union(saw_anne_see, {"observed_path": ["anne", "carol"]})
+	write(extractor, about_carol).reasons == {"perception_observed_absent"}
+}
+
+test_a_group_is_not_a_mind if {
+	about_team := object.union(belief, {"observed_id": "group:launch-team", "observed_attitude": "knows"})
+	write(alice, about_team).reasons == {"observed_is_a_group"}
+	deeper := object.union(belief, {"observed_id": "bob", "observed_path": ["bob", "group:launch-team"]})
+	write(alice, deeper).reasons == {"observed_is_a_group"}
+}
+
+# --- speech acts: statements, what a hearer heard, what a hearer was told ---
+
+said := object.union(belief, {"act": "said", "modality": "asserted", "source": {"kind": "conversation", "speaker": "alice", "participants": ["alice", "bob"]}})
+
+heard := object.union(said, {"observer_id": "bob", "observed_id": "alice", "act": "heard", "audience": ["bob"]})
+
+told := object.union(object.remove(said, ["act"]), {
+	"observer_id": "bob",
+	"modality": "believed",
+	"audience": ["bob"],
+	"source": {"kind": "testimony", "speaker": "alice", "participants": ["alice", "bob"]},
+	"provenance": {"method": "testimony"},
+})
+
+test_a_statement_is_its_speakers if {
+	write(alice, said).allow
+	unspoken := object.union(object.remove(said, ["source"]), {"source": {"kind": "conversation"}})
+	write(alice, unspoken).reasons == {"statement_without_speaker"}
+	write(extractor, object.union(said, {"observer_id": "bob"})).reasons == {"observer_not_speaker"}
+}
+
+test_what_a_hearer_heard_names_the_speaker if {
+	write(extractor, heard).allow
+	write(bob, heard).allow
+	write(extractor, object.union(heard, {"observed_id": "carol"})).reasons == {"heard_from_someone_else"}
+	absent := object.union(object.remove(heard, ["source"]), {"source": {"kind": "conversation", "speaker": "alice", "participants": ["alice"]}})
+	write(extractor, absent).reasons == {"hearer_absent"}
+}
+
+test_what_a_hearer_was_told_is_theirs_only_from_a_speaker_who_told_them if {
+	write(extractor, told).allow
+	unspoken := object.union(object.remove(told, ["source"]), {"source": {"kind": "testimony", "participants": ["alice", "bob"]}})
+	write(extractor, unspoken).reasons == {"told_without_speaker", "relay_without_speaker"}
+	oneself := object.union(object.remove(told, ["source"]), {"source": {"kind": "testimony", "speaker": "bob", "participants": ["bob"]}})
+	write(extractor, oneself).reasons == {"told_by_oneself"}
+	write(extractor, object.union(told, {"observer_id": "carol", "audience": ["carol"]})).reasons == {"hearer_absent"}
+
+	# Anyone but a relay writes only their own: alice cannot make bob believe her.
+	write(alice, told).reasons == {"writer_not_holder"}
 }

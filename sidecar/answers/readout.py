@@ -18,6 +18,8 @@ from sidecar.messages import (
     HistoryResponse,
     Item,
     MemoryResponse,
+    MindView,
+    OtherMind,
     PropositionResponse,
     RecallResponse,
     StoredRecords,
@@ -100,10 +102,23 @@ def propositions(answer: PropositionResponse) -> str:
     if answer.perspectives:
         lines.append("Views:")
         lines += _items(answer.perspectives)
+    implied = [view for mind in answer.minds for view in _derived(mind.about)]
+    if implied:
+        lines.append("What each thinks others think (from what they saw or heard):")
+        lines += [f"- {view.attribution} (usable as: {view.usable_as})" for view in implied]
     lines += _conflicts(answer.conflicts)
     if answer.truncated:
         lines.append("(The listing stopped at its bound: more views may exist.)")
     return "\n".join(lines)
+
+
+def _derived(others: Sequence[OtherMind]) -> list[MindView]:
+    """The derived views of a mind tree (the stored ones are listed as perspectives)."""
+    found = []
+    for other in others:
+        found += [view for view in other.views if view.derived_from is not None]
+        found += _derived(other.about)
+    return found
 
 
 def memory(answer: MemoryResponse) -> str:

@@ -104,7 +104,11 @@ def _started(item: Item) -> tuple[float, str]:
 
 def _comparable(item: Item) -> str:
     value = item.proposition.value if item.proposition else None
-    # 2 and 2.0 are one value; 1 and True, "1" and 1 are different claims.
+    # 2 and 2.0 are one value; 1 and True, "1" and 1 are different claims. Integers are
+    # compared exactly: as floats, 2**63 - 1 and 2**63 - 2 would be one value, and the
+    # conflict between them missed.
+    if isinstance(value, float) and value.is_integer():
+        return f"number:{int(value)}"
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"number:{float(value)}"
+        return f"number:{value!r}"
     return f"{type(value).__name__}:{value}"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision
-from sidecar.record import Stored, day
+from sidecar.record import Stored, day, observed_path
 
 # What a sentence template may name (see `_placeholders`).
 PLACEHOLDERS = frozenset(
@@ -33,6 +33,8 @@ PLACEHOLDERS = frozenset(
         "Claim",
         "holder",
         "observed",
+        "speaker",
+        "inner",
         "knower",
         "verb",
         "attitude",
@@ -111,7 +113,7 @@ class Vocabulary(BaseModel):
 
 class _Values(dict[str, str]):
     """A record's placeholder values, each worked out only when a template names it
-    (a sentence names a few of the eleven)."""
+    (a sentence names a few of them)."""
 
     def __init__(self, vocabulary: Vocabulary, record: dict[str, Any]) -> None:
         super().__init__()
@@ -130,6 +132,28 @@ def _holder(values: _Values) -> str:
     return str(record.get("observer_id") or source.get("speaker") or "an unnamed source")
 
 
+def _minds(values: _Values, path: tuple[str, ...]) -> str:
+    """The minds of a nested view, outermost first, each believing the next's view:
+    "sally believes that anne" (the template then says what the innermost holds)."""
+    return " believes that ".join(path)
+
+
+def _speaker(values: _Values) -> str:
+    """Who said it: for what the holder heard, the first mind of the view."""
+    path = observed_path(values.record)
+    if path:
+        return path[0]
+    return str((values.record.get("source") or {}).get("speaker") or values["holder"])
+
+
+def _inner(values: _Values) -> str:
+    """What a heard speaker said about further minds ("carol knows that "), or nothing."""
+    rest = observed_path(values.record)[1:]
+    if not rest:
+        return ""
+    return f"{_minds(values, rest)} {values['attitude']} that "
+
+
 def _claim_capitalised(values: _Values) -> str:
     claim = values["claim"]
     return claim[:1].upper() + claim[1:]
@@ -139,8 +163,10 @@ _VALUES: dict[str, Callable[[_Values], str]] = {
     "claim": lambda v: _claim(v.record),
     "Claim": _claim_capitalised,
     "holder": _holder,
-    "observed": lambda v: v.record.get("observed_id") or "",
-    "knower": lambda v: v["observed"] or v["holder"],
+    "observed": lambda v: _minds(v, observed_path(v.record)),
+    "speaker": _speaker,
+    "inner": _inner,
+    "knower": lambda v: (observed_path(v.record) or (v["holder"],))[-1],
     "verb": lambda v: v.vocabulary.verbs.get(v.record.get("modality", ""), "believes"),
     "attitude": lambda v: v.vocabulary.attitudes.get(
         v.record.get("observed_attitude", ""), "believes"

@@ -182,12 +182,25 @@ def history(record_id: UUID) -> Call[HistoryResponse]:
 
 
 def views(
-    key: str, audience: Sequence[str] = (), as_of: datetime | None = None
+    key: str,
+    audience: Sequence[str] = (),
+    as_of: datetime | None = None,
+    *,
+    depth: int | None = None,
+    observer: str | None = None,
+    observed: str | Sequence[str] = (),
 ) -> Call[PropositionResponse]:
-    """GET /v1/propositions/{key}: every view of one proposition, grouped by mind."""
+    """GET /v1/propositions/{key}: every view of one proposition, grouped by mind (nested
+    to `depth`; with `observed`, only the views of that chain of minds)."""
     params = [("audience", name) for name in audience]
     if as_of is not None:
         params.append(("as_of", iso(as_of)))
+    if depth is not None:
+        params.append(("depth", str(depth)))
+    if observer is not None:
+        params.append(("observer", observer))
+    chain = [observed] if isinstance(observed, str) else list(observed)
+    params += [("observed", name) for name in chain]
     return Call("GET", PROPOSITION.path(key=key), _model(PropositionResponse), params=params)
 
 

@@ -284,10 +284,19 @@ class WhoseClient:
         return self.send(calls.history(UUID(str(record_id))))
 
     def views(
-        self, key: str, *, audience: Sequence[str] = (), as_of: datetime | None = None
+        self,
+        key: str,
+        *,
+        audience: Sequence[str] = (),
+        as_of: datetime | None = None,
+        depth: int | None = None,
+        observer: str | None = None,
+        observed: str | Sequence[str] = (),
     ) -> PropositionResponse:
-        """Every view of one proposition you may see, the fact if any, and `minds`."""
-        return self.send(calls.views(key, audience, as_of))
+        """Every view of one proposition you may see, the fact if any, and `minds` (nested
+        to `depth`; with `observed`, only the views of that chain of minds)."""
+        call = calls.views(key, audience, as_of, depth=depth, observer=observer, observed=observed)
+        return self.send(call)
 
     def audit(
         self,
@@ -400,9 +409,17 @@ class AsyncWhoseClient:
         return await self.send(calls.history(UUID(str(record_id))))
 
     async def views(
-        self, key: str, *, audience: Sequence[str] = (), as_of: datetime | None = None
+        self,
+        key: str,
+        *,
+        audience: Sequence[str] = (),
+        as_of: datetime | None = None,
+        depth: int | None = None,
+        observer: str | None = None,
+        observed: str | Sequence[str] = (),
     ) -> PropositionResponse:
-        return await self.send(calls.views(key, audience, as_of))
+        call = calls.views(key, audience, as_of, depth=depth, observer=observer, observed=observed)
+        return await self.send(call)
 
     async def audit(
         self,

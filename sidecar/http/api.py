@@ -30,7 +30,7 @@ from sidecar.messages import (
     StoredRecords,
 )
 from sidecar.policy.opa import PolicyUnavailable
-from sidecar.record import Instant, MemoryWrite
+from sidecar.record import MAX_PATH, Instant, MemoryWrite, Name
 from sidecar.writes.observations import Observation
 from sidecar.writes.witnessed import WitnessedEvent
 
@@ -111,8 +111,8 @@ def _observations(body: dict[str, Any] | list[dict[str, Any]]) -> list[Observati
     responses=_errors,
 )
 async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> StoredRecords:
-    """Store what several people saw together as each one's own view, and each one's
-    view of the others' (see writes/witnessed.py)."""
+    """Store what several people saw together as each one's own view (what each thinks
+    the others think is derived from it when read; see writes/witnessed.py)."""
     return await svc.memory.witness(who, event)
 
 
@@ -207,7 +207,30 @@ async def proposition(
     who: Asker,
     audience: Annotated[list[str] | None, Query(max_length=100)] = None,
     as_of: Annotated[Instant | None, Query()] = None,
+    depth: Annotated[
+        int,
+        Query(ge=1, le=MAX_PATH, description="How deep `minds` nests (views derived included)."),
+    ] = 1,
+    observer: Annotated[Name | None, Query(description="Only this holder's views.")] = None,
+    observed: Annotated[
+        list[Name] | None,
+        Query(
+            max_length=MAX_PATH,
+            description="Only views of this chain of minds after the observer, outermost "
+            "first (repeat the parameter: `observed=sally&observed=anne`).",
+        ),
+    ] = None,
 ) -> PropositionResponse:
     """Every disclosable view of one proposition current at `as_of` (default now), the
-    world-state claim, and the views grouped by whose mind they are in."""
-    return await svc.memory.views(who, key, audience or [], "propositions", as_of)
+    world-state claim, and the views grouped by whose mind they are in, nested to
+    `depth`; with `observed`, only the views of that chain of minds."""
+    return await svc.memory.views(
+        who,
+        key,
+        audience or [],
+        "propositions",
+        as_of,
+        depth=depth,
+        observer=observer,
+        observed=observed or (),
+    )

@@ -39,13 +39,15 @@ from sidecar.messages import (
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
+    ObservedPath,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    path_of,
 )
 from sidecar.policy.opa import PolicyUnavailable
-from sidecar.record import Instant, Name
+from sidecar.record import MAX_PATH, Instant, Name
 from sidecar.services import Services
 from sidecar.writes.observations import Claim, Observation, Present
 
@@ -166,12 +168,13 @@ async def remember(
         Name | None, Field(description="A clearance every hearer must hold.")
     ] = None,
 ) -> Annotated[CallToolResult, StoredRecords]:
-    """Remember what someone said, as the speaker's own view.
+    """Remember what someone said, as the speaker's statement.
 
-    Each claim is stored as the speaker's belief, visible to the speaker and the
-    participants only. A claim about someone else's mind stays the speaker's belief
-    about that mind: "Alice thinks Bob knows" never becomes "Bob knows". Send what was
-    said, by whom, with whom present; do not rewrite it as a fact."""
+    Each claim is stored as what the speaker said (never a fact, nor anyone else's
+    belief), visible to the speaker and the participants only; each participant heard
+    it. A claim about someone else's mind stays the speaker's view of that mind: "Alice
+    thinks Bob knows" never becomes "Bob knows". Send what was said, by whom, with whom
+    present; do not rewrite it as a fact."""
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
         observation = Observation(
@@ -205,6 +208,20 @@ async def recall(
         ),
     ] = [],  # noqa: B006 (pydantic copies defaults)
     limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
+    observer: Annotated[
+        Name | None, Field(description="Only views held by this person (whose mind).")
+    ] = None,
+    observed: Annotated[
+        ObservedPath | None,
+        Field(
+            description="Only views of this mind: a person, or a chain of them after the "
+            "observer, outermost first ([b, c]: the observer's view of b's view of c's)."
+        ),
+    ] = None,
+    speech_act: Annotated[
+        bool | None,
+        Field(description="true: only what someone said or heard said; false: only beliefs."),
+    ] = None,
 ) -> Annotated[CallToolResult, RecallResponse]:
     """Recall memories relevant to a question, as attributed beliefs or an abstention.
 
@@ -215,7 +232,14 @@ async def recall(
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
         request = RecallRequest(
-            query=query, about=about, as_of=as_of, audience=audience, limit=limit
+            query=query,
+            about=about,
+            as_of=as_of,
+            audience=audience,
+            limit=limit,
+            observer=observer,
+            observed=observed,
+            speech_act=speech_act,
         )
         recalled = await svc.memory.recall(who, request, "mcp.recall")
         return _result(readout.recall(recalled), recalled)
@@ -265,12 +289,35 @@ async def what_do_people_think(
         list[Name],
         Field(max_length=100, description="Everyone who will hear your answer besides you."),
     ] = [],  # noqa: B006 (pydantic copies defaults)
+    depth: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_PATH,
+            description="How deep the minds nest: 2 adds what each thinks others think "
+            "others think.",
+        ),
+    ] = 1,
+    observer: Annotated[Name | None, Field(description="Only this holder's views.")] = None,
+    observed: Annotated[
+        ObservedPath | None,
+        Field(description="Only views of this mind, or chain of minds, after the observer."),
+    ] = None,
 ) -> Annotated[CallToolResult, PropositionResponse]:
     """Every view you may see of one proposition, each with its holder, and the
-    authoritative fact if there is one; disagreements are listed as conflicts."""
+    authoritative fact if there is one; disagreements are listed as conflicts. Each
+    holder's views come with what they think others think, nested to `depth`."""
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
-        found = await svc.memory.views(who, key, audience, "mcp.what_do_people_think")
+        found = await svc.memory.views(
+            who,
+            key,
+            audience,
+            "mcp.what_do_people_think",
+            depth=depth,
+            observer=observer,
+            observed=path_of(observed),
+        )
         return _result(readout.propositions(found), found)
 
     return await _guarded(ctx, answer)

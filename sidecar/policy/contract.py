@@ -106,6 +106,41 @@ class IngestInput(BaseModel):
     premises: list[PolicyRecord] = Field(default_factory=list)
 
 
+class TrustHearer(BaseModel):
+    """A hearer of a claim, and their own latest evidence about its key (when they
+    last saw it, as the store holds it), if any."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name
+    evidence_at: str | None = Field(default=None, description="RFC 3339, UTC")
+
+
+class TrustClaim(BaseModel):
+    """One claim made to hearers: who told it, to whom, about what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    teller: PolicyIdentity = Field(description="The speaker (no token claims: the directory's).")
+    hearers: list[TrustHearer]
+    key: Name | None = None
+    hedged: bool = False
+    about: list[Name] = Field(default_factory=list, description="Whose mind the claim is about.")
+    said_at: str = Field(description="RFC 3339, UTC")
+    teller_evidence_at: str | None = Field(
+        default=None, description="The teller's own latest evidence about the key, RFC 3339."
+    )
+
+
+class TrustInput(BaseModel):
+    """data.whose.trust.adoptions: which hearers take each claim as their own belief."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity = Field(description="Who records the claims (a relay, usually).")
+    claims: list[TrustClaim]
+
+
 class Decision(BaseModel):
     """What the disclosure policy says about one record."""
 

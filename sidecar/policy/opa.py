@@ -32,6 +32,7 @@ from sidecar.policy.contract import (
     ErasureRequestView,
     Explanation,
     RetentionDecision,
+    TrustInput,
     WriteDecision,
     erasure_input,
     retention_input,
@@ -50,6 +51,7 @@ EXPLAIN_RULE = "whose/disclosure/explanation"
 ERASURE_RULE = "whose/erasure/answer"
 RETENTION_RULE = "whose/retention/decisions"
 RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
+TRUST_RULE = "whose/trust/adoptions"
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,20 @@ class PolicyClient:
         if not isinstance(days, int | float) or isinstance(days, bool) or days <= 0:
             raise PolicyUnavailable("OPA retention horizon is malformed")
         return float(days)
+
+    async def trust(self, question: TrustInput) -> list[set[str]]:
+        """For each claim, in order, the hearers who take it as their own belief."""
+        answer = await self._query(TRUST_RULE, question.model_dump(mode="json", exclude_none=True))
+        result = answer.result
+        if (
+            not isinstance(result, list)
+            or len(result) != len(question.claims)
+            or not all(
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in result
+            )
+        ):
+            raise PolicyUnavailable("OPA trust answer is malformed")
+        return [set(ids) for ids in result]
 
     async def eval_seconds(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]

@@ -20,6 +20,9 @@ KEYWORD_FIELDS = (
     "observer_id",
     "observed_id",
     "observed_attitude",
+    # Nested views and speech acts (reads/nested.py).
+    "observed_path",
+    "act",
     "modality",
     "access_scope",
     "audience",
@@ -28,6 +31,7 @@ KEYWORD_FIELDS = (
     "source.speaker",
     "source.channel",
     "source.participants",
+    "source.unnoticed",
     "proposition.key",
     "provenance.writer",
     "provenance.method",

@@ -1,17 +1,22 @@
 """Speaker-grounded ingestion: what someone said becomes *their* view, nothing more.
 
 A memory extractor posts an utterance's claims with who said them and who was
-there. Each claim becomes a record held by the speaker; a claim about another
-participant's mind becomes the speaker's belief about that mind (B_speaker(K_bob
-p)), never Bob's knowledge; the audience is who was present. The records then
-take the ordinary write path (write policy, supersession).
+there. Each claim becomes a statement held by the speaker (`act: said`: a speech act,
+which stands for the speaker's view until they learn more, and may be a lie); a claim
+about another participant's mind (`about`, one person or a chain of them) becomes the
+speaker's statement about that mind (B_speaker(K_bob p)), never Bob's knowledge; the
+audience is who was present. What each hearer heard, and their model of the speaker's
+belief, are derived from the statement at read time (answers/derived.py); whether a
+hearer takes the claim as their own belief is the trust policy's call
+(writes/testimony.py). The records then take the ordinary write path (write policy,
+supersession).
 
 A claim keeps its meaning when it is served to someone else. A proposition is worded
-into "caroline says that ...", so an "I", a "you" or a "yesterday" in it would read as
+into "caroline said that ...", so an "I", a "you" or a "yesterday" in it would read as
 the reader's, or as undated: such a claim is refused (`unresolved_reference`) unless
 the extractor resolves it ("caroline went to a support group on 7 May 2023") or sends
 the speaker's words as a quote (`quoted: true`), which is served as one, dated:
-"caroline says that “I went to a support group yesterday” (in caroline's words, said on
+"caroline said that “I went to a support group yesterday” (in caroline's words, said on
 8 May 2023)".
 """
 
@@ -23,13 +28,23 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from sidecar.record import Attitude, Instant, MemoryWrite, Name, Proposition, Vector, day
+from sidecar.record import (
+    MAX_PATH,
+    Attitude,
+    Instant,
+    MemoryWrite,
+    Name,
+    Proposition,
+    Vector,
+    day,
+)
 
 # A hedged claim ("I think ...") is weaker evidence of the speaker's view.
 DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
 
 
 GROUP_NOT_PRESENT = "group_is_not_a_person_present"
+GROUP_NOT_A_MIND = "group_is_not_a_mind"
 
 
 def _a_person(name: str) -> str:
@@ -45,6 +60,18 @@ def _a_person(name: str) -> str:
 # Someone who was there: the speaker or a participant (they become the audience).
 Present = Annotated[Name, AfterValidator(_a_person)]
 
+
+def _a_mind(name: str) -> str:
+    # "alice says that group:launch-team knows p" would hand a belief to whoever joins
+    # the group: a claim about a mind is about a person.
+    if name.startswith("group:"):
+        raise PydanticCustomError(GROUP_NOT_A_MIND, "a group is not a mind: name a person")
+    return name
+
+
+# Someone whose mind a claim is about.
+Mind = Annotated[Name, AfterValidator(_a_mind)]
+MindPath = Annotated[list[Mind], Field(min_length=1, max_length=MAX_PATH)]
 
 UNRESOLVED = "unresolved_reference"
 # Words whose meaning depends on who speaks, to whom, or when.
@@ -71,8 +98,14 @@ class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     proposition: Proposition
-    about: Name | None = Field(default=None, description="Whose mind the claim is about.")
-    attitude: Attitude | None = Field(default=None, description="With `about`: knows or believes.")
+    about: Mind | MindPath | None = Field(
+        default=None,
+        description="Whose mind the claim is about: a person, or a chain of them "
+        "(`[bob, carol]`: bob thinks carol …), never a group.",
+    )
+    attitude: Attitude | None = Field(
+        default=None, description="With `about`: what the innermost mind does, knows or believes."
+    )
     hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     quoted: bool = Field(
@@ -94,6 +127,11 @@ class Claim(BaseModel):
                 {"words": ", ".join(dict.fromkeys(w.lower() for w in words))},
             )
         return self
+
+    def path(self, speaker: str) -> list[str]:
+        """The minds after the speaker the claim is about (none: the speaker's own)."""
+        about = [self.about] if isinstance(self.about, str) else list(self.about or [])
+        return [] if about in ([], [speaker]) else about
 
 
 class Observation(BaseModel):
@@ -120,7 +158,7 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
     }
     records = []
     for claim in observation.claims:
-        about = claim.about if claim.about not in (None, speaker) else None
+        about = claim.path(speaker)
         attitude = (claim.attitude or "believes") if about else None
         proposition = claim.proposition
         if claim.quoted:
@@ -130,8 +168,9 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
                 content=_sentence(speaker, claim, about, attitude, observation.said_at),
                 proposition=proposition,
                 observer_id=speaker,
-                observed_id=about,
+                observed_path=about or None,
                 observed_attitude=attitude,
+                act="said",
                 source_id=observation.source_id,
                 source=source,
                 modality="reported_belief" if claim.hedged else "asserted",
@@ -148,7 +187,7 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
 
 
 def _sentence(
-    speaker: str, claim: Claim, about: str | None, attitude: str | None, said_at: object
+    speaker: str, claim: Claim, about: list[str], attitude: str | None, said_at: object
 ) -> str:
     verb = "thinks" if claim.hedged else "says"
     text = claim.proposition.text
@@ -156,5 +195,6 @@ def _sentence(
         when = f" on {day(said_at)}" if said_at is not None else ""
         return f"{speaker} said{when}: “{text}”"
     if about:
-        return f"{speaker} {verb} that {about} {attitude} that {text}"
+        minds = " believes that ".join(about)
+        return f"{speaker} {verb} that {minds} {attitude} that {text}"
     return f"{speaker} {verb} that {text}"

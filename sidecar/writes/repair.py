@@ -63,7 +63,8 @@ def _whole_chain_plan(chain: Chain, versions: list[Version]) -> Plan:
 async def _repair_chain(store: Store, locks: ChainLocks, chain: Chain) -> int:
     async with locks.hold([chain.lock_key()]) as held:
         # Read again under the lock: a writer may have moved on since the scan.
-        versions = await find_all(store, chain.versions())
+        # A filter matches which minds a nested view's chain holds, not their order.
+        versions = [v for v in await find_all(store, chain.versions()) if v.chain == chain]
         linked = _whole_chain_plan(chain, versions)
         await held.confirm()
         return await _apply(store, chain.tenant, linked.updates)

@@ -68,11 +68,15 @@ class Chain:
     speaker: str | None = None
     audience: tuple[str, ...] = ()
     scope: str | None = None
+    # A nested view's whole chain of minds (observed_path), when it is two or more.
+    path: tuple[str, ...] = ()
 
     def lock_key(self) -> str:
         parts = (self.tenant, self.observer, self.observed, self.key, self.writer, self.speaker)
-        return "\x00".join([*(part or "" for part in parts), "\x01".join(self.audience)]) + (
-            f"\x00{self.scope}" if self.scope else ""
+        return (
+            "\x00".join([*(part or "" for part in parts), "\x01".join(self.audience)])
+            + (f"\x00{self.scope}" if self.scope else "")
+            + (f"\x02{chr(1).join(self.path)}" if self.path else "")
         )
 
     def versions(self, **narrower: Any) -> Scope:
@@ -89,6 +93,12 @@ class Chain:
                 extra.append(Match("provenance.writer", self.writer or ""))
         if self.observed is None:
             absent.append("observed_id")
+        if self.path:
+            # Which minds, not in which order: the writer keeps the versions of this
+            # very chain (`of_chain`).
+            extra += [Match("observed_path", mind) for mind in sorted(set(self.path))]
+        else:
+            absent.append("observed_path")
         return Scope(
             tenant=self.tenant,
             about=self.key,
@@ -135,7 +145,14 @@ def chain_of(record: Payload) -> Chain | None:
         speaker,
         tuple(sorted(set(record.get("audience") or ()))),
         record.get("access_scope"),
+        tuple(record.get("observed_path") or ()),
     )
+
+
+def of_chain(chain: Chain, records: Iterable[Payload]) -> list[Payload]:
+    """The records that are versions of `chain` (a store filter can match a nested
+    view's minds, not their order)."""
+    return [r for r in records if chain_of(r) == chain]
 
 
 @dataclass(eq=False)
@@ -195,7 +212,7 @@ def versions_of(payloads: Iterable[Payload]) -> list[Version]:
 def _same_holder(previous: Version, record: Version) -> bool:
     """Keyless records: one holder's line, told to one audience."""
     before, now = previous.payload, record.payload
-    for name in ("observer_id", "observed_id", "access_scope"):
+    for name in ("observer_id", "observed_id", "observed_path", "access_scope"):
         if before.get(name) != now.get(name):
             return False
     if set(before.get("audience") or ()) != set(now.get("audience") or ()):

@@ -1,21 +1,23 @@
 """Witnessed events: what several people saw together becomes each one's own view.
 
 An extractor that knows who was present when something happened (the marble moved,
-a statement was announced) posts the event once. Each witness gets their belief of
-it (modality `observed`, with evidence of their witnessing), and each witness gets,
-for every other witness they saw there, their belief that that one saw it too
-(B_a(B_b p), `observed_attitude: believes`). A witnessed announcement to a directory
-group also yields the announcer's common-knowledge record, which the policy accepts
-only if every member of the group was there (docs/design.md §3). The records then
-take the ordinary write path (write policy, supersession), all or none.
+a statement was announced) posts the event once. Each witness gets one record: their
+belief of it (modality `observed`, with evidence of their witnessing), naming who
+they saw there (`source.participants`) and, for a witness nobody saw (at the window),
+that they were unnoticed (`source.unnoticed`). What each witness thinks the others
+think, to any depth, is derived from that record at read time (answers/derived.py):
+N records an event, not N + N(N-1) (nor N^k for depth k). A witnessed announcement
+to a directory group also yields the announcer's common-knowledge record, which the
+policy accepts only if every member of the group was there (docs/design.md §3). The
+records then take the ordinary write path (write policy, supersession), all or none.
 
-Audience (docs/design.md §4, a chain is seen whole by one audience): a witness's own
-view is told to that witness alone (and the event's `readers`), a view of another
-witness's mind to the two of them. A person's views of one key then form one chain
-whoever else was in the room, so each later event they witness supersedes their
-earlier view; and every version of a chain is made at an event its whole audience
-witnessed, so nobody learns from a chain's links, status or end of a move they did
-not see.
+Audience (docs/design.md §4, a chain is seen whole by one audience): a witness's view
+is told to that witness alone (and the event's `readers`), and so is everything
+derived from it. A person's views of one key then form one chain whoever else was in
+the room, so each later event they witness supersedes their earlier view; every
+version of a chain is made at an event its whole audience witnessed, so nobody learns
+from a chain's links, status or end of a move they did not see; and an unnoticed
+witness is named in no record anyone else is told.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from pydantic_core import PydanticCustomError
 from sidecar.record import Evidence, Instant, MemoryWrite, Name, Proposition
 from sidecar.writes.observations import Present
 
-# N witnesses make N + N(N-1) = N² records (and one more for an announcement): 16
-# keeps one event at 257 records, a fraction of a write batch (writes.MAX_BATCH).
+# One record per witness (and one more for an announcement); 16 keeps an event small
+# and bounds the views `minds` derives from it (settings.max_mind_views).
 MAX_WITNESSES = 16
 MAX_READERS = 100
 # The evidence kind and provenance method that say a record came from witnessing.
@@ -74,7 +76,8 @@ class WitnessedEvent(BaseModel):
         default_factory=list,
         max_length=MAX_WITNESSES,
         description="Witnesses nobody else saw there (watching through a window): "
-        "they get their own view and their views of the others, nobody gets a view of theirs.",
+        "they get their own view (and so their views of the others); nobody else's "
+        "record names them.",
     )
     at: Instant | None = None
     source_id: Name
@@ -99,28 +102,18 @@ class WitnessedEvent(BaseModel):
 
 
 def to_records(event: WitnessedEvent) -> list[MemoryWrite]:
-    """Each witness's view, then each one's view of every other witness they saw
-    there, then (for an announcement) the announcer's common-knowledge record."""
+    """Each witness's view, then (for an announcement) the announcer's
+    common-knowledge record."""
     witnesses = list(dict.fromkeys(event.witnessed_by))
     unnoticed = set(event.unnoticed)
     noticed = [w for w in witnesses if w not in unnoticed]
-    text = event.proposition.text
 
     def present(holder: str) -> list[str]:
         # Who was there as the holder knows it: an unnoticed witness is in nobody
         # else's record, not even as a participant.
         return [w for w in witnesses if w in noticed or w == holder]
 
-    records = [
-        _record(event, present(holder), holder, None, f"{holder} saw that {text}")
-        for holder in witnesses
-    ]
-    records += [
-        _record(event, present(holder), holder, other, f"{holder} saw {other} see that {text}")
-        for holder in witnesses
-        for other in noticed
-        if other != holder
-    ]
+    records = [_record(event, holder, present(holder), holder in unnoticed) for holder in witnesses]
     if event.announcement is not None:
         # Common knowledge is among those everyone saw hear it: an unnoticed member
         # heard it, but nobody knows they did (the policy then finds them absent).
@@ -128,22 +121,21 @@ def to_records(event: WitnessedEvent) -> list[MemoryWrite]:
     return records
 
 
-def _record(
-    event: WitnessedEvent, present: list[str], holder: str, other: str | None, content: str
-) -> MemoryWrite:
-    seen_by = [holder] if other is None else [holder, other]
+def _record(event: WitnessedEvent, holder: str, present: list[str], unseen: bool) -> MemoryWrite:
+    source = _source(event, present, "perception")
+    if unseen:
+        # The holder knows nobody saw them: no view of theirs has anyone see them.
+        source["unnoticed"] = [holder]
     return MemoryWrite(
-        content=content,
+        content=f"{holder} saw that {event.proposition.text}",
         proposition=event.proposition,
         observer_id=holder,
-        observed_id=other,
-        observed_attitude="believes" if other else None,
         source_id=event.source_id,
-        source=_source(event, present, "perception"),
+        source=source,
         modality="observed",
-        evidence=[_witnessing(event, who) for who in seen_by],
+        evidence=[_witnessing(event, holder)],
         confidence=event.confidence,
-        audience=_audience(seen_by, event.readers),
+        audience=_audience([holder], event.readers),
         access_scope=event.access_scope,
         valid_at=event.at,
         provenance={"method": WITNESSED},

@@ -34,6 +34,7 @@ from sidecar.writes.supersession import (
     Chain,
     Version,
     chain_of,
+    of_chain,
     plan,
     possibly_left_open,
     predecessor_lock_key,
@@ -296,7 +297,8 @@ class Writer:
             if named[chain]:
                 names = [UUID(n) for n in sorted(named[chain])]
                 nearby += await self.store.get(chain.tenant, names)
-            found |= {r.id: Version.of(r.payload) for r in nearby}
+            ours = of_chain(chain, (r.payload for r in nearby))
+            found |= {str(p["id"]): Version.of(p) for p in ours}
         return list(found.values())
 
     async def _premises(self, payloads: list[dict[str, Any]], tenant: str) -> list[dict[str, Any]]:
@@ -390,7 +392,7 @@ def _as_told(payload: dict[str, Any], blind: bool) -> MemoryRecord:
 
 async def open_versions_of(store: Store, chain: Chain) -> list[Version]:
     page = await store.find(chain.open_versions(), _MAX_OPEN_VERSIONS)
-    return versions_of(r.payload for r in page.records)
+    return versions_of(of_chain(chain, (r.payload for r in page.records)))
 
 
 async def successors_of(store: Store, tenant: str, ids: list[str]) -> list[Version]:

@@ -83,7 +83,7 @@ def test_a_first_person_turn_keeps_its_speaker_and_its_date(http: httpx.Client) 
     found = recall(http, "melanie", query="When did Caroline go to the LGBTQ support group?")
     best = found["items"][0]
     assert best["content"].startswith(
-        f"caroline says that “{said}” (in caroline's words, said on 8 May 2023)"
+        f"caroline said that “{said}” (in caroline's words, said on 8 May 2023)"
     )
     assert best["as_written"] == f"caroline said on 8 May 2023: “{said}”"
 

@@ -3,7 +3,7 @@ transports: streamable HTTP on a sidecar that takes verified tokens only, and st
 (`whose mcp`, a process of its own with its own store).
 
 The launch-date story end to end: Alice remembers in a private session; Alice recalls
-and reads her own belief, attributed, with its source; Bob recalls the same and gets
+and reads her own statement, attributed, with its source; Bob recalls the same and gets
 an abstention with the date nowhere in the result; the flattened write (Alice's words
 stored as Bob's claim) is refused with its reasons. And: no token, no tool; another
 tenant sees nothing; a forbidden memory answers exactly like a missing one.
@@ -101,7 +101,7 @@ async def test_the_launch_date_story_over_http(served: str) -> None:
     assert not alice.is_error, text_of(alice)
     said = text_of(alice)
     assert said.startswith("attributed: only beliefs")
-    assert "alice believes that the launch is October 17" in said
+    assert "alice said that the launch is October 17" in said
     assert "source private-session-42, confidence 0.78" in said
     assert "obligations: attribute it to alice; cite private-session-42" in said
     # The writer's own wording is never what the model reads.
@@ -156,12 +156,12 @@ async def test_the_other_tools_are_gated_the_same_way(served: str) -> None:
 
     got = await call(served, "carol", "get_memory", {"id": record["id"]})
     assert not got.is_error, text_of(got)
-    assert text_of(got).startswith("1. alice says that the launch is October 17")
+    assert text_of(got).startswith("1. alice said that the launch is October 17")
     assert "superseded: no longer held" in text_of(got)
 
     versions = await call(served, "carol", "history", {"id": newer["id"]})
     assert [i["id"] for i in versions.structured_content["items"]] == [record["id"], newer["id"]]
-    assert "alice says that the launch is October 24" in text_of(versions)
+    assert "alice said that the launch is October 24" in text_of(versions)
 
     views = await call(served, "carol", "what_do_people_think", {"key": key})
     assert [i["id"] for i in views.structured_content["perspectives"]] == [newer["id"]]
@@ -351,7 +351,7 @@ async def test_the_launch_date_story_over_stdio(tmp_path: Path) -> None:
         said = text_of(await alice.call_tool("recall", QUESTION))
         flattened = await alice.call_tool("remember", FLATTENED)
     assert said.startswith("attributed: only beliefs")
-    assert "alice believes that the launch is October 17" in said
+    assert "alice said that the launch is October 17" in said
     assert "source private-session-42, confidence 0.78" in said
     assert "cite private-session-42" in said
     assert flattened.is_error
@@ -375,7 +375,7 @@ async def test_stdio_dev_identity(tmp_path: Path) -> None:
     async with stdio_session(dev) as alice:
         await alice.call_tool("remember", ALICE_SAID)
         said = text_of(await alice.call_tool("recall", QUESTION))
-    assert "alice believes that the launch is October 17" in said
+    assert "alice said that the launch is October 17" in said
 
 
 def run_whose_mcp(

@@ -70,7 +70,7 @@ def test_audience_is_who_was_present(http: httpx.Client) -> None:
     [plain, _] = observe(http, "extractor-bot", body).json()["records"]
     assert plain["audience"] == ["alice", "carol"]
     carol = http.get(f"/v1/memories/{plain['id']}", headers=as_("carol"))
-    assert carol.json()["item"]["attribution"].startswith("alice says that the launch")
+    assert carol.json()["item"]["attribution"].startswith("alice said that the launch")
     assert http.get(f"/v1/memories/{plain['id']}", headers=as_("bob")).status_code == 404
 
 
@@ -119,3 +119,16 @@ def test_a_group_is_not_a_speaker(http: httpx.Client) -> None:
     response = observe(http, "extractor-bot", body)
     assert response.status_code == 422, response.text
     assert [r["type"] for r in response.json()["reasons"]] == ["group_is_not_a_person_present"]
+
+
+def test_a_group_is_not_a_mind(http: httpx.Client) -> None:
+    # "alice says that group:launch-team knows p" would hand the belief to whoever joins.
+    key = fresh_key()
+    for about in ("group:launch-team", ["bob", "group:launch-team"]):
+        body = private_session(key)
+        body["claims"] = [{"proposition": {"text": "p", "key": key}, "about": about}]
+        response = observe(http, "extractor-bot", body)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "invalid_request"
+        assert "group_is_not_a_mind" in {r["type"] for r in response.json()["reasons"]}
+    assert recall(http, "alice", query="p", about=key).json()["items"] == []

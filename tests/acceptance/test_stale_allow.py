@@ -139,7 +139,14 @@ def test_directory_data_pushed_to_opa_outside_the_bundle_is_never_cached_around(
     policy = policy_copy(tmp_path / "policy")
     directory = json.loads((policy / "whose" / "directory" / "data.json").read_text())
     shutil.rmtree(policy / "whose" / "directory")
-    owned = ["whose/disclosure", "whose/ingest", "whose/lib", "whose/config", "whose/vocabulary"]
+    owned = [
+        "whose/disclosure",
+        "whose/ingest",
+        "whose/trust",
+        "whose/lib",
+        "whose/config",
+        "whose/vocabulary",
+    ]
     (policy / ".manifest").write_text(json.dumps({"roots": owned}))
     served = tmp_path / "served"
     served.mkdir()

@@ -93,15 +93,16 @@ def test_the_owner_sees_each_audience_as_its_own_chain(
     assert [(i["id"], i.get("supersedes")) for i in private["items"]] == [(v2["id"], None)]
     # A search shows links only among its own results (no extra decisions on the hot
     # path); with the history asked for, the chain is in the answer and so are its links.
+    # As a mind, alice holds one view: her latest, whichever audience it was told to
+    # (v2 is superseded in her mind, though still current in its own chain).
     key = v1["proposition"]["key"]
     now = recall(http, "alice", query="the launch", about=key).json()
-    assert {(i["id"], i.get("supersedes")) for i in now["items"]} == {
-        (v3["id"], None),
-        (v2["id"], None),
-    }
+    assert {(i["id"], i.get("supersedes")) for i in now["items"]} == {(v3["id"], None)}
     everything = recall(http, "alice", query="the launch", about=key, include_history=True)
     linked = {i["id"]: i.get("supersedes") for i in everything.json()["items"]}
     assert linked == {v1["id"]: None, v2["id"]: None, v3["id"]: v1["id"]}
+    status = {i["id"]: i["status"] for i in everything.json()["items"]}
+    assert status == {v1["id"]: "superseded", v2["id"]: "superseded", v3["id"]: "current"}
     # A read by id decides the versions its links name.
     got = http.get(f"/v1/memories/{v3['id']}", headers=as_("alice")).json()
     assert got["record"]["supersedes"] == v1["id"]

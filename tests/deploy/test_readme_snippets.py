@@ -17,6 +17,7 @@ os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 
 import json
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,27 +70,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base, process = start_sidecar(
         tmp_path_factory.mktemp("readme"), env={"WHOSE_JWT_HS256_SECRET": SECRET}
     )
-    observation = {
-        "speaker": "alice",
+    # The README's first record: Alice's belief, stored by hand (not a statement: an
+    # observation would be worded "alice said that …").
+    belief = {
+        "content": "Alice believes the launch is October 17",
+        "proposition": {
+            "text": "the launch is October 17",
+            "key": "launch.date",
+            "value": "2026-10-17",
+        },
+        "observer_id": "alice",
         "source_id": "private-session-42",
-        "channel": "dm",
-        "participants": ["alice"],
-        "said_at": "2026-10-01T09:00:00Z",
-        "claims": [
-            {
-                "proposition": {
-                    "text": "the launch is October 17",
-                    "key": "launch.date",
-                    "value": "2026-10-17",
-                },
-                "hedged": True,
-                "confidence": 0.78,
-            }
-        ],
+        "source": {"kind": "conversation", "speaker": "alice"},
+        "modality": "reported_belief",
+        "confidence": 0.78,
+        "audience": ["alice"],
     }
-    stored = httpx.post(
-        f"{base}/v1/observations", json=observation, headers=as_("extractor-bot", roles="extractor")
-    )
+    stored = httpx.post(f"{base}/v1/memories", json=belief, headers=as_("alice"))
     assert stored.status_code == 201, stored.text
     yield base
     stop(process)
@@ -213,7 +210,8 @@ async def test_mcp_stdio_config(tmp_path: Path) -> None:
             )
             assert not remembered.is_error, text(remembered)
             recalled = await session.call_tool("recall", {"query": "when is the launch?"})
-    assert ATTRIBUTED in text(recalled)
+    # What she said through `remember` is her statement (README, "Agents: MCP").
+    assert "alice said that the launch is October 17 — source private-session-42" in text(recalled)
 
 
 def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
@@ -289,3 +287,49 @@ def _erase_as_the_snippet_says(served: str) -> None:
         "done",
     )
     assert progress["erased"] == 1  # what Alice said
+
+
+def test_sally_anne_snippet(served: str) -> None:
+    """The theory-of-mind story, run by bash and curl as written (its port aside): each
+    answer it prints is what the README's comments say."""
+    script = snippet("sally-anne").replace("localhost:8080", served.removeprefix("http://"))
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in re.split(r"(?<=\})(?=\{)", done.stdout) if line]
+    witnessed, moved, stage, anne_on_sally, told, heard, sallys, third, minds = answers
+    assert [r["observer_id"] for r in witnessed["records"]] == ["sally", "anne"]
+    assert len(moved["records"]) == 1
+    assert len(stage["records"]) == 2
+    [item] = anne_on_sally["items"]
+    assert item["attribution"].startswith(
+        "anne saw that sally believes that the marble is in the basket"
+    )
+    assert (item["usable_as"], item["derived_from"]) == (
+        "nested_belief",
+        witnessed["records"][1]["id"],
+    )
+    assert told["records"][0]["act"] == "said"
+    [item] = heard["items"]
+    assert item["attribution"].startswith("sally heard anne say that the marble is in the box")
+    assert (item["usable_as"], item["act"]) == ("heard", "heard")
+    assert sallys["verdict"] == "conflict"
+    assert [i["proposition"]["value"] for i in sallys["items"]] == ["basket"]
+    [conflict] = sallys["conflicts"]
+    assert {(v["holder"], v["value"], v["usable_as"]) for v in conflict["views"]} == {
+        ("sally", "basket", "belief"),
+        ("anne", "box", "statement"),
+    }
+    [item] = third["items"]
+    assert item["attribution"].startswith(
+        "anne believes that sally believes that anne believes that the marble is in the box"
+    )
+    assert item["observed_path"] == ["sally", "anne"]
+    assert minds["verdict"] == "answer"
+    assert minds["world_state"]["attribution"].startswith("The marble is in the box")
+    by_holder = {m["holder"]: m for m in minds["minds"]}
+    assert [v["value"] for v in by_holder["anne"]["views"]] == ["box"]
+    [sally] = by_holder["anne"]["about"]
+    assert (sally["observed"], [v["value"] for v in sally["views"]]) == ("sally", ["basket"])
+    [back] = sally["about"]
+    assert (back["observed"], [v["value"] for v in back["views"]]) == ("anne", ["basket"])
+    assert [v["value"] for v in by_holder["sally"]["views"]] == ["basket"]

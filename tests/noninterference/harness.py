@@ -396,8 +396,11 @@ def run_recall(side: Side, op: Op) -> None:
 
 def run_propositions(side: Side, op: Op) -> None:
     params: dict[str, Any] = {"audience": list(op.args["audience"])} if op.args["audience"] else {}
-    if op.args.get("as_of"):
-        params["as_of"] = op.args["as_of"]
+    for name in ("as_of", "depth", "observer"):
+        if op.args.get(name):
+            params[name] = op.args[name]
+    if op.args.get("observed"):
+        params["observed"] = list(op.args["observed"])
     label = f"GET /v1/propositions/{op.args['key']} {_show(op.args)}"
     path = f"/v1/propositions/{op.args['key']}"
     response = side.http.get(path, headers=side.headers, params=params)
@@ -538,7 +541,8 @@ def observation(a: dict[str, Any]) -> dict[str, Any]:
             "hedged": hedged,
         }
         if about is not None:
-            claim |= {"about": about, "attitude": "believes"}
+            claim |= {"about": list(about) if isinstance(about, tuple) else about}
+            claim["attitude"] = "believes"
         claims.append(claim)
     body: dict[str, Any] = {
         "speaker": a["speaker"],
@@ -822,7 +826,7 @@ def canonical(body: Any, order: str) -> Any:
                 for c in body["conflicts"]
             ]
         }
-    if order != "by_id" or not _generated_records(body):
+    if order != "by_id" or not (_generated_records(body) or _derived_views_generated(body, order)):
         return body
     if "pages" in body:
         points: list[Any] = []
@@ -844,6 +848,18 @@ def canonical(body: Any, order: str) -> Any:
         }
         body = _text_relaxed(body, items=True)
     return body
+
+
+def _derived_views_generated(body: Any, order: str) -> bool:
+    """A propositions answer whose minds hold views derived from records the sidecar
+    gave generated ids (their ids are derived from those): ordered by id among views
+    that start together, like the records themselves."""
+    return (
+        order == "by_id"
+        and isinstance(body, dict)
+        and "minds" in body
+        and _generated(body.get("minds"))
+    )
 
 
 def _text_relaxed(body: dict[str, Any], *, items: bool) -> dict[str, Any]:
@@ -893,14 +909,9 @@ def _minds_as_sets(minds: Any) -> Any:
     if not isinstance(minds, list):
         return minds
     return [
-        mind
-        | {
-            "views": _sorted(mind.get("views")),
-            "about": [
-                other | {"views": _sorted(other.get("views"))} if isinstance(other, dict) else other
-                for other in mind.get("about") or []
-            ],
-        }
+        mind | {"views": _sorted(mind.get("views")), "about": _minds_as_sets(mind.get("about"))}
+        if isinstance(mind, dict) and "about" in mind
+        else mind | {"views": _sorted(mind.get("views"))}
         if isinstance(mind, dict)
         else mind
         for mind in minds

@@ -135,12 +135,35 @@ def records(
     if premises is not None and draw(st.integers(0, 3)) == 0:
         derived = tuple(draw(st.lists(premises, min_size=1, max_size=2, unique=True)))
     kind = "change_record" if modality == "world_state" and draw(st.booleans()) else "conversation"
+    deeper: tuple[str, ...] = ()
+    if about is not None and draw(st.booleans()):
+        deeper = tuple(draw(st.lists(people, min_size=1, max_size=2)))
+    # Bases of derived views: a witness's perception of an event, a statement to hearers.
+    base = draw(st.sampled_from((None, None, None, "perceived", "said")))
+    participants: tuple[str, ...] = ()
+    perceived = said = unnoticed = False
+    if base is not None and holder is not None:
+        others = draw(st.lists(people, max_size=3, unique=True))
+        participants = tuple(dict.fromkeys((holder, *others)))
+        if base == "perceived":
+            perceived, modality, about, deeper = True, "observed", None, ()
+            unnoticed = draw(st.integers(0, 3)) == 0
+            evidence = ()
+        else:
+            said = True
+            modality = "asserted" if modality in ("world_state", "known") else modality
+            evidence = () if modality != "known" else evidence
     return Rec(
         seed=seed,
         holder=holder,
         key=draw(keyed),
         value=draw(st.integers(0, 2)),
         modality=modality,
+        deeper=deeper,
+        participants=participants,
+        perceived=perceived,
+        unnoticed=unnoticed,
+        said=said,
         audience=draw(audiences(ENTRIES)),
         valid_at=draw(times),
         scope=draw(scopes),
@@ -186,13 +209,24 @@ def _same_chain(record: Rec, other: Rec) -> Rec:
     evidence = record.evidence
     if modality == "known":
         evidence = (("acknowledgement", other.about or other.holder or BUILDER),)
+    if record.perceived and (other.holder is None or other.about is not None):
+        # A perception is its holder's own view (no observed mind): a plain record then.
+        record = replace(record, perceived=False, unnoticed=False, participants=())
+        modality = "believed" if modality == "observed" else modality
+    if record.said and other.holder is None:
+        record = replace(record, said=False, participants=())
+    participants = record.participants
+    if participants and other.holder is not None:
+        participants = tuple(dict.fromkeys((other.holder, *participants[1:])))
     return replace(
         record,
         holder=other.holder,
-        about=other.about,
+        about=None if record.perceived else other.about,
+        deeper=() if record.perceived else other.deeper,
         key=other.key,
         modality=modality,
-        evidence=evidence,
+        evidence=() if record.perceived else evidence,
+        participants=participants,
     )
 
 
@@ -407,6 +441,10 @@ payload_changes = st.one_of(
     st.builds(lambda c: {"access_scope": c}, st.sampled_from(SCOPES)),
     st.just({"audience": "not a list of names" * 20}),
 )
+
+# A chain of minds after the observer (recall's and propositions' `observed`).
+chains_of_minds = st.lists(people, min_size=1, max_size=4).map(tuple)
+
 # Words of the records' indexed text (holder, date, "claim <seed> on <key> is <value>"),
 # and one that is in none of them.
 recall_queries = st.sampled_from(("claim on k0", "holds", "k1", "what does alice think of k0"))
@@ -432,9 +470,10 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
             "as_of": draw(st.none() | instants),
             "limit": draw(st.sampled_from((1, 2, 3, 10))),
             "about": draw(st.none() | st.sampled_from(KEYS)),
-            "observer": draw(st.none() | people),
-            "observed": draw(st.none() | people),
+            "observer": draw(st.none() | st.just(asker.id) | people),
+            "observed": draw(st.none() | people | chains_of_minds),
             "attitude": draw(st.none() | st.sampled_from(("believes", "knows"))),
+            "speech_act": draw(st.none() | st.booleans()),
             "source_id": draw(st.none() | st.sampled_from(("src-0", "src-1"))),
             "modality": draw(st.none() | st.sampled_from(MODALITIES)),
             "min_confidence": draw(st.none() | st.just(0.5)),
@@ -445,6 +484,9 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
             "key": draw(st.sampled_from((*KEYS, "k9"))),
             "audience": draw(audience_lists),
             "as_of": draw(st.none() | instants),
+            "depth": draw(st.sampled_from((None, None, 2, 3, 4))),
+            "observer": draw(st.none() | st.just(asker.id) | people),
+            "observed": draw(st.none() | chains_of_minds),
         }
     elif kind == "get":
         args = {"ref": draw(refs), "as_of": draw(st.none() | instants)}
@@ -509,9 +551,8 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
 @st.composite
 def observations(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
     speaker = draw(people) if asker.id == RELAY else asker.id
-    claim = st.tuples(
-        st.just(0), st.sampled_from(KEYS), st.integers(0, 2), st.none() | people, st.booleans()
-    )
+    about = st.none() | people | st.lists(people, min_size=2, max_size=3).map(tuple)
+    claim = st.tuples(st.just(0), st.sampled_from(KEYS), st.integers(0, 2), about, st.booleans())
     # One claim per key: two versions of one chain dated alike in one write are
     # ordered by their ids, which the sidecar may generate at random.
     claims = tuple(draw(st.lists(claim, min_size=1, max_size=2, unique_by=lambda c: c[1])))
@@ -536,6 +577,9 @@ def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
             "as_of": draw(st.none() | instants),
             "audience": tuple(draw(audience_lists)),
             "limit": draw(st.sampled_from((1, 3, 10))),
+            "observer": draw(st.none() | st.just(asker.id)),
+            "observed": draw(st.none() | people | chains_of_minds),
+            "speech_act": draw(st.none() | st.booleans()),
         }
     elif tool == "get_memory":
         args |= {"ref": draw(refs), "as_of": draw(st.none() | instants)}
@@ -547,6 +591,8 @@ def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
         args |= {
             "key": draw(st.sampled_from((*KEYS, "k9"))),
             "audience": tuple(draw(audience_lists)),
+            "depth": draw(st.sampled_from((1, 2, 4))),
+            "observed": draw(st.none() | chains_of_minds),
         }
     else:  # remember
         args |= draw(observations(asker))

@@ -9,6 +9,7 @@ the same answer. Every one of them failed on main when written.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -299,6 +300,83 @@ def test_a_recall_reports_the_conflict_whatever_its_limit(
     wide = verdict(10)
     assert wide == ("conflict", [("alice", "friday"), ("bob", "monday")])
     assert verdict(limit) == wide, f"limit {limit}: {verdict(limit)}; limit 10: {wide}"
+
+
+# --- 9. minds: derived views and one current view per mind (issue 26) ---------------------
+
+
+def perceived(
+    seed: int, holder: str, there: tuple[str, ...], audience: tuple[str, ...], valid_at: str
+) -> Rec:
+    """`holder`'s perception of an event where `there` were (the base of nested views)."""
+    return Rec(
+        seed=seed,
+        holder=holder,
+        key="k0",
+        value=seed % 3,
+        modality="observed",
+        audience=audience,
+        valid_at=valid_at,
+        participants=there,
+        perceived=True,
+    )
+
+
+def statement(seed: int, holder: str, hearers: tuple[str, ...], valid_at: str) -> Rec:
+    return Rec(
+        seed=seed,
+        holder=holder,
+        key="k0",
+        value=seed % 3,
+        modality="asserted",
+        audience=(holder, *hearers),
+        valid_at=valid_at,
+        participants=(holder, *hearers),
+        said=True,
+    )
+
+
+MIND_READS = (
+    Op(
+        "recall", {"query": "claim on k0", "about": "k0", "observer": "bob", "observed": ("alice",)}
+    ),
+    Op(
+        "recall", {"query": "claim on k0", "observer": "bob", "observed": ("alice", "bob", "alice")}
+    ),
+    Op("recall", {"query": "claim on k0", "observed": ("alice",), "include_history": True}),
+    Op("recall", {"query": "claim on k0", "about": "k0", "limit": 1}),
+    Op("recall", {"query": "claim on k0", "about": "k0", "include_history": True}),
+    Op("propositions", {"key": "k0", "audience": (), "depth": 4}),
+    Op("propositions", {"key": "k0", "audience": (), "observer": "bob", "observed": ("alice",)}),
+    Op("mcp", {"tool": "what_do_people_think", "key": "k0", "audience": (), "depth": 3}),
+)
+
+
+def test_a_later_view_bob_may_not_see_does_not_end_what_alice_told_him(stores: Stores) -> None:
+    """Alice told Bob something in January; in store B she privately saw otherwise in
+    February. As Bob may see her mind, her statement is still her current view."""
+    told = statement(1, "alice", ("bob",), JAN)
+    private = perceived(2, "alice", ("alice",), ("alice",), FEB)
+    check(stores, Case(Asker("bob"), (told,), ((1, private),), MIND_READS), all_stored=True)
+
+
+def test_an_event_bob_did_not_witness_changes_nothing_he_thinks_others_think(
+    stores: Stores,
+) -> None:
+    """Bob and Alice saw k0 together in January; in store B, Alice saw it again in
+    February with Carol (Bob absent), and Carol told Alice something in March."""
+    together = perceived(1, "bob", ("bob", "alice"), ("bob",), JAN)
+    hers = perceived(2, "alice", ("alice", "carol"), ("alice",), FEB)
+    told = statement(3, "carol", ("alice",), MAR)
+    hidden = ((1, hers), (1, told))
+    check(stores, Case(Asker("bob"), (together,), hidden, MIND_READS), all_stored=True)
+
+
+def test_an_unnoticed_witness_changes_nothing_the_noticed_one_observes(stores: Stores) -> None:
+    """Bob saw k0 alone (as he thinks); in store B, Alice watched unnoticed."""
+    alone = perceived(1, "bob", ("bob",), ("bob",), FEB)
+    watcher = replace(perceived(2, "alice", ("bob", "alice"), ("alice",), FEB), unnoticed=True)
+    check(stores, Case(Asker("bob"), (alone,), ((1, watcher),), MIND_READS), all_stored=True)
 
 
 def _no_refs() -> Resolver:

@@ -189,6 +189,14 @@ class Rec:
     source_kind: str = "conversation"
     confidence: float = 0.9
     hidden_by: HideBy | None = None  # for hidden records: what hides them from the asker
+    # A nested view: the minds after `about` (observed_path is about + deeper).
+    deeper: tuple[str, ...] = ()
+    # Who was there: a perception (`perceived`, the holder's own of an event, the base
+    # of nested views) or a statement (`said`, the base of what hearers heard).
+    participants: tuple[str, ...] = ()
+    perceived: bool = False
+    unnoticed: bool = False  # a perception nobody else saw its holder make
+    said: bool = False
 
     @property
     def foreign(self) -> bool:
@@ -200,8 +208,14 @@ class Rec:
     def __repr__(self) -> str:
         who = self.holder or "nobody"
         parts = [f"{who}:{self.modality}"]
+        if self.perceived:
+            parts.append("perceived" + ("(unnoticed)" if self.unnoticed else ""))
+        if self.said:
+            parts.append("said")
+        if self.participants:
+            parts.append(f"with=[{','.join(self.participants)}]")
         if self.about:
-            parts.append(f"about={self.about}")
+            parts.append(f"about={'>'.join((self.about, *self.deeper))}")
         parts.append(f"{self.key or 'keyless'}={self.value}")
         parts.append(f"aud=[{','.join(self.audience)}]")
         if self.scope:
@@ -227,9 +241,13 @@ class Rec:
         proposition: dict[str, Any] = {"text": text, "value": self.value}
         if self.key is not None:
             proposition["key"] = self.key
-        source: dict[str, Any] = {"kind": self.source_kind}
-        if self.holder is not None:
+        source: dict[str, Any] = {"kind": "perception" if self.perceived else self.source_kind}
+        if self.holder is not None and not self.perceived:
             source["speaker"] = self.holder
+        if self.participants:
+            source["participants"] = list(self.participants)
+        if self.unnoticed and self.holder is not None:
+            source["unnoticed"] = [self.holder]
         body: dict[str, Any] = {
             "content": f"{self.holder or 'the system'} holds that {text}",
             "proposition": proposition,
@@ -248,12 +266,25 @@ class Rec:
             body["observer_id"] = self.holder
         if self.about is not None:
             body |= {"observed_id": self.about, "observed_attitude": "believes"}
+            if self.deeper:
+                body["observed_path"] = [self.about, *self.deeper]
+        if self.said:
+            body["act"] = "said"
         if self.scope is not None:
             body["access_scope"] = self.scope
         if self.evidence:
             body["evidence"] = [{"kind": k, "ref": f"ref-{k}", "by": b} for k, b in self.evidence]
+        if self.perceived:
+            body["evidence"] = [
+                {"kind": "witnessed", "ref": "room-1", "by": who}
+                for who in (self.holder, self.about, *self.deeper)
+                if who is not None
+            ]
+        provenance: dict[str, Any] = {"method": "witnessed"} if self.perceived else {}
         if self.derived_from:
-            body["provenance"] = {"derived_from": [resolve.id(r) for r in self.derived_from]}
+            provenance["derived_from"] = [resolve.id(r) for r in self.derived_from]
+        if provenance:
+            body["provenance"] = provenance
         if self.supersedes is not None:
             body["supersedes"] = resolve.id(self.supersedes)
         if with_vector:

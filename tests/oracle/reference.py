@@ -34,8 +34,25 @@ The rules:
   else's mind is a nested belief, whatever its modality (B_A(K_B p) is never
   returned as a fact, an unverified claim about the world, or common knowledge
   in a group holding B: docs/design.md §2), except "B knows p" with evidence tied to B;
+  a view of a chain of two or more minds is a nested belief whatever it says;
+  a speech act is never a belief: a statement (act said, about nobody else's mind)
+  is a `statement`, what someone heard someone say (act heard) is `heard`;
   everything else is the holder's belief (a perception, `observed`, included:
   witnessing is no evidence of knowledge).
+
+Minds (issue 26):
+- A view of a chain of minds is either a stored record (observer and observed chain)
+  or implied by one: a witness's perception of an event (modality observed, method
+  witnessed) implies, for every chain of people it names as there (never its holder
+  when nobody saw them, nobody twice in a row), that the holder thinks each of them
+  saw it, to any depth; a statement to hearers implies, for every one present, that
+  they heard the speaker say it and think the speaker believes it, and, the statement
+  being public among them, that each thinks the others think so. An implied view is
+  seen by exactly whoever may see the record implying it.
+- One current view per mind: among the views a question may be shown of one holder's
+  line (holder, chain of minds, key; what they heard someone say a line apart), the
+  latest started by the instant asked about is current, the others superseded, even
+  when they are current in their own chains (told to other audiences).
 """
 
 from __future__ import annotations
@@ -44,7 +61,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import pairwise
+from itertools import pairwise, product
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +187,7 @@ class Model:
 
     def evidence_ok(self, record: Record, moment: datetime) -> bool:
         holder = record.get("observer_id")
-        knower = record.get("observed_id") or holder
+        knower = (record.get("observed_path") or [None])[-1] or record.get("observed_id") or holder
         if knower is None:
             return False  # nobody to know anything
         about_someone_else = knower != holder
@@ -220,8 +237,14 @@ class Model:
     def usable_as(self, record: Record, moment: datetime) -> str:
         """As what the record may be used, asked about `moment` (the as_of, else now)."""
         modality = record["modality"]
+        if record.get("act") == "heard":
+            return "heard"  # what the holder heard someone say: nobody's belief
+        if record.get("act") == "said" and not record.get("observed_id"):
+            return "statement"  # what the holder said: maybe a lie
         if record.get("observed_id") and modality in {"world_state", "common_knowledge"}:
             return "nested_belief"  # A's view of B's mind is never a shared claim
+        if len(record.get("observed_path") or ()) > 1:
+            return "nested_belief"  # A's view of B's view of C's knowledge is not C's
         if modality == "world_state":
             kind = (record.get("source") or {}).get("kind")
             authoritative = kind in self.config.authoritative_kinds
@@ -260,6 +283,7 @@ def chain_of(record: Record) -> tuple[Any, ...] | None:
         speaker,
         writer,
         record.get("observed_id"),
+        tuple(record.get("observed_path") or ()),
         key,
         frozenset(record.get("audience", [])),
         record.get("access_scope"),
@@ -283,3 +307,94 @@ def link_chains(records: list[Record]) -> None:
         for (_, _, older), (_, _, newer) in pairwise(versions):
             older |= {"superseded_by": newer["id"], "invalid_at": newer["valid_at"]}
             newer["supersedes"] = older["id"]
+
+
+# --- minds -----------------------------------------------------------------------------
+
+
+def mind_path(record: Record) -> tuple[str, ...]:
+    """The chain of minds a record is a view of, after its holder."""
+    if record.get("observed_path"):
+        return tuple(record["observed_path"])
+    return (record["observed_id"],) if record.get("observed_id") else ()
+
+
+def line(record: Record) -> tuple[Any, ...] | None:
+    """Whose line of views a record is a version of (None: nobody's mind, or keyless)."""
+    key = (record.get("proposition") or {}).get("key")
+    if not record.get("observer_id") or not key:
+        return None
+    return (record["observer_id"], mind_path(record), key, record.get("act") == "heard")
+
+
+def superseded_in_mind(record: Record, shown: Iterable[Record], t: datetime) -> bool:
+    """A later version of the record's line, started by t, is among `shown`."""
+    mine = line(record)
+    if mine is None:
+        return False
+    start = at(record["valid_at"])
+    return any(
+        line(other) == mine and start < at(other["valid_at"]) <= t
+        for other in shown
+        if other is not record
+    )
+
+
+def _no_repeat(minds: tuple[str, ...]) -> bool:
+    return all(a != b for a, b in pairwise(minds))
+
+
+def implies(base: Record, holder: str, path: tuple[str, ...], heard: bool) -> bool:
+    """Whether `base` implies the view (holder; path), heard or believed."""
+    source = base.get("source") or {}
+    present = list(source.get("participants") or [])
+    if not path:
+        return False
+    perception = (
+        base.get("modality") == "observed"
+        and (base.get("provenance") or {}).get("method") == "witnessed"
+        and not base.get("observed_id")
+    )
+    if perception:
+        seen = set(present) - set(source.get("unnoticed") or [])
+        return (
+            not heard
+            and holder == base.get("observer_id")
+            and all(p in seen for p in path)
+            and _no_repeat((holder, *path))
+        )
+    if base.get("act") == "said" and base.get("observer_id"):
+        speaker, claim = base["observer_id"], mind_path(base)
+        told = path[: len(path) - len(claim)]
+        if len(path) < len(claim) + 1 or path[len(told) :] != claim or told[-1] != speaker:
+            return False
+        if heard and len(told) > 1:
+            return False
+        return holder in present and all(p in present for p in told) and _no_repeat((holder, *told))
+    return False
+
+
+def implied_view(base: Record, holder: str, path: tuple[str, ...], heard: bool) -> Record:
+    """The view as the answer shows it: the base's claim, held by `holder`."""
+    view = {k: v for k, v in base.items() if k not in ("supersedes", "superseded_by")}
+    view |= {"observer_id": holder, "observed_id": path[0], "derived_from": base["id"]}
+    view["observed_path"] = list(path) if len(path) > 1 else None
+    view["act"] = "heard" if heard else None
+    view["modality"] = "observed" if base.get("modality") == "observed" else "believed"
+    view.pop("invalid_at", None)
+    return {k: v for k, v in view.items() if v is not None}
+
+
+def implied_paths(base: Record, depth: int) -> set[tuple[str, tuple[str, ...], bool]]:
+    """Every (holder, path, heard) a base implies, to `depth` minds (brute force)."""
+    source = base.get("source") or {}
+    people = sorted(set(source.get("participants") or []) | {base.get("observer_id") or ""})
+    found = set()
+    holders = people if base.get("act") == "said" else [base.get("observer_id") or ""]
+    for holder in holders:
+        for size in range(1, depth + 1):
+            for path in product(people, repeat=size):
+                for heard in (False, True):
+                    if implies(base, holder, path, heard):
+                        found.add((holder, path, heard))
+    return found

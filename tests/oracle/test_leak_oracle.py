@@ -33,7 +33,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,13 @@ from tests.oracle.reference import (
     Record,
     TenantDirectory,
     at,
+    implied_paths,
+    implied_view,
+    implies,
+    line,
     link_chains,
+    mind_path,
+    superseded_in_mind,
     valid_at_instant,
 )
 from tests.oracle.world import (
@@ -180,6 +186,12 @@ class Checker:
         self.headers = as_(query.asker, self.world.tenant, groups=",".join(query.token_groups))
         self.now = datetime.now(UTC)
         self.check_recall()
+        self.check_chain()
+        if (lived := self.lived_chain()) is not None:
+            # A chain the world makes likely to be implied: the asker was there with them.
+            self.query = replace(query, chain=lived, chain_observer=query.asker)
+            self.check_chain()
+            self.query = query
         self.check_propositions()
         self.check_get()
         self.check_history()
@@ -216,17 +228,25 @@ class Checker:
         )
 
     def check_item(
-        self, item: dict[str, Any], record_id: str, moment: datetime | None = None
+        self,
+        item: dict[str, Any],
+        record_id: str,
+        moment: datetime | None = None,
+        in_mind: Iterable[Record] = (),
+        record: Record | None = None,
     ) -> None:
         """(a) as what, at the instant asked about (as_of, else now): usable_as and
-        obligations agree with the model; and the status (had this version ended by then?)."""
-        record = self.records[record_id]
+        obligations agree with the model; and the status (had this version ended by
+        then, or, for a read of minds, been superseded in its holder's mind by one of
+        `in_mind`, the versions the same question may be shown?)."""
+        record = record or self.records[record_id]
         moment = moment or self.now
         use = self.model.usable_as(record, moment)
         OUTCOMES[f"usable_as_{use}"] += 1
         assert item["usable_as"] == use, (record_id, record, item, moment)
         assert set(item["obligations"]) == self.model.obligations(use), item
         ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
+        ended = ended or superseded_in_mind(record, in_mind, moment)
         assert item["status"] == ("superseded" if ended else "current"), (item, moment)
 
     def check_recall(self) -> None:
@@ -240,14 +260,93 @@ class Checker:
         response = self.request("POST", "/v1/recall", json=body)
         assert response.status_code == 200, response.text
         purpose = "history" if q.include_history else "recall"
-        expected = {r["id"] for r in self.allowed(purpose, q.audience, as_of)}
+        allowed = self.allowed(purpose, q.audience, as_of)
+        moment = as_of or self.now
+        # One current view per mind: a version another the question may be shown
+        # supersedes in its holder's mind is no answer now (in a history: marked so).
+        expected = {
+            r["id"]
+            for r in allowed
+            if q.include_history or not superseded_in_mind(r, allowed, moment)
+        }
         answer = response.json()
         got = [item["id"] for item in answer["items"]]
         assert sorted(got) == sorted(expected), ("recall", body, self.world)
         assert (answer["verdict"] == "abstain") == (not expected)
         for item in answer["items"]:
-            self.check_item(item, item["id"], as_of)
+            self.check_item(item, item["id"], as_of, in_mind=allowed)
         self.no_secrets_but(response, expected)
+
+    def visible_bases(self, audience: Iterable[str], moment: datetime) -> list[Record]:
+        """The records the question may see that started by `moment` (whatever their end):
+        what derived views come from."""
+        hearers = self.model.hearers(self.asker, audience)
+        return [
+            r
+            for r in self.records.values()
+            if at(r["valid_at"]) <= moment and all(self.model.may_hear(r, p) for p in hearers)
+        ]
+
+    def lived_chain(self) -> tuple[str, ...] | None:
+        """Others who were there with the asker at an event or a talk of the world, in
+        turns with the asker (`[b, asker, b]`), or None."""
+        for record in self.records.values():
+            present = (record.get("source") or {}).get("participants") or []
+            others = [p for p in present if p != self.asker.id]
+            if self.asker.id in present and others:
+                return (others[0], self.asker.id, others[-1])
+        return None
+
+    def check_chain(self) -> None:
+        """Recall of one chain of minds: stored views of exactly that chain and the views
+        the question's visible records imply, one current view a line."""
+        q = self.query
+        body: dict[str, Any] = {"query": "the claim", "limit": 100, "observed": list(q.chain)}
+        if q.chain_observer is not None:
+            body["observer"] = q.chain_observer
+        as_of = None
+        if q.as_of is not None:
+            body["as_of"] = q.as_of
+            as_of = at(q.as_of)
+        moment = as_of or self.now
+        response = self.request("POST", "/v1/recall", json=body)
+        assert response.status_code == 200, response.text
+        stored = [
+            r
+            for r in self.allowed("recall", (), as_of)
+            if mind_path(r) == q.chain and q.chain_observer in (None, r.get("observer_id"))
+        ]
+        # Of the views implied, each line's from its latest record (the lower id on a tie).
+        derived: dict[Any, Record] = {}
+        bases = self.visible_bases((), moment)
+        for base in sorted(bases, key=lambda b: (-at(b["valid_at"]).timestamp(), b["id"])):
+            people = (base.get("source") or {}).get("participants") or []
+            holders = [q.chain_observer] if q.chain_observer else [*people, base.get("observer_id")]
+            for holder in dict.fromkeys(h for h in holders if h):
+                for heard in (False, True):
+                    if implies(base, holder, q.chain, heard):
+                        view = implied_view(base, holder, q.chain, heard)
+                        derived.setdefault(line(view), view)
+        shown = [*stored, *derived.values()]
+        expected = {
+            (v["observer_id"], v.get("act"), v.get("derived_from") or v["id"])
+            for v in shown
+            if not superseded_in_mind(v, shown, moment)
+        }
+        items = response.json()["items"]
+        got = {(i["observer_id"], i.get("act"), i.get("derived_from") or i["id"]) for i in items}
+        assert got == expected, ("chain", body, self.world)
+        OUTCOMES["chain_views"] += len(items)
+        by_source = {
+            (v["observer_id"], v.get("act"), v.get("derived_from") or v["id"]): v for v in shown
+        }
+        for item in items:
+            view = by_source[
+                (item["observer_id"], item.get("act"), item.get("derived_from") or item["id"])
+            ]
+            assert (item.get("observed_path") or [item["observed_id"]]) == list(q.chain), item
+            self.check_item(item, item["id"], as_of, record=view)
+        self.no_secrets_but(response, {s for _, _, s in expected})
 
     def check_propositions(self) -> None:
         audience = self.query.audience
@@ -256,40 +355,67 @@ class Checker:
         if self.query.as_of is not None:
             params["as_of"] = self.query.as_of
             as_of = at(self.query.as_of)
+        moment = as_of or self.now
         for key in [*KEYS, "k-missing"]:
             response = self.request("GET", f"/v1/propositions/{key}", params=params)
             assert response.status_code == 200, response.text
-            expected = {
-                r["id"]
+            allowed = [
+                r
                 for r in self.allowed("recall", audience, as_of)
                 if (r.get("proposition") or {}).get("key") == key
-            }
+            ]
+            current = [r for r in allowed if not superseded_in_mind(r, allowed, moment)]
+            expected = {r["id"] for r in current}
             answer = response.json()
             items = answer["perspectives"] + (
                 [answer["world_state"]] if "world_state" in answer else []
             )
             assert sorted(i["id"] for i in items) == sorted(expected), ("propositions", key)
             for item in items:
-                self.check_item(item, item["id"], as_of)
-            self.check_minds(answer["minds"], items)
-            self.no_secrets_but(response, expected)
+                self.check_item(item, item["id"], as_of, in_mind=allowed)
+            bases = [
+                b
+                for b in self.visible_bases(audience, moment)
+                if (b.get("proposition") or {}).get("key") == key
+            ]
+            self.check_minds(answer["minds"], current, bases, moment)
+            self.no_secrets_but(response, expected | {b["id"] for b in bases})
 
-    def check_minds(self, minds: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
-        """Every current view with a holder, under its holder and whose mind it is about."""
+    def check_minds(
+        self,
+        minds: list[dict[str, Any]],
+        current: list[Record],
+        bases: list[Record],
+        moment: datetime,
+    ) -> None:
+        """Every current view with a holder, stored or implied (depth 1: the default),
+        under its holder and whose mind it is about: one a line, the latest."""
+        implied: dict[Any, Record] = {}
+        for base in sorted(bases, key=lambda b: (-at(b["valid_at"]).timestamp(), b["id"])):
+            for holder, path, heard in sorted(implied_paths(base, 1)):
+                view = implied_view(base, holder, path, heard)
+                implied.setdefault(line(view), view)
+        held = [r for r in current if r.get("observer_id") and len(mind_path(r)) <= 1]
+        shown = [*held, *implied.values()]
         expected = {
-            (i["id"], i["observer_id"], i.get("observed_id"))
-            for i in items
-            if i["status"] == "current" and i.get("observer_id")
+            (v.get("derived_from") or v["id"], v["observer_id"], v.get("observed_id"), v.get("act"))
+            for v in shown
+            if not superseded_in_mind(v, shown, moment)
         }
-        grouped = {(v["record_id"], m["holder"], None) for m in minds for v in m["views"]}
+        grouped = {
+            (v.get("derived_from") or v["record_id"], m["holder"], None, v.get("act"))
+            for m in minds
+            for v in m["views"]
+        }
         grouped |= {
-            (v["record_id"], m["holder"], o["observed"])
+            (v.get("derived_from") or v["record_id"], m["holder"], o["observed"], v.get("act"))
             for m in minds
             for o in m["about"]
             for v in o["views"]
         }
-        assert grouped == expected, ("minds", minds, items)
-        OUTCOMES["minds_nested"] += sum(1 for _, _, observed in expected if observed)
+        assert grouped == expected, ("minds", minds, current, bases)
+        OUTCOMES["minds_nested"] += sum(1 for _, _, observed, _ in expected if observed)
+        OUTCOMES["minds_derived"] += len(implied)
 
     def check_get(self) -> None:
         missing = str(uuid.uuid4())
@@ -599,3 +725,28 @@ def test_the_oracle_catches_a_broken_policy(tmp_path: Path) -> None:
     finally:
         stop(process)
         stop(opa_process)
+
+
+def test_the_chain_check_sees_derived_views(stack: Stack) -> None:
+    """A world where the chain asked about is implied: the check compares real views
+    (not two empty answers), and a reference that implied nothing would fail it."""
+    marker = f"SECRET{uuid.uuid4().hex}"
+    event = {
+        "proposition": {"text": f"the claim {marker}", "key": "k0", "value": 1},
+        "witnessed_by": ["p0", "p1"],
+        "at": TIMES[0],
+        "source_id": "room-1",
+    }
+    world = World(TenantDirectory(scopes={RELAY: set()}), [Write("witnessed", event, marker)], [])
+    with httpx.Client(base_url=stack.sidecar, timeout=30) as http:
+        checker = Checker(stack, http, world)
+        checker.build()
+        before = OUTCOMES["chain_views"]
+        checker.ask(Query("p0", [], [], None, False, chain=("p1", "p0"), chain_observer="p0"))
+        # One view for the chain asked (p0's view of p1's view of p0), one for the chain
+        # the asker lived (`lived_chain`: p0's view of p1's view of p0's view of p1).
+        assert OUTCOMES["chain_views"] == before + 2
+        checker.query = Query("p0", [], [], None, False, chain=("p1",), chain_observer="p0")
+        checker.records = {}  # the model now implies nothing: the answer disagrees
+        with pytest.raises((AssertionError, KeyError)):
+            checker.check_chain()

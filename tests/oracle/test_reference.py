@@ -5,7 +5,18 @@ Pure and fast (no sidecar): the leak oracle then holds the running policy to the
 
 from __future__ import annotations
 
-from tests.oracle.reference import Config, Model, Record, TenantDirectory, at
+from tests.oracle.reference import (
+    Config,
+    Model,
+    Record,
+    TenantDirectory,
+    at,
+    implied_paths,
+    implied_view,
+    implies,
+    line,
+    superseded_in_mind,
+)
 
 TENANT = "t"
 DIRECTORY = TenantDirectory(groups={"team": {"alice", "bob"}, "empty": set()})
@@ -115,3 +126,85 @@ def test_evidence_counts_from_its_date_on() -> None:
     assert MODEL.usable_as(oct_20, at("2026-11-30T00:00:00Z")) == "knowledge"
     for unreadable in ("soon", "", 20261020):
         assert MODEL.usable_as(acked(unreadable), at("2026-11-30T00:00:00Z")) == "nested_belief"
+
+
+# --- minds (issue 26) ---------------------------------------------------------------
+
+
+def perception(holder: str, there: list[str], **fields: object) -> Record:
+    record: Record = {
+        "id": f"{holder}-saw",
+        "tenant": TENANT,
+        "observer_id": holder,
+        "modality": "observed",
+        "source": {"kind": "perception", "participants": there},
+        "provenance": {"method": "witnessed"},
+        "proposition": {"key": "marble"},
+        "audience": [holder],
+        "valid_at": "2026-03-01T10:00:00Z",
+    }
+    return record | fields
+
+
+def test_a_perception_implies_views_of_everyone_seen_there_to_any_depth() -> None:
+    anne = perception("anne", ["anne", "sally"])
+    assert implies(anne, "anne", ("sally",), heard=False)
+    assert implies(anne, "anne", ("sally", "anne", "sally", "anne"), heard=False)
+    assert not implies(anne, "anne", ("sally", "sally"), heard=False)  # nobody twice in a row
+    assert not implies(anne, "anne", ("carol",), heard=False)  # carol was not there
+    assert not implies(anne, "sally", ("anne",), heard=False)  # only its holder's views
+    assert implied_paths(anne, 2) == {
+        ("anne", ("sally",), False),
+        ("anne", ("sally", "anne"), False),
+    }
+
+
+def test_nobody_saw_an_unnoticed_holder_see_it() -> None:
+    sally = perception(
+        "sally",
+        ["anne", "sally"],
+        source={"kind": "perception", "participants": ["anne", "sally"], "unnoticed": ["sally"]},
+    )
+    assert implies(sally, "sally", ("anne",), heard=False)
+    assert not implies(sally, "sally", ("anne", "sally"), heard=False)
+
+
+def test_a_statement_implies_what_its_hearers_heard_and_think() -> None:
+    said: Record = {
+        "id": "s",
+        "observer_id": "alice",
+        "act": "said",
+        "source": {
+            "kind": "conversation",
+            "speaker": "alice",
+            "participants": ["alice", "bob", "carol"],
+        },
+    }
+    assert implies(said, "bob", ("alice",), heard=True)
+    assert implies(said, "bob", ("alice",), heard=False)
+    assert implies(said, "carol", ("bob", "alice"), heard=False)
+    assert not implies(said, "carol", ("bob", "alice"), heard=True)  # heard is first-hand
+    assert not implies(said, "dave", ("alice",), heard=False)  # dave was not there
+    assert not implies(said, "alice", ("alice",), heard=False)
+    view = implied_view(said | {"valid_at": "2026-01-01T00:00:00Z"}, "bob", ("alice",), True)
+    assert MODEL.usable_as(view, at("2026-02-01T00:00:00Z")) == "heard"
+    assert (
+        MODEL.usable_as(said | {"modality": "asserted"}, at("2026-02-01T00:00:00Z")) == "statement"
+    )
+
+
+def test_one_current_view_per_mind_among_what_may_be_shown() -> None:
+    told = {
+        "id": "a",
+        "observer_id": "alice",
+        "proposition": {"key": "k"},
+        "valid_at": "2026-01-01T00:00:00Z",
+    }
+    saw = told | {"id": "b", "valid_at": "2026-02-01T00:00:00Z"}
+    later = at("2026-03-01T00:00:00Z")
+    assert superseded_in_mind(told, [told, saw], later)
+    assert not superseded_in_mind(saw, [told, saw], later)
+    assert not superseded_in_mind(told, [told], later)  # what bob may see: still current
+    assert not superseded_in_mind(told, [told, saw], at("2026-01-15T00:00:00Z"))
+    heard = saw | {"act": "heard", "observed_id": "bob"}
+    assert line(heard) != line(saw)

@@ -56,6 +56,9 @@ class Query:
     audience: list[str]
     as_of: str | None
     include_history: bool
+    # A chain of minds asked about (recall's `observed`), by its observer (None: anyone).
+    chain: tuple[str, ...] = ("p0",)
+    chain_observer: str | None = None
 
 
 @dataclass
@@ -230,16 +233,25 @@ def witnessed_writes(draw: st.DrawFn) -> Write:
     return Write("witnessed", body, marker)
 
 
-queries = st.builds(
-    Query,
-    asker=st.sampled_from(PEOPLE),
-    token_groups=st.lists(st.sampled_from([*GROUPS, TOKEN_ONLY_GROUP]), unique=True, max_size=2),
-    # A group as audience member stands for "the whole group": only records addressed
-    # to that very group admit it.
-    audience=st.lists(st.sampled_from([*PEOPLE, f"group:{GROUPS[0]}"]), unique=True, max_size=2),
-    as_of=st.none() | st.sampled_from(TIMES),
-    include_history=st.booleans(),
-)
+@st.composite
+def queries(draw: st.DrawFn) -> Query:
+    asker = draw(st.sampled_from(PEOPLE))
+    return Query(
+        asker=asker,
+        token_groups=draw(
+            st.lists(st.sampled_from([*GROUPS, TOKEN_ONLY_GROUP]), unique=True, max_size=2)
+        ),
+        # A group as audience member stands for "the whole group": only records
+        # addressed to that very group admit it.
+        audience=draw(
+            st.lists(st.sampled_from([*PEOPLE, f"group:{GROUPS[0]}"]), unique=True, max_size=2)
+        ),
+        as_of=draw(st.none() | st.sampled_from(TIMES)),
+        include_history=draw(st.booleans()),
+        # Mostly asked as the person concerned, about one or two others.
+        chain=tuple(draw(st.lists(st.sampled_from(PEOPLE), min_size=1, max_size=3))),
+        chain_observer=draw(st.sampled_from([asker, asker, None, *PEOPLE])),
+    )
 
 
 worlds = st.builds(
@@ -252,7 +264,7 @@ worlds = st.builds(
         min_size=1,
         max_size=7,
     ),
-    queries=st.lists(queries, min_size=1, max_size=2),
+    queries=st.lists(queries(), min_size=1, max_size=2),
 )
 
 

@@ -272,3 +272,14 @@ def test_namespace_conditions_with_wildcards() -> None:
     assert meets(MatchCondition("suffix", ("*", "memories")), namespace)
     assert not meets(MatchCondition("prefix", ("acme", "bob")), namespace)
     assert not meets(MatchCondition("suffix", ("prefs",)), namespace)
+
+
+def test_a_chain_of_minds_is_sent_as_repeated_observed() -> None:
+    call = calls.views("k", depth=3, observer="anne", observed=["sally", "anne"])
+    assert call.params == [
+        ("depth", "3"),
+        ("observer", "anne"),
+        ("observed", "sally"),
+        ("observed", "anne"),
+    ]
+    assert calls.views("k", observed="sally").params == [("observed", "sally")]

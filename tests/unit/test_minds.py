@@ -70,3 +70,22 @@ def test_views_in_order_of_valid_time_then_id() -> None:
     [mind] = minds([later, *earlier])
     expected = [*sorted((e.id for e in earlier), key=str), later.id]
     assert [v.record_id for v in mind.views] == expected
+
+
+def test_minds_nest_along_each_chain_of_minds() -> None:
+    deep = item(
+        "anne",
+        "basket",
+        observed_id="sally",
+        observed_path=["sally", "anne", "sally"],
+        observed_attitude="believes",
+    )
+    heard = item("anne", "box", observed_id="sally", act="heard")
+    [anne] = minds([deep, heard])
+    [sally] = anne.about
+    assert [v.act for v in sally.views] == ["heard"]
+    [back] = sally.about
+    assert back.observed == "anne"
+    assert back.views == []
+    [again] = back.about
+    assert (again.observed, [v.value for v in again.views]) == ("sally", ["basket"])

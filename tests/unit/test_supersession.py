@@ -516,3 +516,20 @@ def test_appends_one_of_which_lands_late_are_mended_by_the_next_write(
         chain.write([rec("2026-10-20T00:00:00Z", recorded_at="0020")], cut_after=cut)
     chain.write([rec("2026-10-21T00:00:00Z", recorded_at="0021")])
     chain.check_one_line()
+
+
+def test_a_nested_view_is_a_chain_of_its_whole_chain_of_minds() -> None:
+    from sidecar.writes.supersession import of_chain
+
+    one = rec(observed_id="bob", observed_path=["bob", "carol"])
+    other = rec(observed_id="bob", observed_path=["bob", "dave"])
+    reordered = rec(observed_id="bob", observed_path=["bob", "carol", "bob"])
+    assert chain_of(one) != chain_of(other)
+    assert chain_of(one) != chain_of(rec(observed_id="bob"))
+    chain = chain_of(reordered)
+    assert chain is not None
+    assert chain.lock_key() != chain_of(one).lock_key()  # type: ignore[union-attr]
+    # The store finds which minds a chain holds, not their order: the writer keeps
+    # the versions of this very chain.
+    swapped = rec(observed_id="bob", observed_path=["bob", "bob", "carol"])
+    assert of_chain(chain, [reordered, swapped]) == [reordered]

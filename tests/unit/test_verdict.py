@@ -80,6 +80,13 @@ def test_equal_numbers_agree() -> None:
     assert verdict_of([item("alice", 2), item("bob", 2.0)])[0] == "attributed"
 
 
+def test_integers_are_compared_exactly() -> None:
+    # As floats both are 9.223372036854776e18: the conflict would be missed.
+    assert verdict_of([item("alice", 2**63 - 1), item("bob", 2**63 - 2)])[0] == "conflict"
+    assert verdict_of([item("alice", 2**62 + 1), item("bob", float(2**62))])[0] == "conflict"
+    assert verdict_of([item("alice", 0.1), item("bob", 0.1)])[0] == "attributed"
+
+
 def test_disagreeing_authoritative_facts_are_a_conflict_not_an_answer() -> None:
     a = item("", "2026-10-17", usable_as="fact", observer_id=None)
     b = item("", "2026-10-24", usable_as="fact", observer_id=None)

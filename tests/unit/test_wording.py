@@ -93,6 +93,8 @@ def test_a_template_may_name_every_placeholder_each_worked_out_from_the_record()
         "Claim": "The launch is October 17",
         "holder": "alice",
         "observed": "bob",
+        "speaker": "bob",
+        "inner": "",
         "knower": "bob",
         "verb": "says",
         "attitude": "believes",
@@ -109,3 +111,29 @@ def test_a_template_may_name_every_placeholder_each_worked_out_from_the_record()
     assert "holder=[erin]" in worded
     assert "knower=[erin]" in worded
     assert "whose=[ (claimed by erin)]" in worded
+    assert "speaker=[erin]" in worded
+
+
+def test_a_nested_view_is_worded_mind_by_mind() -> None:
+    nested = rec(
+        modality="observed",
+        observer_id="anne",
+        observed_id="sally",
+        observed_path=["sally", "anne"],
+        observed_attitude="believes",
+    )
+    assert attribution(nested, "nested_belief").startswith(
+        "anne saw that sally believes that anne believes that the launch is October 17"
+    )
+    heard = rec(
+        observer_id="bob",
+        observed_id="alice",
+        observed_path=["alice", "carol"],
+        observed_attitude="knows",
+        act="heard",
+    )
+    assert attribution(heard, "heard").startswith(
+        "bob heard alice say that carol knows that the launch is October 17"
+    )
+    said = rec(act="said", modality="asserted")
+    assert attribution(said, "statement").startswith("alice said that the launch is October 17")

@@ -23,8 +23,12 @@ package whose.lib.evidence
 import data.whose.config
 
 # METADATA
-# description: the knower is the observed principal if any, else the observer.
-knower(record) := record.observed_id if record.observed_id
+# description: |
+#   The knower is the innermost mind the record is a view of (the last of a nested
+#   view's observed_path, else the observed principal), else the observer.
+knower(record) := record.observed_path[count(record.observed_path) - 1] if {
+	count(record.observed_path) > 0
+} else := record.observed_id if record.observed_id
 
 else := record.observer_id
 

@@ -190,3 +190,7 @@ test_existed_at if {
 	not evidence.existed_at({"at": "2026-12-01T00:00:00Z"}, now)
 	not evidence.existed_at({"at": "not a time"}, now)
 }
+
+test_knower_is_the_innermost_mind_of_a_nested_view if {
+	evidence.knower({"observer_id": "alice", "observed_id": "bob", "observed_path": ["bob", "carol"]}) == "carol"
+}
