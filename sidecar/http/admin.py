@@ -17,22 +17,14 @@ from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpos
 from sidecar.audit.sink import SINK_ERRORS
 from sidecar.auth.identity import Identity
 from sidecar.errors import AuditUnavailable, Forbidden, NotFound
-from sidecar.http.deps import Asker, Svc
+from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse, Problem
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.record import Instant
 
 router = APIRouter(tags=["security"])
 
-# 400: a body that is not JSON at all (FastAPI's own refusal); 413: http/limits.py.
-_errors: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem},
-    401: {"model": Problem},
-    403: {"model": Problem},
-    413: {"model": Problem},
-    422: {"model": Problem},
-    503: {"model": Problem},
-}
+_errors = refusals(400, 401, 403, 413, 422, 503)
 
 
 def require_role(role: str) -> Any:

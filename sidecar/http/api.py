@@ -18,7 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from sidecar import metrics
-from sidecar.http.deps import Asker, Svc
+from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
     ErasureResponse,
     HistoryResponse,
@@ -47,14 +47,7 @@ class _KeyConvertor(PathConvertor):
 register_url_convertor("key", _KeyConvertor())
 
 
-# 400: a body that is not JSON at all (FastAPI's own refusal); 413: http/limits.py.
-_errors: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem},
-    401: {"model": Problem},
-    413: {"model": Problem},
-    422: {"model": Problem},
-    503: {"model": Problem},
-}
+_errors = refusals(400, 401, 413, 422, 503)
 
 
 @router.post(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from sidecar.auth.identity import Identity
+from sidecar.messages import Problem
 from sidecar.services import Services
 
 
@@ -24,3 +25,10 @@ async def asker(request: Request, svc: Annotated[Services, Depends(services)]) -
 # Route parameters: `svc: Svc` reaches the services, `who: Asker` is the caller.
 Svc = Annotated[Services, Depends(services)]
 Asker = Annotated[Identity, Depends(asker)]
+
+
+def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI: these statuses answer the error tree's body (`Problem`), so clients and
+    the schema fuzzer know every answer a route gives. 400 is a body that is not JSON
+    at all (FastAPI's own refusal), 413 one too large (http/limits.py)."""
+    return {status: {"model": Problem} for status in statuses}

@@ -5,25 +5,16 @@ got (writes/erasure_requests.py). Erasing one record is `DELETE /v1/memories/{id
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from fastapi import APIRouter
 
-from sidecar.http.deps import Asker, Svc
+from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import ErasureProgress, ErasureRequest, Problem
 
 router = APIRouter(tags=["erasure"])
 
-# 400: a body that is not JSON at all (FastAPI's own refusal); 413: http/limits.py.
-_errors: dict[int | str, dict[str, Any]] = {
-    400: {"model": Problem},
-    401: {"model": Problem},
-    403: {"model": Problem},
-    413: {"model": Problem},
-    422: {"model": Problem},
-    503: {"model": Problem},
-}
+_errors = refusals(400, 401, 403, 413, 422, 503)
 
 
 @router.post("/v1/erasures", status_code=202, response_model=ErasureProgress, responses=_errors)
