@@ -41,7 +41,7 @@ from sidecar.writes.retention import Sweeper
 from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
 from tests.conftest import POLICY_DIR, start_opa, stop
-from tests.integration.conftest import backend
+from tests.integration.conftest import BACKENDS, backend
 
 DIM = 32
 embedder = HashingEmbedder(DIM)
@@ -157,6 +157,18 @@ async def core(
         await audit.close()
         await policy.close()
         await store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+async def world(
+    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
+) -> AsyncIterator[Core]:
+    """The lifecycle's parts on each backend, over the module's own OPA; whatever a
+    test changed in that OPA's holds and config goes back afterwards."""
+    async with core(request.param, tmp_path, own_opa, request) as c:
+        yield c
+    set_data(own_opa, "holds", original("holds"))
+    set_data(own_opa, "config", original("config"))
 
 
 def belief(holder: str, text: str, audience: list[str], **extra: Any) -> MemoryWrite:

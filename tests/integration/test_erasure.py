@@ -6,31 +6,17 @@ see is left alone exactly as a missing one."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sidecar.auth.identity import Identity
 from sidecar.errors import ErasureRefused
-from tests.integration.conftest import BACKENDS
-from tests.integration.lifecycle import Core, belief, core, ids, original, own_opa, set_data
+from tests.integration.lifecycle import Core, belief, ids, own_opa, set_data, world
 
-__all__ = ["own_opa"]
+__all__ = ["own_opa", "world"]
 
 ALICE, BOB, CAROL = (Identity(n, "acme") for n in ("alice", "bob", "carol"))
-
-
-@pytest.fixture(params=BACKENDS)
-async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
-) -> AsyncIterator[Core]:
-    async with core(request.param, tmp_path, own_opa, request) as c:
-        yield c
-    # Whatever a test changed in the module's OPA goes back.
-    set_data(own_opa, "holds", original("holds"))
-    set_data(own_opa, "config", original("config"))
 
 
 def keyed(holder: str, value: str, audience: list[str], **extra: Any) -> Any:

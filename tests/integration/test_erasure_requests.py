@@ -6,7 +6,6 @@ after a restart where it stopped."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,22 +15,12 @@ from sidecar.errors import ErasureRefused, NotFound
 from sidecar.messages import ErasureRequest
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests
 from sidecar.writes.locks import LocalLocks
-from tests.integration.conftest import BACKENDS
-from tests.integration.lifecycle import Core, belief, core, original, own_opa, set_data
+from tests.integration.lifecycle import Core, belief, own_opa, set_data, world
 
-__all__ = ["own_opa"]
+__all__ = ["own_opa", "world"]
 
 DPO = Identity("dpo", "acme")  # an erasure officer by the demo directory
 ALICE = Identity("alice", "acme")
-
-
-@pytest.fixture(params=BACKENDS)
-async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
-) -> AsyncIterator[Core]:
-    async with core(request.param, tmp_path, own_opa, request) as c:
-        yield c
-    set_data(own_opa, "holds", original("holds"))
 
 
 async def seeded(world: Core) -> dict[str, list[str]]:

@@ -6,29 +6,16 @@ stopped, and the server's schedule runs it (an injected sleep: no waiting)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from sidecar.writes.retention import every
-from tests.integration.conftest import BACKENDS
-from tests.integration.lifecycle import Core, belief, core, original, own_opa, set_data
+from tests.integration.lifecycle import Core, belief, own_opa, set_data, world
 
-__all__ = ["own_opa"]
+__all__ = ["own_opa", "world"]
 
 DAY = timedelta(days=1)
-
-
-@pytest.fixture(params=BACKENDS)
-async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
-) -> AsyncIterator[Core]:
-    async with core(request.param, tmp_path, own_opa, request) as c:
-        yield c
-    set_data(own_opa, "holds", original("holds"))
-    set_data(own_opa, "config", original("config"))
 
 
 async def sweep(world: Core, **bounds: int) -> tuple[int, int, int]:

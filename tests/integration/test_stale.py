@@ -8,8 +8,6 @@ The Governed Shared Memory study's venue example: Alice's "Hall A" replaced by
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,31 +15,20 @@ import pytest
 from sidecar.auth.identity import Identity
 from sidecar.writes.versions import Point
 from sidecar.writes.writer import WriteRefused
-from tests.integration.conftest import BACKENDS
 from tests.integration.lifecycle import (
     DIM,
     Core,
     belief,
-    core,
     embedder,
     ids,
-    original,
     own_opa,
     set_data,
+    world,
 )
 
-__all__ = ["own_opa"]
+__all__ = ["own_opa", "world"]
 
 ALICE = Identity("alice", "acme")
-
-
-@pytest.fixture(params=BACKENDS)
-async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, own_opa: str
-) -> AsyncIterator[Core]:
-    async with core(request.param, tmp_path, own_opa, request) as c:
-        yield c
-    set_data(own_opa, "config", original("config"))
 
 
 def venue(value: str) -> Any:
