@@ -254,6 +254,7 @@ async def open_services(
             settings.cache_bucket_s,
             rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
             pushdown=settings.pushdown,
+            shapes=settings.decide_shapes,
         )
         # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
         stack.push_async_callback(gate.idle)

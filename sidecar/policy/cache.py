@@ -3,7 +3,9 @@
 A key names the policy revision (the bundle revisions OPA reported), the asker
 (id, tenant, groups, roles), the audience, the purpose, the as-of instant, a
 time bucket, and the record: its id and a digest of exactly the attributes the
-policy reads, which changes with every version of the record. A new policy or
+policy reads, which changes with every version of the record — or, when the policy
+declares what it reads, the record's shape (policy/shape.py), which many records
+share. A new policy or
 directory is a new bundle revision, so a new key: nothing decided under the old
 one can be served after OPA answers under the new one.
 
@@ -30,6 +32,7 @@ from cachetools import TTLCache
 from redis.exceptions import RedisError
 
 from sidecar.policy.contract import DisclosureQuestion, policy_view
+from sidecar.policy.shape import Instants
 from sidecar.record import iso
 
 _KEY_PREFIX = "whose:decision:"
@@ -123,6 +126,11 @@ class Keys:
             "as_of": iso(question.as_of) if question.as_of else None,
             "bucket": self.bucket_start,
         }
+        self.instants = Instants(
+            question.as_of.timestamp() if question.as_of else None,
+            self.bucket_start,
+            self.bucket_start + bucket_s,
+        )
         prefix = hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).digest()
         # Every key of the question starts from this state: copied, not rebuilt.
         self._hashed_prefix = hashlib.sha256(prefix)
@@ -138,6 +146,13 @@ class Keys:
         digest = self._hashed_prefix.copy()
         digest.update(orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         return _KEY_PREFIX + digest.hexdigest()
+
+    def key_of_shape(self, digest: bytes) -> str:
+        """The key of a decision shared by every record of one shape (policy/shape.py)."""
+        key = self._hashed_prefix.copy()
+        # Set apart from record keys: a shape's digest is not a view's serialisation.
+        key.update(b"shape:" + digest)
+        return _KEY_PREFIX + key.hexdigest()
 
     @property
     def ttl_s(self) -> float:

@@ -195,6 +195,8 @@ class BatchDecisions:
     revision: str | None
     # The policy's vocabulary under that revision (see answers/wording.py).
     vocabulary: dict[str, Any]
+    # What the policy said it reads of a record (policy/shape.py), as it answered.
+    shape: Any = None
 
 
 def policy_view(record: dict[str, Any]) -> dict[str, Any]:

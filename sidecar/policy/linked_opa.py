@@ -189,6 +189,13 @@ class LinkedOpa(PolicyClient):
     async def ready(self) -> bool:
         return self._engine is not None
 
+    def standing_revision(self) -> str | None:
+        """The loaded bundle's revision: it cannot change while the engine is open (a
+        changed policy takes a restart), so a request that finds every decision in the
+        cache under it need not ask the evaluator to confirm it."""
+        engine = self._engine
+        return engine.revision if engine is not None and self._owns_policy else None
+
     async def _query(self, rule: str, input_: dict[str, Any]) -> Answer:
         status, out, _ = await self._eval(rule, input_, rule)
         if status == _UNDEFINED:

@@ -108,6 +108,7 @@ class PolicyClient:
             answer.decision_id,
             answer.revision,
             vocabulary,
+            result.get("shape"),
         )
 
     async def compile(self, query: str, input_: dict[str, Any], unknowns: list[str]) -> Any:
@@ -205,6 +206,14 @@ class PolicyClient:
         if status != 200:
             raise PolicyUnavailable(f"OPA answered {status}")
         return float(answer["metrics"]["timer_rego_query_eval_ns"]) / 1e9
+
+    def standing_revision(self) -> str | None:
+        """The revision every answer from now on is sure to come under, if one is.
+
+        None for an OPA server: a bundle can be pushed to it at any moment, so only an
+        answer says which revision is in force.
+        """
+        return None
 
     async def ready(self) -> bool:
         try:

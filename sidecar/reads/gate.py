@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -38,6 +38,7 @@ from sidecar.policy.cache import CacheUnavailable, DecisionCache, Keys
 from sidecar.policy.contract import BatchDecisions, Decision, DisclosureQuestion, policy_view
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.policy.pushdown import Compiler, Pushdown
+from sidecar.policy.shape import ShapeSpec, shape_of
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
@@ -64,6 +65,7 @@ class Gate:
         bucket_s: float,
         rates: AllowRates | None = None,
         pushdown: bool = True,
+        shapes: bool = True,
     ) -> None:
         self.policy = policy
         self.cache = cache
@@ -77,6 +79,9 @@ class Gate:
         # The policy's vocabulary under that revision (see answers/wording.py).
         self.vocabulary: Vocabulary | None = None
         self._worded_under: str | None = None
+        # What the policy said it reads (policy/shape.py), and under which revision.
+        self.shapes = shapes
+        self._shape: tuple[str, ShapeSpec | None] | None = None
 
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:
         return Disclosure(self, question, route)
@@ -91,6 +96,21 @@ class Gate:
                 raise PolicyUnavailable(str(exc)) from exc
             self.vocabulary, self._worded_under = known, batch.revision
         return known
+
+    def learn_shape(self, batch: BatchDecisions) -> None:
+        """Keep the policy's shape declaration of the revision it answered under."""
+        if batch.revision is None or not self.shapes:
+            return
+        if self._shape is None or self._shape[0] != batch.revision:
+            spec = ShapeSpec.parse(batch.shape)
+            if spec is None and batch.shape is not None:
+                log.warning("the policy's shape declaration is malformed: no shapes")
+            self._shape = (batch.revision, spec)
+
+    def shape_spec(self, revision: str | None) -> ShapeSpec | None:
+        """The shape declaration of `revision`, if heard (None: decide records alone)."""
+        known = self._shape
+        return known[1] if known is not None and known[0] == revision else None
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Bookkeeping that must not delay the response (kept referenced until done)."""
@@ -207,20 +227,28 @@ class Disclosure:
         return pushed
 
     async def decide(self, records: list[Stored]) -> dict[str, Decision]:
-        """Decisions for a batch, keyed by record id; every id gets one (deny by default)."""
+        """Decisions for a batch, keyed by record id; every id gets one (deny by default).
+
+        Records the policy cannot tell apart share one decision (policy/shape.py): OPA
+        is asked about each shape once, and only about shapes not in the cache.
+        """
         guess = self.revision if self.heard else self.gate.last_revision
-        cached = await self._lookup(records, guess)
-        misses = [r for r in records if r.id not in cached]
-        if misses or not self.heard:
+        units = self._units(records, guess)
+        cached = await self._lookup(units, guess)
+        missing = _distinct(u for u in units.values() if u.id not in cached)
+        ruled = dict(cached)
+        if missing or not self._confirmed(guess):
             # Asked even with nothing to decide: it confirms the revision of the hits.
-            batch = await self._ask(misses)
-            if cached and batch.revision != guess:
-                # The policy changed since those were cached: decide them afresh.
-                hits = [r for r in records if r.id in cached]
-                cached = {}
-                await self._ask(hits)
-        for key, ruling in cached.items():
-            self.rulings[key] = ruling
+            pending = [r.id for r in records if units[r.id].id not in cached]
+            batch, ruled_now = await self._ask(missing, pending)
+            ruled |= ruled_now
+            if batch.revision != guess and (cached or _shaped(units)):
+                # The policy changed since those were cached, or since the shapes were
+                # drawn (they are the old policy's): decide every record afresh, alone.
+                units = self._units(records, None)
+                _, ruled = await self._ask(_distinct(units.values()), [r.id for r in records])
+        for record in records:
+            self.rulings[record.id] = ruled[units[record.id].id]
         decided = {r.id: self.rulings[r.id].decision for r in records}
         self._check_wording(decided)
         metrics.count_decisions((d.allow, d.reasons) for d in decided.values())
@@ -239,49 +267,92 @@ class Disclosure:
             # A use the policy cannot word is a malformed answer: disclose nothing.
             raise PolicyUnavailable(str(exc)) from exc
 
-    async def _lookup(self, records: list[Stored], revision: str | None) -> dict[str, Ruling]:
-        if revision is None or not records:
-            metrics.CACHE_BYPASS.inc(len(records))
+    def _units(self, records: list[Stored], revision: str | None) -> dict[str, _Unit]:
+        """What OPA is asked about for each record (by record id): its shape, when the
+        policy under `revision` declared one and the record has it, else the record."""
+        spec = self.gate.shape_spec(revision)
+        keys = self._keys(revision) if revision is not None else None
+        units = {}
+        for record in records:
+            view = self._view(record)
+            shape = shape_of(view, spec, keys.instants) if spec and keys else None
+            if shape is not None and keys is not None:
+                shared = keys.key_of_shape(shape.digest)
+                units[record.id] = _Unit(shape.id, shape.representative, revision, shared, True)
+            else:
+                own = self._key(record, revision) if revision is not None else None
+                units[record.id] = _Unit(record.id, view, revision, own, False)
+        return units
+
+    def _confirmed(self, guess: str | None) -> bool:
+        """Whether the revision the hits were cached under is known to be in force
+        without asking: heard in this request, or the evaluator's standing revision."""
+        if self.heard:
+            return True
+        gate = self.gate
+        if guess is None or gate.policy.standing_revision() != guess:
+            return False
+        if gate.vocabulary is None or gate._worded_under != guess:
+            return False
+        self.revision, self.heard, self.vocabulary = guess, True, gate.vocabulary
+        return True
+
+    async def _lookup(self, units: dict[str, _Unit], revision: str | None) -> dict[str, Ruling]:
+        """The cached rulings of the batch's units, by unit id."""
+        if revision is None or not units:
+            metrics.CACHE_BYPASS.inc(len(units))
             return {}
-        wanted = {r.id: key for r in records if (key := self._key(r, revision)) is not None}
-        metrics.CACHE_BYPASS.inc(len(records) - len(wanted))
+        wanted = {u.id: u.key for u in units.values() if u.key is not None}
+        keyed = sum(u.key is not None for u in units.values())
+        metrics.CACHE_BYPASS.inc(len(units) - keyed)
         if not wanted:
             return {}
         try:
             values = await self.gate.cache.get_many(list(wanted.values()))
         except CacheUnavailable:
-            metrics.CACHE_BYPASS.inc(len(wanted))
+            metrics.CACHE_BYPASS.inc(keyed)
             return {}
         found = {}
-        for record_id, value in zip(wanted, values, strict=True):
+        for unit_id, value in zip(wanted, values, strict=True):
             ruling = _load(value)
             if ruling is not None:
-                found[record_id] = ruling
-        metrics.CACHE_HIT.inc(len(found))
-        metrics.CACHE_MISS.inc(len(wanted) - len(found))
+                found[unit_id] = ruling
+        hits = sum(u.id in found for u in units.values())
+        metrics.CACHE_HIT.inc(hits)
+        metrics.CACHE_MISS.inc(keyed - hits)
         return found
 
-    async def _ask(self, records: list[Stored]) -> BatchDecisions:
-        self._pending = [r.id for r in records]
+    async def _ask(
+        self, units: list[_Unit], pending: list[str]
+    ) -> tuple[BatchDecisions, dict[str, Ruling]]:
+        """OPA's decisions for `units`, by unit id; `pending` names the records waiting
+        on them (in the audit entry, should OPA fail)."""
+        self._pending = pending
         batch = await self.gate.policy.disclosure(
-            self.question, [self._view(r) for r in records], viewed=True
+            self.question, [u.view for u in units], viewed=True
         )
         self._pending = []
         self._heard(batch.decision_id, batch.revision)
         self.vocabulary = self.gate.vocabulary_of(batch)
-        for record_id, decision in batch.decisions.items():
-            self.rulings[record_id] = Ruling(decision, batch.decision_id, cached=False)
-        await self._remember(records, batch)
-        return batch
+        self.gate.learn_shape(batch)
+        ruled = {
+            unit_id: Ruling(decision, batch.decision_id, cached=False)
+            for unit_id, decision in batch.decisions.items()
+        }
+        await self._remember(units, batch)
+        return batch, ruled
 
-    async def _remember(self, records: list[Stored], batch: BatchDecisions) -> None:
-        if batch.revision is None or not records:
+    async def _remember(self, units: list[_Unit], batch: BatchDecisions) -> None:
+        if batch.revision is None or not units:
             return
         entries = {}
-        for record in records:
-            key = self._key(record, batch.revision)
+        for unit in units:
+            key = unit.key
+            if unit.revision != batch.revision:
+                # A shape is drawn by one revision's declaration: kept under it only.
+                key = None if unit.shaped else self._keys(batch.revision).key_of_view(unit.view)
             if key is not None:
-                decision = batch.decisions[record.id]
+                decision = batch.decisions[unit.id]
                 entries[key] = orjson.dumps({"d": decision.model_dump(), "o": batch.decision_id})
         if entries:
             # A failed write is counted at the next lookup; OPA is asked again then.
@@ -337,6 +408,28 @@ class Disclosure:
             pushdown=self.pushed_down.describe() if self.pushed_down else None,
             error=error,
         )
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """What OPA decides for one or more records of a batch: a record's own view, or
+    the representative of its shape (policy/shape.py)."""
+
+    id: str
+    view: dict[str, Any]
+    # The revision the unit was drawn under, and its cache key there (None: uncached).
+    revision: str | None
+    key: str | None
+    shaped: bool
+
+
+def _distinct(units: Iterable[_Unit]) -> list[_Unit]:
+    """Each unit once (records of one shape share theirs)."""
+    return list({u.id: u for u in units}.values())
+
+
+def _shaped(units: dict[str, _Unit]) -> bool:
+    return any(u.shaped for u in units.values())
 
 
 def _error_code(exc: BaseException | None) -> str | None:

@@ -1,0 +1,139 @@
+"""Decision shapes: records the policy cannot tell apart get one decision.
+
+Most candidates of a recall differ only in what the disclosure policy never reads
+(their id, when they were stored, their source id, what they were derived from) and in
+times the policy only sets against the instant asked about. The policy says which
+fields those are (`data.whose.disclosure.shape`, returned with every batch):
+
+- `ignores`: paths no disclosure rule reads (`provenance.derived_from`; a path through
+  a list reaches each item's field, `evidence.at`);
+- `instants`: paths to times the rules only compare with the instant asked about
+  (`as_of`, which defaults to `now`).
+
+A record's shape is its policy view without the ignored fields, with each instant
+replaced by which side of the question's instants it falls on. Records of one shape
+get the decision OPA gave the shape's representative: the first such record, asked
+about without its ignored fields and under an id derived from the shape, so that the
+policy cannot decide on what it said it does not read. Decisions are cached per shape
+(policy/cache.py): the steady state asks OPA only about shapes it has not seen.
+
+A record has no shape (it is decided alone, as before) when the policy declares none,
+when one of its instants is unreadable, or when one falls within the cache's time
+bucket (its side of `now` may change while the entry lives). The equivalence, per
+shape against per record, is checked on generated worlds (tests/oracle/test_shapes.py);
+docs/design.md "Deciding shapes" says what a policy author promises with the lists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    """What the policy said it reads: its `shape` rule, parsed."""
+
+    ignores: tuple[Path, ...]
+    instants: tuple[Path, ...]
+
+    @staticmethod
+    def parse(raw: Any) -> ShapeSpec | None:
+        """The policy's declaration, or None (no shapes: every record is decided alone)
+        when there is none or it is not what this module reads."""
+        if not isinstance(raw, dict):
+            return None
+        paths: dict[str, tuple[Path, ...]] = {}
+        for name in ("ignores", "instants"):
+            listed = raw.get(name, [])
+            if not isinstance(listed, list) or not all(
+                isinstance(p, str) and p and all(p.split(".")) for p in listed
+            ):
+                return None
+            paths[name] = tuple(tuple(p.split(".")) for p in sorted(set(listed)))
+        return ShapeSpec(paths["ignores"], paths["instants"])
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One record's shape: its digest (what the cache key is made of) and the view
+    the policy is asked about for every record of the shape."""
+
+    digest: bytes
+    id: str
+    representative: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Instants:
+    """The question's instants a record's times are set against: the explicit as_of,
+    if any, and the cache bucket `now` falls in."""
+
+    as_of: float | None
+    bucket_start: float
+    bucket_end: float
+
+    def side(self, value: Any) -> str | None:
+        """Where a time falls (None: unreadable, or inside the bucket)."""
+        if value is None:
+            return "none"
+        try:
+            at = datetime.fromisoformat(value).timestamp()
+        except (TypeError, ValueError):
+            return None
+        if self.bucket_start <= at <= self.bucket_end:
+            return None
+        side = "before" if at < self.bucket_start else "after"
+        if self.as_of is not None:
+            side += "<" if at < self.as_of else "=" if at == self.as_of else ">"
+        return side
+
+
+def shape_of(view: dict[str, Any], spec: ShapeSpec, instants: Instants) -> Shape | None:
+    """The record's shape under `spec`, or None when it must be decided alone."""
+    # Copies by JSON: a view is JSON already, and this is several times deepcopy's speed.
+    representative = orjson.loads(orjson.dumps(view))
+    for path in spec.ignores:
+        _drop(representative, path)
+    digest_view = orjson.loads(orjson.dumps(representative))
+    for path in spec.instants:
+        if not _classify(digest_view, path, instants):
+            return None
+    digest = hashlib.sha256(orjson.dumps(digest_view, option=orjson.OPT_SORT_KEYS)).digest()
+    shape_id = str(uuid.UUID(bytes=digest[:16]))
+    # The policy keys its answer by id: the shape's, since the record's is not read.
+    representative["id"] = shape_id
+    return Shape(digest, shape_id, representative)
+
+
+def _drop(node: Any, path: Path) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _drop(item, path)
+    elif isinstance(node, dict):
+        if len(path) == 1:
+            node.pop(path[0], None)
+        elif path[0] in node:
+            _drop(node[path[0]], path[1:])
+
+
+def _classify(node: Any, path: Path, instants: Instants) -> bool:
+    """Replace each time at `path` with its side; False when one has none."""
+    if isinstance(node, list):
+        return all(_classify(item, path, instants) for item in node)
+    if not isinstance(node, dict) or path[0] not in node:
+        return True
+    if len(path) > 1:
+        return _classify(node[path[0]], path[1:], instants)
+    side = instants.side(node[path[0]])
+    if side is None:
+        return False
+    node[path[0]] = {"side": side}
+    return True

@@ -1,0 +1,267 @@
+"""Deciding shapes (policy/shape.py) decides exactly as deciding each record.
+
+On generated worlds — records of every modality from the leak oracle's strategies,
+each with twins that differ from it only where the policy's `shape` rule says no rule
+looks (ids, storage times, source ids, derivations) or in times moved around the
+instant asked about — the gate's decisions, made per shape and reused across
+requests from its cache, must equal OPA's decision about each record on its own.
+Real OPA (the linked evaluator, on the shipped policy and a world directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from sidecar.audit.sqlite_sink import SqliteSink
+from sidecar.audit.writer import AuditLog
+from sidecar.auth.identity import Identity
+from sidecar.policy.cache import Keys, LocalCache
+from sidecar.policy.contract import Decision, DisclosureQuestion, policy_view
+from sidecar.policy.linked_opa import LinkedOpa
+from sidecar.policy.shape import ShapeSpec, shape_of
+from sidecar.reads.gate import Gate
+from sidecar.record import MemoryRecord, Stored
+from tests.conftest import OPA_LIBRARY, POLICY_DIR
+from tests.oracle.reference import TenantDirectory
+from tests.oracle.world import GROUPS, PEOPLE, RELAY, TIMES, TOKEN_ONLY_GROUP, record_writes
+
+TENANT = "shapes"
+DIRECTORY = TenantDirectory(
+    scopes={"p0": {"s1"}, "p1": {"s1", "s2"}, "p2": set(), "p3": {"s2"}, RELAY: {"s1", "s2"}},
+    groups={"g1": {"p0", "p1"}, "g2": {"p1", "p3"}},
+)
+# Each world's times and one second either side: twins land on, before and after the
+# instants asked about.
+NEAR_TIMES = [
+    (datetime.fromisoformat(t) + timedelta(seconds=s)).isoformat().replace("+00:00", "Z")
+    for t in TIMES
+    for s in (-1, 0, 1)
+]
+BUCKET_S = 5.0
+
+
+@dataclass
+class Engine:
+    linked: LinkedOpa
+    loop: asyncio.AbstractEventLoop
+    audit: AuditLog
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """The linked evaluator on the shipped policy, with this module's directory."""
+    root = tmp_path_factory.mktemp("shapes")
+    policy = root / "policy"
+    shutil.copytree(POLICY_DIR, policy)
+    directory = policy / "whose" / "directory" / "data.json"
+    data = json.loads(directory.read_text())
+    data["tenants"][TENANT] = DIRECTORY.as_data({RELAY: ["extractor", "authority"]})
+    directory.write_text(json.dumps(data))
+    loop = asyncio.new_event_loop()
+    linked = LinkedOpa(OPA_LIBRARY, policy, root / "bundle", 10.0)
+    loop.run_until_complete(linked.start())
+    audit = AuditLog(SqliteSink(root / "audit.sqlite3"), None, queue_size=10_000)
+    try:
+        yield Engine(linked, loop, audit)
+    finally:
+        loop.run_until_complete(linked.close())
+        loop.close()
+
+
+def as_stored(body: dict[str, Any], draw: st.DrawFn) -> dict[str, Any] | None:
+    """The record as the sidecar would store it (None: the record model refuses it)."""
+    extras = {
+        "id": str(uuid.uuid4()),
+        "tenant": TENANT,
+        "recorded_at": draw(st.sampled_from(NEAR_TIMES)),
+        "provenance": {
+            "writer": draw(st.sampled_from([RELAY, *PEOPLE])),
+            "derived_from": draw(st.lists(st.uuids().map(str), max_size=1)),
+        },
+    }
+    try:
+        payload: dict[str, Any] = MemoryRecord.model_validate(body | extras).payload()
+    except ValidationError:
+        return None
+    return payload
+
+
+@st.composite
+def twin(draw: st.DrawFn, record: dict[str, Any], move_times: bool) -> dict[str, Any]:
+    """The record again, changed only in what the shape leaves out, and (`move_times`)
+    in times that may or may not stay on their side of the question's instants."""
+    other: dict[str, Any] = json.loads(json.dumps(record))
+    other |= {
+        "id": str(uuid.uuid4()),
+        "recorded_at": draw(st.sampled_from(NEAR_TIMES)),
+        "source_id": f"src-{draw(st.integers(0, 9))}",
+        "confidence": draw(st.sampled_from([0.1, 0.5, 1.0])),
+    }
+    if other.get("proposition"):
+        other["proposition"] = {"text": "another claim", "key": draw(st.sampled_from(["k0", "k9"]))}
+    if other.get("provenance"):
+        other["provenance"]["derived_from"] = [str(uuid.uuid4())]
+    if not move_times:
+        return other
+    other["valid_at"] = draw(st.sampled_from(NEAR_TIMES))
+    if other.get("invalid_at"):
+        other["invalid_at"] = draw(st.sampled_from(NEAR_TIMES))
+    for item in other.get("evidence") or []:
+        if "at" in item:
+            item["at"] = draw(st.sampled_from(NEAR_TIMES))
+    return other
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 6))):
+        record = as_stored(draw(record_writes()).body, draw)
+        if record is None:
+            continue
+        records += [record, draw(twin(record, move_times=False))]
+        records += [draw(twin(record, move_times=True)) for _ in range(draw(st.integers(0, 2)))]
+    return records
+
+
+@st.composite
+def questions(draw: st.DrawFn) -> DisclosureQuestion:
+    asker = draw(st.sampled_from(PEOPLE))
+    groups = draw(st.lists(st.sampled_from([*GROUPS, TOKEN_ONLY_GROUP]), unique=True, max_size=2))
+    as_of = draw(st.none() | st.sampled_from(NEAR_TIMES))
+    return DisclosureQuestion(
+        Identity(asker, TENANT, groups=tuple(groups)),
+        draw(st.lists(st.sampled_from([*PEOPLE, f"group:{GROUPS[0]}"]), unique=True, max_size=2)),
+        draw(st.sampled_from(["recall", "history", "get"])),
+        datetime.now(UTC),
+        datetime.fromisoformat(as_of) if as_of else None,
+    )
+
+
+def decide_alone(
+    engine: Engine, question: DisclosureQuestion, records: list[dict[str, Any]]
+) -> dict[str, Decision]:
+    batch = engine.loop.run_until_complete(engine.linked.disclosure(question, records))
+    return batch.decisions
+
+
+def decide_by_gate(
+    engine: Engine, gate: Gate, question: DisclosureQuestion, records: list[dict[str, Any]]
+) -> dict[str, Decision]:
+    async def decide() -> dict[str, Decision]:
+        stored = [Stored.from_payload(r) for r in records]
+        assert None not in stored
+        async with gate.begin(question, "shapes") as disclosure:
+            return await disclosure.decide(stored)  # type: ignore[arg-type]
+
+    return engine.loop.run_until_complete(decide())
+
+
+@pytest.fixture(scope="module")
+def gate(engine: Engine) -> Gate:
+    """One gate for every example: its cache carries shapes from world to world."""
+    return Gate(engine.linked, LocalCache(100_000, ttl_s=60), engine.audit, bucket_s=BUCKET_S)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(records=batches(), question=questions())
+def test_per_shape_decisions_are_per_record_decisions(
+    engine: Engine, gate: Gate, records: list[dict[str, Any]], question: DisclosureQuestion
+) -> None:
+    alone = decide_alone(engine, question, records)
+    # Twice: the first may be asked of OPA shape by shape, the second comes from the
+    # cache (shapes seen in this example or an earlier one).
+    for _ in range(2):
+        shared = decide_by_gate(engine, gate, question, records)
+        assert shared == alone
+    # The gate did decide by shape: its declaration was heard, and twins shared one.
+    spec = gate.shape_spec(gate.last_revision)
+    assert spec is not None
+    keys = Keys(question, gate.last_revision or "", BUCKET_S)
+    shapes = [shape_of(policy_view(r), spec, keys.instants) for r in records]
+    assert len({s.id for s in shapes if s is not None}) < len(records)
+
+
+def test_the_shape_rule_is_in_the_policys_answer(engine: Engine, tmp_path: Path) -> None:
+    question = DisclosureQuestion(Identity("p0", TENANT), [], "recall", datetime.now(UTC))
+    batch = engine.loop.run_until_complete(engine.linked.disclosure(question, []))
+    spec = ShapeSpec.parse(batch.shape)
+    assert spec is not None
+    assert ("id",) in spec.ignores
+    assert ("valid_at",) in spec.instants
+
+
+class Counting:
+    """The linked evaluator, counting what it is asked (every call goes through)."""
+
+    def __init__(self, linked: LinkedOpa) -> None:
+        self.linked = linked
+        self.asked: list[int] = []
+
+    async def disclosure(self, question: DisclosureQuestion, records: Any, **kw: Any) -> Any:
+        self.asked.append(len(records))
+        return await self.linked.disclosure(question, records, **kw)
+
+    def standing_revision(self) -> str | None:
+        return self.linked.standing_revision()
+
+
+@pytest.mark.parametrize("shapes", [True, False])
+def test_the_steady_state_asks_the_evaluator_nothing(engine: Engine, shapes: bool) -> None:
+    counting = Counting(engine.linked)
+    gate = Gate(
+        counting,  # type: ignore[arg-type]
+        LocalCache(1000, ttl_s=60),
+        engine.audit,
+        bucket_s=BUCKET_S,
+        shapes=shapes,
+    )
+    base = MemoryRecord.model_validate(
+        {
+            "id": str(uuid.uuid4()),
+            "tenant": TENANT,
+            "content": "c",
+            "observer_id": "p0",
+            "source_id": "s",
+            "source": {"kind": "conversation", "speaker": "p0"},
+            "modality": "asserted",
+            "audience": ["p1"],
+            "valid_at": TIMES[0],
+            "recorded_at": TIMES[0],
+            "provenance": {"writer": "p0"},
+        }
+    ).payload()
+
+    def alike() -> list[dict[str, Any]]:
+        """Twenty records the policy cannot tell apart, never seen before."""
+        return [base | {"id": str(uuid.uuid4()), "source_id": f"s{i}"} for i in range(20)]
+
+    question = DisclosureQuestion(Identity("p1", TENANT), [], "recall", datetime.now(UTC))
+    seen = alike()
+    answers = [decide_by_gate(engine, gate, question, batch) for batch in (seen, alike(), alike())]
+    answers.append(decide_by_gate(engine, gate, question, seen))
+    assert all(d.allow for answer in answers for d in answer.values())
+    if shapes:
+        # Alone while the declaration is unheard, then the one shape once, then nothing:
+        # the linked evaluator's revision stands, and every decision is in the cache.
+        assert counting.asked == [20, 1]
+    else:
+        # Each new record on its own; records seen before from the cache.
+        assert counting.asked == [20, 20, 20]
