@@ -16,7 +16,10 @@ in one run:
   interleaved, and their ratio. The batch's decisions are checked to equal the single
   calls' one by one;
 - the same with OPA's evaluator linked in (sidecar/policy/linked_opa.py, the embedded
-  default), whose own evaluation time is the library's (parsing the input aside).
+  default), whose own evaluation time is the library's (parsing the input aside);
+- by shape (sidecar/policy/shape.py, as the gate asks when nothing is cached yet): OPA
+  evaluates one representative per shape, and its time is spread over the 40. Each
+  candidate's decision by shape is checked to equal its own.
 
 `--policy` names another policy directory (another revision's rego/, say) to compare.
 Figures on a busy machine move together; read the ratios, not the absolute times.
@@ -40,9 +43,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.auth.identity import Identity  # noqa: E402
-from sidecar.policy.contract import DisclosureQuestion  # noqa: E402
+from sidecar.policy.cache import Keys  # noqa: E402
+from sidecar.policy.contract import DisclosureQuestion, policy_view  # noqa: E402
 from sidecar.policy.linked_opa import LinkedOpa  # noqa: E402
 from sidecar.policy.opa import PolicyClient  # noqa: E402
+from sidecar.policy.shape import ShapeSpec, shape_of  # noqa: E402
 from tests.conftest import OPA_BINARY, OPA_LIBRARY, start_opa, stop  # noqa: E402
 from tests.integration.test_policy_contract import stored  # noqa: E402
 
@@ -129,12 +134,29 @@ def opa_bench(records: list[dict[str, Any]], policy: Path, tmp: Path) -> tuple[f
     return float(extra[f"{timer}_median"]), float(extra[f"{timer}_min"])
 
 
+def by_shape(
+    records: list[dict[str, Any]], declared: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The representatives the gate would ask about, and each record's shape id."""
+    spec = ShapeSpec.parse(declared)
+    if spec is None:
+        raise SystemExit("the policy declares no shape")
+    keys = Keys(question(), "bench", 5.0)
+    shapes = [shape_of(policy_view(r), spec, keys.instants) for r in records]
+    if any(s is None for s in shapes):
+        raise SystemExit("a candidate has no shape")
+    ids = [s.id for s in shapes if s is not None]
+    representatives = {s.id: s.representative for s in shapes if s is not None}
+    return list(representatives.values()), ids
+
+
 async def calls(
     records: list[dict[str, Any]], client: PolicyClient, rounds: int
-) -> tuple[float, float, float]:
-    """Median seconds for 40 single calls, for one batch of the same 40, and for OPA's
+) -> tuple[float, float, float, float, int]:
+    """Median seconds for 40 single calls, for one batch of the same 40, for OPA's
     own evaluation of that batch (the rest is encoding, the socket, OPA parsing the
-    input, and reading the answer)."""
+    input, and reading the answer), and for its evaluation of the batch's shapes; and
+    how many shapes the 40 are."""
     await client.start()
     q = question()
     try:
@@ -143,7 +165,12 @@ async def calls(
             alone = (await client.disclosure(q, [r])).decisions[r["id"]]
             if alone != batch.decisions[r["id"]]:
                 raise SystemExit(f"batch and single disagree on {r['id']}")
-        singles, batches, evals = [], [], []
+        representatives, shape_ids = by_shape(records, batch.shape)
+        shaped = (await client.disclosure(q, representatives)).decisions
+        for r, shape_id in zip(records, shape_ids, strict=True):
+            if shaped[shape_id] != batch.decisions[r["id"]]:
+                raise SystemExit(f"by shape and by record disagree on {r['id']}")
+        singles, batches, evals, shape_evals = [], [], [], []
         for _ in range(rounds):
             started = time.perf_counter()
             for r in records:
@@ -153,7 +180,14 @@ async def calls(
             await client.disclosure(q, records)
             batches.append(time.perf_counter() - started)
             evals.append(await client.eval_seconds(q, records))
-        return statistics.median(singles), statistics.median(batches), statistics.median(evals)
+            shape_evals.append(await client.eval_seconds(q, representatives))
+        return (
+            statistics.median(singles),
+            statistics.median(batches),
+            statistics.median(evals),
+            statistics.median(shape_evals),
+            len(representatives),
+        )
     finally:
         await client.close()
 
@@ -181,12 +215,13 @@ def main() -> None:
             stop(opa)
         linked = LinkedOpa(OPA_LIBRARY, args.policy, tmp / "linked-bundle", 10.0)
         measured["linked in"] = asyncio.run(calls(records, linked, args.rounds))
-    for how, (single, batch, evaluation) in measured.items():
+    for how, (single, batch, evaluation, by_shapes, shapes) in measured.items():
         print(
             f"{how}: {CANDIDATES} single calls {single * 1e3:.2f} ms, "
             f"one batch {batch * 1e3:.2f} ms (OPA's evaluation {evaluation * 1e3:.2f} ms, "
             f"{evaluation * 1e6 / CANDIDATES:.0f} µs per candidate), "
-            f"ratio {single / batch:.1f}x"
+            f"ratio {single / batch:.1f}x; by shape ({shapes} shapes, nothing cached): "
+            f"{by_shapes * 1e3:.2f} ms, {by_shapes * 1e6 / CANDIDATES:.0f} µs per candidate"
         )
 
 
