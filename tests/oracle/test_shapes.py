@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,7 +33,7 @@ from sidecar.policy.contract import Decision, DisclosureQuestion, policy_view
 from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.shape import ShapeSpec, shape_of
 from sidecar.reads.gate import Gate
-from sidecar.record import MemoryRecord, Stored
+from sidecar.record import MemoryRecord, PremiseChange, Stored
 from tests.conftest import OPA_LIBRARY, POLICY_DIR
 from tests.oracle.reference import TenantDirectory
 from tests.oracle.world import GROUPS, PEOPLE, RELAY, TIMES, TOKEN_ONLY_GROUP, record_writes
@@ -83,7 +83,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 def as_stored(body: dict[str, Any], draw: st.DrawFn) -> dict[str, Any] | None:
     """The record as the sidecar would store it (None: the record model refuses it)."""
-    extras = {
+    extras: dict[str, Any] = {
         "id": str(uuid.uuid4()),
         "tenant": TENANT,
         "recorded_at": draw(st.sampled_from(NEAR_TIMES)),
@@ -92,6 +92,15 @@ def as_stored(body: dict[str, Any], draw: st.DrawFn) -> dict[str, Any] | None:
             "derived_from": draw(st.lists(st.uuids().map(str), max_size=1)),
         },
     }
+    if draw(st.booleans()):
+        # A derived record whose premise changed (set by the sidecar; lib/lineage.rego).
+        extras["premise_changes"] = [
+            {
+                "premise": str(uuid.uuid4()),
+                "change": draw(st.sampled_from(get_args(PremiseChange))),
+                "recorded_at": draw(st.sampled_from(NEAR_TIMES)),
+            }
+        ]
     try:
         payload: dict[str, Any] = MemoryRecord.model_validate(body | extras).payload()
     except ValidationError:
@@ -114,6 +123,8 @@ def twin(draw: st.DrawFn, record: dict[str, Any], move_times: bool) -> dict[str,
         other["proposition"] = {"text": "another claim", "key": draw(st.sampled_from(["k0", "k9"]))}
     if other.get("provenance"):
         other["provenance"]["derived_from"] = [str(uuid.uuid4())]
+    for change in other.get("premise_changes") or []:
+        change |= {"premise": str(uuid.uuid4()), "recorded_at": draw(st.sampled_from(NEAR_TIMES))}
     if not move_times:
         return other
     other["valid_at"] = draw(st.sampled_from(NEAR_TIMES))
