@@ -27,7 +27,7 @@ from sidecar.embed.remote import RemoteEmbedder
 from sidecar.memory import Memory
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.linked_opa import LinkedOpa
-from sidecar.policy.local_opa import LocalOpa
+from sidecar.policy.local_opa import LocalOpa, read_sources
 from sidecar.policy.opa import PolicyClient
 from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.reads.gate import Gate
@@ -159,7 +159,12 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
         )
         await opa.start()
         stack.push_async_callback(opa.stop)
-        policy = PolicyClient(opa.url, settings.opa_timeout_s, unix_socket=str(opa.socket_path))
+        policy = PolicyClient(
+            opa.url,
+            settings.opa_timeout_s,
+            unix_socket=str(opa.socket_path),
+            sources=read_sources(opa.bundle_dir),
+        )
     await policy.start()
     stack.push_async_callback(policy.close)
     return policy

@@ -33,7 +33,7 @@ import orjson
 
 from sidecar import metrics
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.policy.local_opa import OpaStartError, make_bundle
+from sidecar.policy.local_opa import OpaStartError, make_bundle, read_sources
 from sidecar.policy.opa import (
     DISCLOSURE_RULE,
     POLICY_ROOT,
@@ -174,6 +174,7 @@ class LinkedOpa(PolicyClient):
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         await asyncio.to_thread(make_bundle, self.policy_dir, self.bundle_dir)
+        self._sources = await asyncio.to_thread(read_sources, self.bundle_dir)
         engine = await asyncio.to_thread(_Engine, self.library, self.bundle_dir)
         self._owns_policy = any(root.strip("/") in ("", POLICY_ROOT) for root in engine.roots)
         self._engine = engine

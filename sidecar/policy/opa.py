@@ -67,8 +67,17 @@ class Answer:
 class PolicyClient:
     """One pooled keep-alive HTTP session to an OPA server (TCP or Unix socket)."""
 
-    def __init__(self, url: str, timeout_s: float, unix_socket: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float,
+        unix_socket: str | None = None,
+        sources: dict[str, str] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
+        # The Rego OPA loaded, when this sidecar made its bundle (the local OPA): what
+        # the shape guard reads (policy/shape_guard.py). None for an OPA of its own.
+        self._sources = sources
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.unix_socket = unix_socket
         self._session: aiohttp.ClientSession | None = None
@@ -206,6 +215,10 @@ class PolicyClient:
         if status != 200:
             raise PolicyUnavailable(f"OPA answered {status}")
         return float(answer["metrics"]["timer_rego_query_eval_ns"]) / 1e9
+
+    def policy_sources(self) -> dict[str, str] | None:
+        """The policy's Rego by file, if this sidecar loaded it (else None: no shapes)."""
+        return self._sources
 
     def standing_revision(self) -> str | None:
         """The revision every answer from now on is sure to come under, if one is.

@@ -39,6 +39,7 @@ from sidecar.policy.contract import BatchDecisions, Decision, DisclosureQuestion
 from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.policy.shape import ShapeSpec, shape_of
+from sidecar.policy.shape_guard import check as check_shape
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
@@ -102,10 +103,23 @@ class Gate:
         if batch.revision is None or not self.shapes:
             return
         if self._shape is None or self._shape[0] != batch.revision:
-            spec = ShapeSpec.parse(batch.shape)
-            if spec is None and batch.shape is not None:
+            self._shape = (batch.revision, self._checked_shape(batch.shape))
+
+    def _checked_shape(self, declared: Any) -> ShapeSpec | None:
+        """The policy's declaration, less what its own text reads (policy/shape_guard.py)."""
+        spec = ShapeSpec.parse(declared)
+        if spec is None:
+            if declared is not None:
                 log.warning("the policy's shape declaration is malformed: no shapes")
-            self._shape = (batch.revision, spec)
+            return None
+        sources = self.policy.policy_sources()
+        if sources is None:
+            # An OPA of its own: its policy's text is not here to hold the lists to.
+            return None
+        checked = check_shape(spec, sources)
+        for field_, why in checked.kept.items():
+            log.warning("policy shape: %s stays in the shape (%s)", field_, why)
+        return checked.spec
 
     def shape_spec(self, revision: str | None) -> ShapeSpec | None:
         """The shape declaration of `revision`, if heard (None: decide records alone)."""

@@ -67,9 +67,6 @@ async def test_a_follow_up_question_uses_the_revision_heard_in_this_request(
 ) -> None:
     records = [Stored.from_payload(rec(["bob"])), Stored.from_payload(rec(["alice"]))]
     assert None not in records
-    # The first answer teaches the gate the policy's shapes (policy/shape.py): from the
-    # next request on, decisions are cached per shape.
-    await gate.begin(QUESTION, "warm-up").decide(records)  # type: ignore[arg-type]
     first = gate.begin(QUESTION, "get")
     await first.decide(records)  # type: ignore[arg-type]
     before = opa_calls()

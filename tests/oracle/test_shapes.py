@@ -233,6 +233,9 @@ class Counting:
     def standing_revision(self) -> str | None:
         return self.linked.standing_revision()
 
+    def policy_sources(self) -> dict[str, str] | None:
+        return self.linked.policy_sources()
+
 
 @pytest.mark.parametrize("shapes", [True, False])
 def test_the_steady_state_asks_the_evaluator_nothing(engine: Engine, shapes: bool) -> None:
