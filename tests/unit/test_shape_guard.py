@@ -87,3 +87,17 @@ def test_only_what_the_disclosure_rules_reach_counts() -> None:
     # A comment is no read.
     commented = "# record.confidence is not read here\nnothing := true\n"
     assert check(spec, with_rule(sources, commented)).kept == {}
+
+
+def test_a_record_read_whole_or_by_computed_name_leaves_nothing_ignored() -> None:
+    spec, sources = shipped()
+    for reading in (
+        "some path, value in walk(record)",
+        "count(object.keys(record)) > 12",
+        'some name in data.whose.config.private\n\tobject.get(record, name, "") != ""',
+    ):
+        body = f"\tsome record in disclosure.records\n\t{reading}\n"
+        rule = f'x[record.id] contains "x" if {{\n{body}}}\n'
+        checked = check(spec, with_rule(sources, rule))
+        assert checked.spec == ShapeSpec((), ()), reading
+        assert "id" in checked.kept, reading
