@@ -12,8 +12,8 @@ whatever the text reads otherwise:
   an `object.get` key) is read: it stays in the shape. `id` is the exception the keying
   needs: `name[record.id] contains …` heads, `{record.id: …}` keys, lookups into the
   batch's own denial sets, and the ids of identities (`asker.id`);
-- a variable read whole (`walk(record)`, `object.keys(r)`, `object.get(r, name, …)` with a
-  computed name) takes everything off both lists;
+- a variable read whole (`walk(record)`, `object.keys(r)`) or by a computed name
+  (`object.get(r, name, …)`, `r[name]`) takes everything off both lists;
 - an instant used other than compared (`time.parse_rfc3339_ns(x.at) <= t`), tested for
   presence, or tested for being unreadable is kept exact in the shape (arithmetic on it,
   an age, say, is not a comparison).
@@ -51,6 +51,7 @@ _OPAQUE = re.compile(
     r"|object\.(keys|filter|remove|union|union_n|subset))\(\s*(?!data\.)[a-z_]\w*\s*[,)]"
     # A field looked up by a computed name (the batch's own denial sets aside).
     r"|object\.get\(\s*(?!data\.|denied_by_id\b|by_record\b)[a-z_]\w*\s*,\s*[a-z_]\w*\s*,"
+    r"|(?<![.\w])[a-z_]\w*\[\s*[a-z_]\w*\s*\]"
 )
 _INSTANT_USES = (
     # Compared: `time.parse_rfc3339_ns(record.valid_at) <= t`, not after arithmetic.

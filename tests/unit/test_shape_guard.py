@@ -95,6 +95,7 @@ def test_a_record_read_whole_or_by_computed_name_leaves_nothing_ignored() -> Non
         "some path, value in walk(record)",
         "count(object.keys(record)) > 12",
         'some name in data.whose.config.private\n\tobject.get(record, name, "") != ""',
+        'some name in data.whose.config.private\n\trecord[name] != ""',
     ):
         body = f"\tsome record in disclosure.records\n\t{reading}\n"
         rule = f'x[record.id] contains "x" if {{\n{body}}}\n'
