@@ -5,9 +5,8 @@ A key names the policy revision (the bundle revisions OPA reported), the asker
 time bucket, and the record: its id and a digest of exactly the attributes the
 policy reads, which changes with every version of the record — or, when the policy
 declares what it reads, the record's shape (policy/shape.py), which many records
-share. A new policy or
-directory is a new bundle revision, so a new key: nothing decided under the old
-one can be served after OPA answers under the new one.
+share. A new policy or directory is a new bundle revision, so a new key: nothing
+decided under the old one can be served after OPA answers under the new one.
 
 Time: a decision may depend on `now` (validity, authority of a world-state
 record). Within one bucket it is reused only for records with no time boundary

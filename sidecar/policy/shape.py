@@ -19,8 +19,9 @@ policy cannot decide on what it said it does not read. Decisions are cached per 
 
 A record has no shape (it is decided alone, as before) when the policy declares none,
 when one of its instants is unreadable, or when one falls within the cache's time
-bucket (its side of `now` may change while the entry lives). The equivalence, per
-shape against per record, is checked on generated worlds (tests/oracle/test_shapes.py);
+bucket (its side of `now` may change while the entry lives). The declaration is held
+to the policy's own text before it is used (policy/shape_guard.py), and the equivalence,
+per shape against per record, is checked on generated worlds (tests/oracle/test_shapes.py);
 docs/design.md "Deciding shapes" says what a policy author promises with the lists.
 """
 

@@ -98,6 +98,10 @@ class Gate:
             self.vocabulary, self._worded_under = known, batch.revision
         return known
 
+    def worded_under(self, revision: str) -> Vocabulary | None:
+        """The vocabulary heard under `revision`, if it is the one kept."""
+        return self.vocabulary if self._worded_under == revision else None
+
     def learn_shape(self, batch: BatchDecisions) -> None:
         """Keep the policy's shape declaration of the revision it answered under."""
         if batch.revision is None or not self.shapes:
@@ -303,12 +307,12 @@ class Disclosure:
         without asking: heard in this request, or the evaluator's standing revision."""
         if self.heard:
             return True
-        gate = self.gate
-        if guess is None or gate.policy.standing_revision() != guess:
+        if guess is None or self.gate.policy.standing_revision() != guess:
             return False
-        if gate.vocabulary is None or gate._worded_under != guess:
+        vocabulary = self.gate.worded_under(guess)
+        if vocabulary is None:
             return False
-        self.revision, self.heard, self.vocabulary = guess, True, gate.vocabulary
+        self.revision, self.heard, self.vocabulary = guess, True, vocabulary
         return True
 
     async def _lookup(self, units: dict[str, _Unit], revision: str | None) -> dict[str, Ruling]:
