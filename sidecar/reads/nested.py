@@ -227,8 +227,8 @@ def _bases(
     tenant: str, key: str | None, observer: str | None, path: tuple[str, ...], at: datetime
 ) -> list[Scope]:
     """Where derived views of this chain can come from: the observer's perceptions
-    of events where everyone in the chain was there, and statements made where they
-    (and the observer) were."""
+    of events where everyone in the chain was there, and statements made where the
+    chain's first mind (and the observer) were."""
     there = sorted(set(path))
     witnessed = Scope(
         tenant=tenant,
@@ -242,7 +242,10 @@ def _bases(
             *(Match("source.participants", mind) for mind in there),
         ),
     )
-    heard = sorted({*there, *([observer] if observer else [])})
+    # Of a statement, who must have been there: the chain's first mind (every chain the
+    # statement implies starts among those present) and the observer. The minds its
+    # claim is about need not have been (derived.view decides each base exactly).
+    heard = sorted({*path[:1], *([observer] if observer else [])})
     said = Scope(
         tenant=tenant,
         about=key,

@@ -312,6 +312,28 @@ def test_a_hearer_gets_the_speech_act_and_a_model_of_the_speakers_belief(
     assert carol["proposition"]["value"] == "friday"
 
 
+def test_a_hearer_models_what_the_speaker_said_of_someone_who_was_not_there(
+    http: httpx.Client, tenant: str
+) -> None:
+    """Alice tells Bob that Dave believes the launch is Friday; Dave was not there. Bob
+    heard it, and models Alice's view of Dave's mind (found by the leak oracle: the
+    statement was sought only among those where Dave, too, was present)."""
+    key = f"launch.{uuid.uuid4().hex[:6]}"
+    claim = {
+        "proposition": {"text": "the launch is Friday", "key": key},
+        "about": "dave",
+        "attitude": "believes",
+    }
+    [statement] = said(http, tenant, "alice", ["bob", "alice"], claim, T0)
+    assert statement["observed_id"] == "dave"
+    body = {"query": "launch", "about": key, "observer": "bob", "observed": ["alice", "dave"]}
+    response = http.post("/v1/recall", json=body, headers=as_("bob", tenant))
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    assert sorted(str(i.get("act")) for i in items) == ["None", "heard"]
+    assert {i["derived_from"] for i in items} == {statement["id"]}
+
+
 @pytest.fixture
 def trust(served: tuple[httpx.Client, str]) -> Iterator[Any]:
     """Switch the trust policy's shipped examples on (policy data, over OPA's API)."""
