@@ -27,7 +27,7 @@ tests/oracle/test_shapes.py checks the shipped policy on generated worlds.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sidecar.policy.shape import Path, ShapeSpec
@@ -80,21 +80,26 @@ def check(spec: ShapeSpec, sources: Mapping[str, str]) -> Checked:
         every = {".".join(path): why for path in (*spec.ignores, *spec.instants)}
         return Checked(ShapeSpec((), ()), every)
     kept: dict[str, str] = {}
-    ignores = []
-    for path in spec.ignores:
-        reason = _read_ignored(path, code)
+    ignores = _unread(spec.ignores, _read_ignored, code, kept)
+    instants = _unread(spec.instants, _used_otherwise, code, kept)
+    return Checked(ShapeSpec(ignores, instants), kept)
+
+
+def _unread(
+    paths: tuple[Path, ...],
+    reason_of: Callable[[Path, str], str | None],
+    code: str,
+    kept: dict[str, str],
+) -> tuple[Path, ...]:
+    """The paths `reason_of` finds nothing against; the others go into `kept`, with why."""
+    left = []
+    for path in paths:
+        reason = reason_of(path, code)
         if reason is None:
-            ignores.append(path)
+            left.append(path)
         else:
             kept[".".join(path)] = reason
-    instants = []
-    for path in spec.instants:
-        reason = _used_otherwise(path, code)
-        if reason is None:
-            instants.append(path)
-        else:
-            kept[".".join(path)] = reason
-    return Checked(ShapeSpec(tuple(ignores), tuple(instants)), kept)
+    return tuple(left)
 
 
 def _read_ignored(path: Path, code: str) -> str | None:
