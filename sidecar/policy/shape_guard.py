@@ -116,13 +116,12 @@ def _read_ignored(path: Path, code: str) -> str | None:
 
 def _id_read(code: str) -> str | None:
     """The first use of a record's id other than as the key the batch needs."""
-    keyed = {m.start() for pattern in _ID_KEYS for m in pattern.finditer(code)}
     spans = [(m.start(), m.end()) for pattern in _ID_KEYS for m in pattern.finditer(code)]
     for use in _ID_USE.finditer(code):
         receiver = use.group(1).split(".")[-1]
         if receiver in _IDENTITIES or use.group(1) in ("input.asker", "input.writer"):
             continue
-        if use.start() in keyed or any(a <= use.start() < b for a, b in spans):
+        if any(a <= use.start() < b for a, b in spans):
             continue
         return _line_of(code, use.start())
     return None
