@@ -66,7 +66,7 @@ class Gate:
         bucket_s: float,
         rates: AllowRates | None = None,
         pushdown: bool = True,
-        shapes: bool = True,
+        shapes: bool = False,
     ) -> None:
         self.policy = policy
         self.cache = cache
@@ -82,6 +82,11 @@ class Gate:
         self._worded_under: str | None = None
         # What the policy said it reads (policy/shape.py), and under which revision.
         self.shapes = shapes
+        if shapes:
+            log.warning(
+                "decisions by shape: the policy's shape declaration is trusted as written "
+                "(records it says differ only in what no rule reads share one decision)"
+            )
         self._shape: tuple[str, ShapeSpec | None] | None = None
 
     def begin(self, question: DisclosureQuestion, route: str) -> Disclosure:

@@ -184,7 +184,9 @@ def decide_by_gate(
 @pytest.fixture(scope="module")
 def gate(engine: Engine) -> Gate:
     """One gate for every example: its cache carries shapes from world to world."""
-    return Gate(engine.linked, LocalCache(100_000, ttl_s=60), engine.audit, bucket_s=BUCKET_S)
+    return Gate(
+        engine.linked, LocalCache(100_000, ttl_s=60), engine.audit, bucket_s=BUCKET_S, shapes=True
+    )
 
 
 @settings(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+import pytest
+
+from sidecar.audit.writer import AuditLog
+from sidecar.policy.cache import LocalCache
+from sidecar.policy.opa import PolicyClient
 from sidecar.policy.shape import Instants, Shape, ShapeSpec, shape_of
+from sidecar.reads.gate import Gate
+from sidecar.settings import Settings
 
 SPEC = ShapeSpec.parse(
     {
@@ -108,3 +116,18 @@ def test_a_malformed_declaration_turns_shapes_off() -> None:
     malformed: list[Any] = [None, [], {"ignores": "id"}, {"ignores": [""]}, {"instants": ["a..b"]}]
     for raw in malformed:
         assert ShapeSpec.parse(raw) is None, raw
+
+
+def test_shapes_are_off_by_default_and_turning_them_on_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Until what a decision reads is computed from the compiled policy, nothing justifies
+    # sharing one: each record is decided alone unless the operator says otherwise.
+    assert Settings().decide_shapes is False
+    cache = LocalCache(10, ttl_s=1)
+    with caplog.at_level(logging.WARNING, logger="whose.disclosure"):
+        Gate(cast(PolicyClient, None), cache, cast(AuditLog, None), bucket_s=5)
+        assert not caplog.records
+        Gate(cast(PolicyClient, None), cache, cast(AuditLog, None), bucket_s=5, shapes=True)
+    [line] = caplog.records
+    assert "trusted as written" in line.getMessage()
