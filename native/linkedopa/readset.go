@@ -561,7 +561,7 @@ func (a *analysis) join(x, y *val, why string) *val {
 			}
 		case kKeyed:
 			if x.set == y.set {
-				return &val{k: kKeyed, set: x.set, elem: a.join(x.elem, y.elem, why)}
+				return &val{k: kKeyed, t: x.t | y.t, set: x.set, elem: a.join(x.elem, y.elem, why)}
 			}
 		case kColl:
 			return &val{k: kColl, t: x.t | y.t, elem: a.join(x.elem, y.elem, why)}
@@ -754,6 +754,10 @@ func (a *analysis) ruleBody(r *ast.Rule, params []*val, outer *scope) (*val, tag
 			return bottom, escapeTags(s.cond, local)
 		}
 		value = a.keyed(k, value, s.cond, s.from)
+	}
+	if len(keys) > 0 {
+		// What the body held under is in the entries (keyed); such a rule has no else.
+		return a.escape(value, local, "gathered from several records"), 0
 	}
 	return a.escape(value, local, "gathered from several records"), escapeTags(s.cond, local)
 }
@@ -1236,7 +1240,9 @@ func (a *analysis) step(s *scope, cur *val, keyTerm *ast.Term) *val {
 			}
 			return withTags(retag(cur.elem, renameBits(selfTag, key.t)), key.t)
 		}
-		a.noShapes("per-record values are looked up by something other than a record's id")
+		// By another record's id (a field naming one), or anything else: what it finds
+		// depends on which other records the batch holds.
+		a.noCache("per-record values are looked up by something other than the record's own id")
 		keyTags()
 		return opaque(manyTag)
 	case kObj:
@@ -1471,6 +1477,11 @@ func (a *analysis) userCall(s *scope, ref ast.Ref, args []*ast.Term) bool {
 	return true
 }
 
+// The disclosure input's fields the sidecar always sends (policy/contract.py).
+var alwaysSent = map[string]bool{
+	"asker": true, "audience": true, "purpose": true, "now": true, "as_of": true, "records": true,
+}
+
 var typePredicates = map[string]bool{
 	"is_array": true, "is_object": true, "is_set": true, "is_string": true,
 	"is_number": true, "is_boolean": true, "is_null": true, "type_name": true,
@@ -1578,6 +1589,10 @@ func (a *analysis) objectGet(s *scope, values []*val, args []*ast.Term) *val {
 	orDefault := func(v *val) *val {
 		if v.k == kBottom {
 			return d
+		}
+		if o.k == kInput && len(keys) == 1 && alwaysSent[keys[0]] {
+			// The sidecar always sends it: the default is never taken.
+			return v
 		}
 		if d.k == kClean || d.k == kEmpty {
 			// Absent or present, the path's value says which: the default adds nothing.
