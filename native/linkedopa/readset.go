@@ -372,6 +372,10 @@ func (a *analysis) entrypoint(entry string) {
 	decisions, ok := v.fields["decisions"]
 	if !ok || decisions.k != kKeyed || decisions.set {
 		a.noCache("the entrypoint's decisions are not keyed by each record's id")
+	} else {
+		// What a decision holds is read too: a record's field (or its id) put in a
+		// reason as it is would differ from record to record of a shape.
+		a.use(decisions.elem, "in its decision")
 	}
 	for name, field := range v.fields {
 		if name != "decisions" && (field.t != 0 || field.k == kKeyed || field.k == kRecords) {

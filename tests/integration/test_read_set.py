@@ -151,6 +151,36 @@ def test_what_an_edit_reads_is_read(analyse: Any, edits: Edits, field: str) -> N
     assert "id" not in read(found)
 
 
+def test_what_a_decision_holds_is_read(analyse: Any) -> None:
+    # A reason made of a field as it is (no builtin in between) differs from record to
+    # record: the field is read. The id in one: no shapes.
+    found = analyse(
+        {
+            "whose/disclosure/named.rego": (
+                f"{HEADER}\nnamed[record.id] contains record.source_id if {{\n"
+                "\tsome record in disclosure.records\n}\n"
+            )
+        }
+    )
+    assert found.shares, found.describe()
+    assert "source_id" in read(found)
+    # A field put into the decision as it is, with no builtin or comparison on the way.
+    shipped = (POLICY_DIR / "whose" / "disclosure.rego").read_text()
+    hinted = analyse(
+        {"whose/disclosure.rego": shipped.replace('"usable_as": use,', '"usable_as": record.hint,')}
+    )
+    assert "hint" in read(hinted)
+    with_id = analyse(
+        {
+            "whose/disclosure/named.rego": (
+                f"{HEADER}\nnamed[record.id] contains record.id if {{\n"
+                "\tsome record in disclosure.records\n}\n"
+            )
+        }
+    )
+    assert not with_id.shares
+
+
 def test_the_id_as_the_key_of_a_helper_set_is_no_read(analyse: Any) -> None:
     helper = (
         "package whose.lib.weak\n\nimport data.whose.disclosure\n\n"
