@@ -18,6 +18,7 @@ and tests/oracle/test_readset.py check it on generated worlds and policies.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -45,6 +46,13 @@ def rfc3339_ns(value: Any) -> int | None:
     """A time in nanoseconds since 1970, exactly as OPA parses it; None if unreadable."""
     if not isinstance(value, str):
         return None
+    return _parsed(value)
+
+
+# A record's times are read twice per request (its side, the cache's boundary check), and
+# a store's records share many of them.
+@functools.lru_cache(maxsize=8192)
+def _parsed(value: str) -> int | None:
     found = _RFC3339.fullmatch(value)
     if found is None:
         return None
