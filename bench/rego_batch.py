@@ -17,9 +17,13 @@ in one run:
   calls' one by one;
 - the same with OPA's evaluator linked in (sidecar/policy/linked_opa.py, the embedded
   default), whose own evaluation time is the library's (parsing the input aside);
-- by shape (sidecar/policy/shape.py, as the gate asks when nothing is cached yet): OPA
+- by shape (sidecar/policy/shape.py, on what the compiled policy reads,
+  sidecar/policy/readset.py; as the gate asks when nothing is cached yet): OPA
   evaluates one representative per shape, and its time is spread over the 40. Each
-  candidate's decision by shape is checked to equal its own.
+  candidate's decision by shape is checked to equal its own;
+- through the gate (sidecar/reads/gate.py, the read path's one door to the policy),
+  linked in: a batch of the 40 with nothing cached (shapes drawn, one OPA call), and
+  with every decision cached (no OPA call: the evaluator's revision stands).
 
 `--policy` names another policy directory (another revision's rego/, say) to compare.
 Figures on a busy machine move together; read the ratios, not the absolute times.
@@ -42,12 +46,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sidecar.audit.sqlite_sink import SqliteSink  # noqa: E402
+from sidecar.audit.writer import AuditLog  # noqa: E402
 from sidecar.auth.identity import Identity  # noqa: E402
-from sidecar.policy.cache import Keys  # noqa: E402
+from sidecar.policy.cache import Keys, LocalCache  # noqa: E402
 from sidecar.policy.contract import DisclosureQuestion, policy_view  # noqa: E402
-from sidecar.policy.linked_opa import LinkedOpa  # noqa: E402
+from sidecar.policy.engine import PolicyEngine  # noqa: E402
+from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle  # noqa: E402
+from sidecar.policy.local_opa import make_bundle  # noqa: E402
 from sidecar.policy.opa import PolicyClient  # noqa: E402
-from sidecar.policy.shape import ShapeSpec, shape_of  # noqa: E402
+from sidecar.policy.readset import ReadSet  # noqa: E402
+from sidecar.policy.shape import Shaper  # noqa: E402
+from sidecar.reads.gate import Gate  # noqa: E402
+from sidecar.record import Stored  # noqa: E402
 from tests.conftest import OPA_BINARY, OPA_LIBRARY, start_opa, stop  # noqa: E402
 from tests.integration.test_policy_contract import stored  # noqa: E402
 
@@ -135,14 +146,14 @@ def opa_bench(records: list[dict[str, Any]], policy: Path, tmp: Path) -> tuple[f
 
 
 def by_shape(
-    records: list[dict[str, Any]], declared: Any
+    records: list[dict[str, Any]], read_set: ReadSet
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The representatives the gate would ask about, and each record's shape id."""
-    spec = ShapeSpec.parse(declared)
-    if spec is None:
-        raise SystemExit("the policy declares no shape")
+    if not read_set.shares:
+        raise SystemExit(f"the policy shares no decision: {read_set.describe()}")
     keys = Keys(question(), "bench", 5.0)
-    shapes = [shape_of(policy_view(r), spec, keys.instants) for r in records]
+    shaper = Shaper(read_set)
+    shapes = [shaper.shape_of(policy_view(r), keys.instants) for r in records]
     if any(s is None for s in shapes):
         raise SystemExit("a candidate has no shape")
     ids = [s.id for s in shapes if s is not None]
@@ -151,7 +162,7 @@ def by_shape(
 
 
 async def calls(
-    records: list[dict[str, Any]], client: PolicyClient, rounds: int
+    records: list[dict[str, Any]], client: PolicyEngine, read_set: ReadSet, rounds: int
 ) -> tuple[float, float, float, float, int]:
     """Median seconds for 40 single calls, for one batch of the same 40, for OPA's
     own evaluation of that batch (the rest is encoding, the socket, OPA parsing the
@@ -165,7 +176,7 @@ async def calls(
             alone = (await client.disclosure(q, [r])).decisions[r["id"]]
             if alone != batch.decisions[r["id"]]:
                 raise SystemExit(f"batch and single disagree on {r['id']}")
-        representatives, shape_ids = by_shape(records, batch.shape)
+        representatives, shape_ids = by_shape(records, read_set)
         shaped = (await client.disclosure(q, representatives)).decisions
         for r, shape_id in zip(records, shape_ids, strict=True):
             if shaped[shape_id] != batch.decisions[r["id"]]:
@@ -192,6 +203,40 @@ async def calls(
         await client.close()
 
 
+async def through_the_gate(
+    records: list[dict[str, Any]], linked: LinkedOpa, tmp: Path, rounds: int
+) -> tuple[float, float]:
+    """Median seconds for one batch of the 40 through the gate: nothing cached (a gate
+    without a cache), and everything cached. Checked against the evaluator's own."""
+    await linked.start()
+    audit = AuditLog(SqliteSink(tmp / "audit.sqlite3"), None, queue_size=100_000)
+    stored = [s for r in records if (s := Stored.from_payload(r)) is not None]
+    q = question()
+    try:
+        alone = (await linked.disclosure(q, records)).decisions
+
+        async def decide(gate: Gate) -> float:
+            started = time.perf_counter()
+            async with gate.begin(q, "bench") as disclosure:
+                decided = await disclosure.decide(stored)
+            spent = time.perf_counter() - started
+            if decided != alone:
+                raise SystemExit("the gate and the evaluator disagree")
+            return spent
+
+        warm = Gate(linked, LocalCache(10_000, ttl_s=600), audit, bucket_s=600)
+        for _ in range(2):
+            await decide(warm)  # the revision heard, then every decision cached
+        cold, cached = [], []
+        for _ in range(rounds):
+            cold.append(await decide(Gate(linked, LocalCache(0, ttl_s=1), audit, bucket_s=600)))
+            cached.append(await decide(warm))
+        return statistics.median(cold), statistics.median(cached)
+    finally:
+        await audit.close()
+        await linked.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
@@ -206,15 +251,20 @@ def main() -> None:
                 f"opa bench, {CANDIDATES} candidates, {name}: {ns / 1e6:.3f} ms per batch, "
                 f"{ns / 1e3 / CANDIDATES:.1f} µs per candidate"
             )
+        make_bundle(args.policy, tmp / "analysed")
+        _, read_set = analyse_bundle(OPA_LIBRARY, tmp / "analysed")
         socket = str(tmp / "opa.sock")
         _, opa = start_opa(args.policy, tmp / "opa.log", extra=("--addr", f"unix://{socket}"))
         try:
             server = PolicyClient("http://opa", 10.0, unix_socket=socket)
-            measured = {"over the Unix socket": asyncio.run(calls(records, server, args.rounds))}
+            measured = {
+                "over the Unix socket": asyncio.run(calls(records, server, read_set, args.rounds))
+            }
         finally:
             stop(opa)
         linked = LinkedOpa(OPA_LIBRARY, args.policy, tmp / "linked-bundle", 10.0)
-        measured["linked in"] = asyncio.run(calls(records, linked, args.rounds))
+        measured["linked in"] = asyncio.run(calls(records, linked, read_set, args.rounds))
+        gate_cold, gate_cached = asyncio.run(through_the_gate(records, linked, tmp, args.rounds))
     for how, (single, batch, evaluation, by_shapes, shapes) in measured.items():
         print(
             f"{how}: {CANDIDATES} single calls {single * 1e3:.2f} ms, "
@@ -223,6 +273,12 @@ def main() -> None:
             f"ratio {single / batch:.1f}x; by shape ({shapes} shapes, nothing cached): "
             f"{by_shapes * 1e3:.2f} ms, {by_shapes * 1e6 / CANDIDATES:.0f} µs per candidate"
         )
+    print(
+        f"through the gate, linked in, {CANDIDATES} candidates: nothing cached "
+        f"{gate_cold * 1e3:.2f} ms ({gate_cold * 1e6 / CANDIDATES:.0f} µs per candidate), "
+        f"all cached {gate_cached * 1e3:.2f} ms ({gate_cached * 1e6 / CANDIDATES:.0f} µs "
+        "per candidate)"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 src="$root/native/linkedopa"
 out="$root/bin/libwhoseopa.so"
 stamp="$root/bin/.libwhoseopa.sha256"
-wanted="$(cat "$src/main.go" "$src/go.mod" "$src/go.sum" | sha256sum | cut -d' ' -f1)"
+wanted="$(cat "$src"/*.go "$src/go.mod" "$src/go.sum" | sha256sum | cut -d' ' -f1)"
 if [ -f "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
   exit 0
 fi

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 # Sub-millisecond to a few seconds: a decision on a Unix socket is ~1 ms, the
 # policy timeout is 1 s by default.
@@ -68,6 +68,13 @@ CACHE = Counter(
 )
 # Bound once: the read path counts every batch, and `labels()` is a locked look-up.
 CACHE_HIT, CACHE_MISS, CACHE_BYPASS = (CACHE.labels(r) for r in ("hit", "miss", "bypass"))
+DECISION_SHARING = Gauge(
+    "whose_decision_sharing",
+    "How disclosure decisions are shared under the policy revision last settled: 1 on the"
+    " mode in force (shape: records alike in what the policy reads share one; record: each"
+    " decided and cached alone; uncached: nothing reused, the policy forbids it).",
+    ["mode"],
+)
 ERASURES = Counter(
     "whose_erasures",
     "Records an erasure erased, refused, or (derived from an erased one) flagged or withdrawn.",

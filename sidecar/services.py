@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -26,9 +27,11 @@ from sidecar.embed.onnx import OnnxEmbedder
 from sidecar.embed.remote import RemoteEmbedder
 from sidecar.memory import Memory
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
-from sidecar.policy.linked_opa import LinkedOpa
-from sidecar.policy.local_opa import LocalOpa, read_sources
+from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle
+from sidecar.policy.local_opa import LocalOpa
 from sidecar.policy.opa import PolicyClient
+from sidecar.policy.readset import ReadSet
 from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.reads.gate import Gate
 from sidecar.reads.reader import Bounds, Reader
@@ -52,7 +55,7 @@ log = logging.getLogger("whose")
 class Services:
     settings: Settings
     store: Store
-    policy: PolicyClient
+    policy: PolicyEngine
     gate: Gate
     audit: AuditLog
     redis: aioredis.Redis | None
@@ -140,7 +143,8 @@ def open_store(
     )
 
 
-async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClient:
+async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyEngine:
+    policy: PolicyEngine
     if settings.opa_url:
         policy = PolicyClient(settings.opa_url, settings.opa_timeout_s)
     elif settings.local_opa == "linked":
@@ -163,11 +167,24 @@ async def _start_policy(settings: Settings, stack: AsyncExitStack) -> PolicyClie
             opa.url,
             settings.opa_timeout_s,
             unix_socket=str(opa.socket_path),
-            sources=read_sources(opa.bundle_dir),
+            read_set=await _analysed(settings, opa.bundle_dir),
         )
     await policy.start()
     stack.push_async_callback(policy.close)
     return policy
+
+
+async def _analysed(settings: Settings, bundle: Path) -> tuple[str, ReadSet] | None:
+    """What the local OPA server's policy reads (policy/readset.py), through the linked
+    library that compiles the same bundle; None (no decision shared) without it."""
+    if not settings.opa_library.exists():
+        log.warning(
+            "the OPA library is not at %s (`make install`): what the policy reads cannot be "
+            "computed, so each record is decided alone",
+            settings.opa_library,
+        )
+        return None
+    return await asyncio.to_thread(analyse_bundle, settings.opa_library, bundle)
 
 
 @asynccontextmanager

@@ -107,11 +107,11 @@ class Settings(BaseSettings):
     # A cached decision is reused within one time bucket at most (see policy/cache.py).
     cache_size: int = Field(default=100_000, ge=0)
     cache_bucket_s: float = Field(default=5.0, gt=0, le=3600)
-    # Decide once for records the policy cannot tell apart (policy/shape.py), as its
-    # `shape` rule declares. Off by default: the shape guard reads Rego as text and
-    # edits a security team writes can escape it (docs/design.md, "Deciding shapes"),
-    # so sharing a decision is opt-in, and turning it on trusts the declaration.
-    decide_shapes: bool = False
+    # Decide once for records the policy cannot tell apart (policy/shape.py): what a
+    # decision reads is computed from the compiled policy (policy/readset.py), and a
+    # policy whose reads cannot be bounded shares nothing (docs/design.md, "Deciding
+    # shapes"). False decides and caches every record alone.
+    decide_shapes: bool = True
 
     # Audit log: a Redis Stream trimmed to about audit_maxlen entries, or without Redis
     # data_dir/audit.sqlite3 holding at most audit_max_entries (oldest deleted first);

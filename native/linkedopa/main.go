@@ -52,6 +52,7 @@ const (
 const bundleName = "whose"
 
 type engine struct {
+	dir      string
 	compiler *ast.Compiler
 	store    storage.Store
 	revision string
@@ -94,6 +95,7 @@ func load(dir string) (*engine, error) {
 		roots = *b.Manifest.Roots
 	}
 	return &engine{
+		dir:      dir,
 		compiler: compiler,
 		store:    store,
 		revision: b.Manifest.Revision,
@@ -265,6 +267,26 @@ func whose_opa_compile(
 		answer(out, outLen, result)
 	}
 	return C.int(status)
+}
+
+// whose_opa_readset answers what the rule at `path` (OPA's REST form, `a/b/c`) reads of
+// the records of its input: readset.go.
+//
+//export whose_opa_readset
+func whose_opa_readset(h C.uintptr_t, path *C.char, pathLen C.int, out **C.char, outLen *C.size_t) C.int {
+	e, _ := handle(h)
+	set, err := e.readSet(C.GoStringN(path, pathLen))
+	if err != nil {
+		answer(out, outLen, []byte(err.Error()))
+		return C.int(statusFailed)
+	}
+	data, err := json.Marshal(set)
+	if err != nil {
+		answer(out, outLen, []byte(err.Error()))
+		return C.int(statusFailed)
+	}
+	answer(out, outLen, data)
+	return C.int(statusOK)
 }
 
 //export whose_opa_close

@@ -29,26 +29,7 @@ import data.whose.lib.validity
 #   the vocabulary that words them (data.whose.vocabulary: a sentence per usable_as;
 #   a use without one is disclosed to nobody).
 # entrypoint: true
-batch := {"decisions": decisions, "vocabulary": data.whose.vocabulary, "shape": shape}
-
-# METADATA
-# description: |
-#   What the rules read of a record, for the sidecar to decide once for records
-#   alike in all of it (docs/design.md, "Deciding shapes"). `ignores`: fields no rule
-#   of this package or the libraries it imports reads (a path through a list reaches
-#   each item). `instants`: times the rules only set against the instant asked about
-#   (as_of, or now). A rule that reads an ignored field, or does anything else with an
-#   instant, must take it off its list: records would otherwise share a decision
-#   that one of them should not get (tests/oracle/test_shapes.py checks the lists
-#   on generated worlds).
-shape := {
-	"ignores": [
-		"id", "recorded_at", "source_id", "confidence", "supersedes", "superseded_by",
-		"proposition", "document", "provenance.derived_from", "provenance.chosen_id",
-		"premise_changes.premise", "premise_changes.recorded_at",
-	],
-	"instants": ["valid_at", "invalid_at", "evidence.at"],
-}
+batch := {"decisions": decisions, "vocabulary": data.whose.vocabulary}
 
 # METADATA
 # description: one decision per candidate record, keyed by record id.

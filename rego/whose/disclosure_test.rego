@@ -64,21 +64,6 @@ test_batch_answer_carries_the_vocabulary_that_words_it if {
 	answer.vocabulary.uses[answer.decisions.r2.usable_as].sentence
 }
 
-test_batch_answer_declares_the_shape_its_rules_read if {
-	answer := disclosure.batch with input as {
-		"asker": bob,
-		"purpose": "recall",
-		"now": now,
-		"records": [team_belief],
-	}
-
-	# What the rules read stays in the shape; times are set against as_of only.
-	"id" in answer.shape.ignores
-	not "audience" in answer.shape.ignores
-	not "provenance.writer" in answer.shape.ignores
-	answer.shape.instants == ["valid_at", "invalid_at", "evidence.at"]
-}
-
 # --- default deny ---
 
 test_default_deny_without_asker if {

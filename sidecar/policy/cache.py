@@ -2,17 +2,19 @@
 
 A key names the policy revision (the bundle revisions OPA reported), the asker
 (id, tenant, groups, roles), the audience, the purpose, the as-of instant, a
-time bucket, and the record: its id and a digest of exactly the attributes the
-policy reads, which changes with every version of the record — or, when the policy
-declares what it reads, the record's shape (policy/shape.py), which many records
-share. A new policy or directory is a new bundle revision, so a new key: nothing
-decided under the old one can be served after OPA answers under the new one.
+time bucket, and the record: its id and a digest of its policy view, which changes
+with every version of the record — or, when decisions are shared, the record's
+shape (policy/shape.py), which many records share. A new policy or directory is a
+new bundle revision, so a new key: nothing decided under the old one can be served
+after OPA answers under the new one.
 
 Time: a decision may depend on `now` (validity, authority of a world-state
-record). Within one bucket it is reused only for records with no time boundary
-(valid_at, invalid_at, evidence times) inside that bucket, so the
-comparisons the policy makes cannot flip while the entry lives. Policies must
-read the time from `input.now`, never `time.now_ns()` (a test checks this).
+record). Within one bucket it is reused only for records with no time inside that
+bucket (valid_at, invalid_at, evidence times, and every time the policy sets against
+the instant asked about, policy/readset.py), so the comparisons the policy makes
+cannot flip while the entry lives. A policy that uses the instant otherwise (an age:
+arithmetic on it), or reads the clock itself (`time.now_ns()`), gets no cache at all
+(policy/decider.py); the shipped policy reads the time from `input.now` only.
 
 Redis when configured (shared by replicas); otherwise a bounded in-process map.
 Either way a cache failure is a miss, never an error: OPA is asked instead.
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from datetime import datetime
 from typing import Any, Protocol
 
 import orjson
@@ -31,7 +32,8 @@ from cachetools import TTLCache
 from redis.exceptions import RedisError
 
 from sidecar.policy.contract import DisclosureQuestion, policy_view
-from sidecar.policy.shape import Instants
+from sidecar.policy.readset import STAR, Path
+from sidecar.policy.shape import Instants, rfc3339_ns
 from sidecar.record import iso
 
 _KEY_PREFIX = "whose:decision:"
@@ -104,13 +106,30 @@ class RedisCache:
         self._down_until = time.monotonic() + self.retry_after_s
 
 
+# The times the cache knows: every record's validity and its evidence. With the times
+# the policy sets against the instant asked about (policy/readset.py `compared`), each
+# keeps its bucket-boundary check whatever the policy is found to read.
+KNOWN_TIMES: tuple[Path, ...] = (("valid_at",), ("invalid_at",), ("evidence", STAR, "at"))
+
+
 class Keys:
     """Cache keys for one question under one policy revision."""
 
-    def __init__(self, question: DisclosureQuestion, revision: str, bucket_s: float) -> None:
+    def __init__(
+        self,
+        question: DisclosureQuestion,
+        revision: str,
+        bucket_s: float,
+        times: tuple[Path, ...] = KNOWN_TIMES,
+    ) -> None:
         self.bucket_s = bucket_s
-        now = question.now.timestamp()
-        self.bucket_start = now - now % bucket_s
+        self.instants = question_instants(question)
+        bucket_ns = max(1, int(bucket_s * 1e9))
+        now = self.instants.now_ns
+        # `now` as OPA parses it: the bucket and the sides (policy/shape.py) agree.
+        self.bucket_start = now - now % bucket_ns
+        self.bucket_end = self.bucket_start + bucket_ns
+        self.times = tuple(dict.fromkeys((*KNOWN_TIMES, *times)))
         # Everything the policy sees of the asker (id, tenant, groups, roles, scopes).
         asker = {
             k: sorted(v) if isinstance(v, list) else v
@@ -125,14 +144,22 @@ class Keys:
             "as_of": iso(question.as_of) if question.as_of else None,
             "bucket": self.bucket_start,
         }
-        self.instants = Instants(
-            question.as_of.timestamp() if question.as_of else None,
-            self.bucket_start,
-            self.bucket_start + bucket_s,
-        )
         prefix = hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).digest()
         # Every key of the question starts from this state: copied, not rebuilt.
         self._hashed_prefix = hashlib.sha256(prefix)
+
+    def cacheable(self, view: dict[str, Any]) -> bool:
+        """Whether the record's decision stays the same for the whole bucket: none of its
+        times falls inside it (a comparison with `now` could flip while the entry
+        lives), and each is readable."""
+        for path in self.times:
+            for value in _at(view, path):
+                if value is None:
+                    continue
+                at = rfc3339_ns(value)
+                if at is None or self.bucket_start <= at <= self.bucket_end:
+                    return False
+        return True
 
     def key(self, record: dict[str, Any]) -> str | None:
         """The record's key, or None when its decision may change within the bucket."""
@@ -140,14 +167,15 @@ class Keys:
 
     def key_of_view(self, view: dict[str, Any]) -> str | None:
         """`key`, from the record's policy view (decisions.policy_view)."""
-        if _has_boundary(view, self.bucket_start, self.bucket_start + self.bucket_s):
+        if not self.cacheable(view):
             return None
         digest = self._hashed_prefix.copy()
         digest.update(orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         return _KEY_PREFIX + digest.hexdigest()
 
     def key_of_shape(self, digest: bytes) -> str:
-        """The key of a decision shared by every record of one shape (policy/shape.py)."""
+        """The key of a decision shared by every record of one shape (policy/shape.py);
+        the caller checks each record is `cacheable`."""
         key = self._hashed_prefix.copy()
         # Set apart from record keys: a shape's digest is not a view's serialisation.
         key.update(b"shape:" + digest)
@@ -159,21 +187,27 @@ class Keys:
         return 2 * self.bucket_s
 
 
-def _has_boundary(view: dict[str, Any], start: float, end: float) -> bool:
-    # recorded_at is left out: it is set when the record is stored, so it is
-    # already past whenever a decision about the record is made.
-    raw: list[Any] = [view.get("valid_at"), view.get("invalid_at")]
-    evidence = view.get("evidence")
-    if isinstance(evidence, list):
-        raw += [e.get("at") for e in evidence if isinstance(e, dict)]
-    for value in raw:
-        if value is None:
-            continue
-        try:
-            at = datetime.fromisoformat(value).timestamp()
-        except (TypeError, ValueError):
-            # A time the policy may read but we cannot: never cache around it.
-            return True
-        if start <= at <= end:
-            return True
-    return False
+def question_instants(question: DisclosureQuestion) -> Instants:
+    """The question's `now` and `as_of` as OPA reads them from its input."""
+    now = rfc3339_ns(iso(question.now))
+    as_of = rfc3339_ns(iso(question.at))
+    if now is None or as_of is None:
+        raise ValueError("the question's instants are not RFC 3339")
+    return Instants(now, as_of)
+
+
+def _at(node: Any, path: Path) -> list[Any]:
+    """Every value at `path` (a `*` goes through each element or key)."""
+    found = [node]
+    for part in path:
+        step: list[Any] = []
+        for item in found:
+            if part == STAR:
+                if isinstance(item, list):
+                    step += item
+                elif isinstance(item, dict):
+                    step += item.values()
+            elif isinstance(item, dict) and part in item:
+                step.append(item[part])
+        found = step
+    return found

@@ -2,7 +2,7 @@
 
 The questions (`DisclosureQuestion`, the writer and records of a write) are turned
 into OPA input here; the answers (`Decision`, `WriteDecision`, `Explanation`) are
-validated here. The OPA client (policy/opa.py) only carries them.
+validated here. The policy engine (policy/engine.py) only carries them.
 
 The claim itself stays out of the policy input: the free text and the bare value
 (`content`, `proposition.text`, `proposition.value`) are what a policy guards,
@@ -195,8 +195,6 @@ class BatchDecisions:
     revision: str | None
     # The policy's vocabulary under that revision (see answers/wording.py).
     vocabulary: dict[str, Any]
-    # What the policy said it reads of a record (policy/shape.py), as it answered.
-    shape: Any = None
 
 
 def policy_view(record: dict[str, Any]) -> dict[str, Any]:

@@ -2,16 +2,19 @@
 
 OPA's Go evaluator, built from the pinned OPA module into a C shared library
 (native/linkedopa, `make install`: bin/libwhoseopa.so), is loaded with ctypes. It
-asks and answers exactly what the OPA client (policy/opa.py) does — the disclosure
-batch, the write policy, explain, partial evaluation for pushdown — with no HTTP, no
-socket and no second process: the policy's evaluation is what a decision costs.
-ctypes releases the interpreter for the length of each call, so other requests'
-Python runs while OPA evaluates.
+answers the policy engine's questions (policy/engine.py) as the OPA server does — the
+disclosure batch, the write policy, explain, partial evaluation for pushdown — with
+no HTTP, no socket and no second process: the policy's evaluation is what a decision
+costs. ctypes releases the interpreter for the length of each call, so other
+requests' Python runs while OPA evaluates.
 
 The policy directory is made into the same bundle the local OPA server would load
 (policy/local_opa.py `make_bundle`: its revision is a digest of the files), loaded
 once at start; every answer reports that revision, which keys the decision cache.
-A changed policy takes a restart, as with the local OPA server.
+A changed policy takes a restart, as with the local OPA server. At start the library
+also computes what the disclosure decision reads of a record from the compiled
+policy (native/linkedopa/readset.go, policy/readset.py); `analyse_bundle` does the
+same for the bundle the local OPA server loads.
 
 Fail closed exactly as the client does: an evaluation error, an undefined result,
 a malformed answer or a call past its deadline raises PolicyUnavailable (the
@@ -32,16 +35,17 @@ from typing import Any
 import orjson
 
 from sidecar import metrics
+from sidecar.errors import PolicyUnavailable
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.policy.local_opa import OpaStartError, make_bundle, read_sources
-from sidecar.policy.opa import (
+from sidecar.policy.engine import (
     DISCLOSURE_RULE,
     POLICY_ROOT,
-    Answer,
-    PolicyClient,
-    PolicyUnavailable,
+    OpaAnswer,
+    PolicyEngine,
+    Untranslatable,
 )
-from sidecar.policy.pushdown import Untranslatable
+from sidecar.policy.local_opa import OpaStartError, make_bundle
+from sidecar.policy.readset import MalformedReadSet, ReadSet
 
 log = logging.getLogger("whose.policy")
 
@@ -85,6 +89,14 @@ def _library(path: Path) -> ctypes.CDLL:
         ctypes.POINTER(ctypes.c_size_t),
     ]
     lib.whose_opa_compile.restype = ctypes.c_int
+    lib.whose_opa_readset.argtypes = [
+        ctypes.c_size_t,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.POINTER(_Out),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
+    lib.whose_opa_readset.restype = ctypes.c_int
     lib.whose_opa_close.argtypes = [ctypes.c_size_t]
     lib.whose_opa_close.restype = None
     lib.whose_opa_free.argtypes = [ctypes.c_void_p]
@@ -132,6 +144,21 @@ class _Engine:
         )
         return status, self._take(out, size)
 
+    def read_set(self, rule: bytes) -> ReadSet:
+        """What `rule` reads of the records of its input (policy/readset.py); an
+        analysis that fails is a read set that caches nothing."""
+        out, size = _Out(), ctypes.c_size_t()
+        status = self.lib.whose_opa_readset(
+            self.handle, rule, len(rule), ctypes.byref(out), ctypes.byref(size)
+        )
+        answer = self._take(out, size)
+        try:
+            if status != _OK:
+                raise MalformedReadSet(answer.decode(errors="replace")[:500])
+            return ReadSet.parse(orjson.loads(answer))
+        except (MalformedReadSet, orjson.JSONDecodeError) as exc:
+            return ReadSet((), (), (), (), (f"the policy could not be analysed: {exc}",))
+
     def close(self) -> None:
         self.lib.whose_opa_close(self.handle)
 
@@ -145,19 +172,29 @@ class _Engine:
             self.lib.whose_opa_free(out)
 
 
-class LinkedOpa(PolicyClient):
-    """PolicyClient's questions and answers, evaluated by OPA linked into this process."""
+def analyse_bundle(library: Path, bundle: Path) -> tuple[str, ReadSet]:
+    """The revision of a bundle made by make_bundle, and what its disclosure decision
+    reads (for the local OPA server, which loads the same bundle)."""
+    engine = _Engine(library, bundle)
+    try:
+        return engine.revision, engine.read_set(DISCLOSURE_RULE.encode())
+    finally:
+        engine.close()
+
+
+class LinkedOpa(PolicyEngine):
+    """The policy engine's questions, evaluated by OPA linked into this process."""
 
     url = "linked:"
 
     def __init__(self, library: Path, policy_dir: Path, bundle_dir: Path, timeout_s: float) -> None:
-        super().__init__(self.url, timeout_s)
         self.library = library
         self.policy_dir = policy_dir
         self.bundle_dir = bundle_dir
         self._timeout_s = timeout_s
         self._timeout_ns = int(timeout_s * 1e9)
         self._engine: _Engine | None = None
+        self._read_set: ReadSet | None = None
         # Whether the bundle's roots cover data.whose (they do for the bundle made from
         # the policy directory): only then does its revision name what decided.
         self._owns_policy = False
@@ -174,9 +211,9 @@ class LinkedOpa(PolicyClient):
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         await asyncio.to_thread(make_bundle, self.policy_dir, self.bundle_dir)
-        self._sources = await asyncio.to_thread(read_sources, self.bundle_dir)
         engine = await asyncio.to_thread(_Engine, self.library, self.bundle_dir)
         self._owns_policy = any(root.strip("/") in ("", POLICY_ROOT) for root in engine.roots)
+        self._read_set = await asyncio.to_thread(engine.read_set, DISCLOSURE_RULE.encode())
         self._engine = engine
         log.info("OPA linked in: %s as bundle revision %s", self.policy_dir, engine.revision)
 
@@ -197,14 +234,20 @@ class LinkedOpa(PolicyClient):
         engine = self._engine
         return engine.revision if engine is not None and self._owns_policy else None
 
-    async def _query(self, rule: str, input_: dict[str, Any]) -> Answer:
+    def read_set(self) -> tuple[str, ReadSet] | None:
+        engine, read_set = self._engine, self._read_set
+        if engine is None or read_set is None or not self._owns_policy:
+            return None
+        return engine.revision, read_set
+
+    async def _query(self, rule: str, input_: dict[str, Any]) -> OpaAnswer:
         status, out, _ = await self._eval(rule, input_, rule)
         if status == _UNDEFINED:
             # An undefined rule (missing policy, wrong package): deny.
             raise PolicyUnavailable("OPA returned no result")
         revision = self._require_engine().revision if self._owns_policy else None
         # No decision log to join here: the id names this evaluation in the audit log.
-        return Answer(_loads(out), str(uuid.uuid4()), revision or None)
+        return OpaAnswer(_loads(out), str(uuid.uuid4()), revision or None)
 
     async def _value(self, rule: str) -> Any:
         status, out, _ = await self._eval(rule, {}, rule)

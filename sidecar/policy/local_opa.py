@@ -60,11 +60,6 @@ drop := true
 """
 
 
-def read_sources(bundle: Path) -> dict[str, str]:
-    """The Rego of a bundle made by make_bundle, by file (policy/shape_guard.py reads it)."""
-    return {str(p.relative_to(bundle)): p.read_text() for p in sorted(bundle.rglob("*.rego"))}
-
-
 def make_bundle(policy_dir: Path, bundle: Path) -> str:
     """Copy the policies and data (no tests) into a bundle directory; return its revision.
     (The linked evaluator, policy/linked_opa.py, loads the same bundle.)"""

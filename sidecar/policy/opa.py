@@ -1,70 +1,32 @@
-"""The OPA client: one pooled keep-alive HTTP session to an OPA server.
+"""The OPA server engine: one pooled keep-alive HTTP session to an OPA server.
 
-It carries the questions policy/contract.py builds and reads back OPA's answers: the
-result, OPA's decision id and the bundle revision the answer was computed under.
-Anything other than a well-formed answer (OPA down, slow, erroring, or returning
-the wrong shape) raises PolicyUnavailable, and callers disclose nothing: fail
-closed.
+It carries the questions of the policy engine (policy/engine.py) to OPA's REST API and
+reads back the result, OPA's decision id and the bundle revision the answer was
+computed under. Anything other than a well-formed answer (OPA down, slow, erroring,
+or returning the wrong shape) raises PolicyUnavailable, and callers disclose
+nothing: fail closed.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar import metrics
-from sidecar.auth.identity import Identity
 from sidecar.errors import PolicyUnavailable as PolicyUnavailable
-from sidecar.policy.contract import (
-    NO_DECISION,
-    BatchDecisions,
-    Decision,
-    DisclosureQuestion,
-    ErasureAnswer,
-    ErasureDecision,
-    ErasureRequestView,
-    Explanation,
-    RetentionDecision,
-    TrustInput,
-    WriteDecision,
-    erasure_input,
-    retention_input,
-    write_input,
-)
-from sidecar.policy.pushdown import Untranslatable
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.engine import DISCLOSURE_RULE as DISCLOSURE_RULE
+from sidecar.policy.engine import POLICY_ROOT, OpaAnswer, PolicyEngine, Untranslatable
+from sidecar.policy.readset import ReadSet
 
 log = logging.getLogger("whose.policy")
 
-# Every document the shipped policy reads lives under data.whose (rules and data).
-POLICY_ROOT = "whose"
-# The rules the sidecar queries (their METADATA marks them `entrypoint`).
-DISCLOSURE_RULE = "whose/disclosure/batch"
-INGEST_RULE = "whose/ingest/decisions"
-EXPLAIN_RULE = "whose/disclosure/explanation"
-ERASURE_RULE = "whose/erasure/answer"
-RETENTION_RULE = "whose/retention/decisions"
-RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
-TRUST_RULE = "whose/trust/adoptions"
 
-
-@dataclass(frozen=True)
-class Answer:
-    """OPA's result, its decision id (present when OPA keeps decision logs), and
-    the policy revision it was computed under (bundle revisions, or None)."""
-
-    result: Any
-    decision_id: str | None
-    revision: str | None
-
-
-class PolicyClient:
+class PolicyClient(PolicyEngine):
     """One pooled keep-alive HTTP session to an OPA server (TCP or Unix socket)."""
 
     def __init__(
@@ -72,12 +34,12 @@ class PolicyClient:
         url: str,
         timeout_s: float,
         unix_socket: str | None = None,
-        sources: dict[str, str] | None = None,
+        read_set: tuple[str, ReadSet] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        # The Rego OPA loaded, when this sidecar made its bundle (the local OPA): what
-        # the shape guard reads (policy/shape_guard.py). None for an OPA of its own.
-        self._sources = sources
+        # What the policy OPA loaded reads, when this sidecar made its bundle (the local
+        # OPA server: policy/linked_opa.py analyse_bundle). None for an OPA of its own.
+        self._read_set = read_set
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.unix_socket = unix_socket
         self._session: aiohttp.ClientSession | None = None
@@ -101,31 +63,7 @@ class PolicyClient:
             await self._session.close()
             self._session = None
 
-    async def disclosure(
-        self, question: DisclosureQuestion, records: list[dict[str, Any]], *, viewed: bool = False
-    ) -> BatchDecisions:
-        """Decisions for a batch, keyed by record id. Missing ids are denials.
-        `viewed`: the records are already policy views (DisclosureQuestion.input)."""
-        answer = await self._query(DISCLOSURE_RULE, question.input(records, viewed=viewed))
-        result = answer.result if isinstance(answer.result, dict) else {}
-        decisions = _parse_decisions(result.get("decisions"))
-        vocabulary = result.get("vocabulary")
-        if not isinstance(vocabulary, dict):
-            raise PolicyUnavailable("OPA answered without the policy's vocabulary")
-        return BatchDecisions(
-            {str(r["id"]): decisions.get(str(r["id"]), NO_DECISION) for r in records},
-            answer.decision_id,
-            answer.revision,
-            vocabulary,
-            result.get("shape"),
-        )
-
     async def compile(self, query: str, input_: dict[str, Any], unknowns: list[str]) -> Any:
-        """Partial evaluation (OPA's Compile API): the residue of `query` given `input_`.
-
-        Raises Untranslatable when OPA's compiler refuses the query (the policy has no
-        such rule, say), PolicyUnavailable when OPA cannot be asked at all.
-        """
         payload = {"query": query, "input": input_, "unknowns": unknowns}
         status, answer = await self._post("/v1/compile", payload, "compile")
         if 400 <= status < 500:
@@ -136,89 +74,17 @@ class PolicyClient:
             raise Untranslatable("OPA's compile answer is not an object")
         return answer.get("result", {})
 
-    async def explain(
-        self, question: DisclosureQuestion, record: dict[str, Any]
-    ) -> tuple[Explanation, Answer]:
-        """The single-record decision, with the denials grouped by the rule that made them."""
-        answer = await self._query(EXPLAIN_RULE, question.single_input(record))
-        try:
-            return Explanation.model_validate(answer.result), answer
-        except ValidationError as exc:
-            raise PolicyUnavailable("OPA explanation is malformed") from exc
-
-    async def ingest(
-        self, writer: Identity, records: list[dict[str, Any]], premises: list[dict[str, Any]]
-    ) -> tuple[dict[str, WriteDecision], Answer]:
-        """The write decision for each record of a batch (refused when the policy is
-        silent about one), and the answer they came in (its decision id, revision)."""
-        answer = await self._query(INGEST_RULE, write_input(writer, records, premises))
-        decisions = _parse(answer.result, WriteDecision)
-        refused = WriteDecision(allow=False, reasons=["no_decision"])
-        return {str(r["id"]): decisions.get(str(r["id"]), refused) for r in records}, answer
-
-    async def erasure(
-        self,
-        asker: Identity,
-        request: ErasureRequestView,
-        records: list[dict[str, Any]],
-        now: datetime,
-    ) -> tuple[ErasureAnswer, Answer]:
-        """May the asker make the request, and erase each record? A record the policy
-        says nothing about is refused (`no_decision`)."""
-        answer = await self._query(ERASURE_RULE, erasure_input(asker, request, records, now))
-        try:
-            parsed = ErasureAnswer.model_validate(answer.result)
-        except ValidationError as exc:
-            raise PolicyUnavailable("OPA erasure answer is malformed") from exc
-        refused = ErasureDecision(allow=False, reasons=["no_decision"])
-        decisions = {str(r["id"]): parsed.decisions.get(str(r["id"]), refused) for r in records}
-        return parsed.model_copy(update={"decisions": decisions}), answer
-
-    async def retention(
-        self, records: list[dict[str, Any]], now: datetime
-    ) -> tuple[dict[str, RetentionDecision], Answer]:
-        """Which records have outlived their maximum age (none the policy is silent on)."""
-        answer = await self._query(RETENTION_RULE, retention_input(records, now))
-        decisions = _parse(answer.result, RetentionDecision)
-        kept = RetentionDecision(expire=False)
-        return {str(r["id"]): decisions.get(str(r["id"]), kept) for r in records}, answer
-
-    async def retention_horizon_days(self) -> float | None:
-        """The shortest maximum age any retention rule sets, in days; None: no rules."""
-        days = await self._value(RETENTION_HORIZON)
-        if days is None:
-            return None
-        if not isinstance(days, int | float) or isinstance(days, bool) or days <= 0:
-            raise PolicyUnavailable("OPA retention horizon is malformed")
-        return float(days)
-
-    async def trust(self, question: TrustInput) -> list[set[str]]:
-        """For each claim, in order, the hearers who take it as their own belief."""
-        answer = await self._query(TRUST_RULE, question.model_dump(mode="json", exclude_none=True))
-        result = answer.result
-        if (
-            not isinstance(result, list)
-            or len(result) != len(question.claims)
-            or not all(
-                isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in result
-            )
-        ):
-            raise PolicyUnavailable("OPA trust answer is malformed")
-        return [set(ids) for ids in result]
-
     async def eval_seconds(
         self, question: DisclosureQuestion, records: list[dict[str, Any]]
     ) -> float:
-        """OPA's own evaluation time for one disclosure batch (for the benchmark)."""
         path = f"/v1/data/{DISCLOSURE_RULE}?metrics=true"
         status, answer = await self._post(path, {"input": question.input(records)}, "bench")
         if status != 200:
             raise PolicyUnavailable(f"OPA answered {status}")
         return float(answer["metrics"]["timer_rego_query_eval_ns"]) / 1e9
 
-    def policy_sources(self) -> dict[str, str] | None:
-        """The policy's Rego by file, if this sidecar loaded it (else None: no shapes)."""
-        return self._sources
+    def read_set(self) -> tuple[str, ReadSet] | None:
+        return self._read_set
 
     def standing_revision(self) -> str | None:
         """The revision every answer from now on is sure to come under, if one is.
@@ -235,8 +101,8 @@ class PolicyClient:
         except (aiohttp.ClientError, TimeoutError, PolicyUnavailable):
             return False
 
-    async def _query(self, rule: str, input_: dict[str, Any]) -> Answer:
-        # provenance: the bundle revisions that made this answer (see Answer).
+    async def _query(self, rule: str, input_: dict[str, Any]) -> OpaAnswer:
+        # provenance: the bundle revisions that made this answer (see OpaAnswer).
         path = f"/v1/data/{rule}?provenance=true"
         status, answer = await self._post(path, {"input": input_}, rule)
         if status != 200:
@@ -248,13 +114,11 @@ class PolicyClient:
         revision = _revision(answer.get("provenance"))
         if revision is not None and not await self._owns_policy_data(revision):
             revision = None
-        return Answer(
+        return OpaAnswer(
             answer["result"], decision_id if isinstance(decision_id, str) else None, revision
         )
 
     async def _value(self, rule: str) -> Any:
-        """A rule's value without input; None where the rule is undefined (a rule that
-        may well be: the minimum of no retention rules)."""
         status, answer = await self._post(f"/v1/data/{rule}", {"input": {}}, rule)
         if status != 200 or not isinstance(answer, dict):
             raise PolicyUnavailable(f"OPA answered {status}")
@@ -359,26 +223,3 @@ def _roots(manifest: Any) -> list[str]:
         return [""]
     roots = manifest["roots"]
     return [r.strip("/") for r in roots if isinstance(r, str)] if isinstance(roots, list) else []
-
-
-T = TypeVar("T", bound=BaseModel)
-# A batch's decisions in one validation call rather than one per record.
-_DECISIONS = TypeAdapter(dict[str, Decision])
-
-
-def _parse_decisions(result: Any) -> dict[str, Decision]:
-    if not isinstance(result, dict):
-        raise PolicyUnavailable("OPA result is not an object")
-    try:
-        return _DECISIONS.validate_python(result)
-    except ValidationError as exc:
-        raise PolicyUnavailable("OPA result is malformed") from exc
-
-
-def _parse(result: Any, model: type[T]) -> dict[str, T]:
-    if not isinstance(result, dict):
-        raise PolicyUnavailable("OPA result is not an object")
-    try:
-        return {str(key): model.model_validate(value) for key, value in result.items()}
-    except ValidationError as exc:
-        raise PolicyUnavailable("OPA result is malformed") from exc

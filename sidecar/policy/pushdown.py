@@ -19,17 +19,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from cachetools import LRUCache
 
 from sidecar import metrics
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.engine import Untranslatable as Untranslatable
 from sidecar.store.scope import Scope
-
-if TYPE_CHECKING:
-    from sidecar.policy.opa import PolicyClient
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +36,6 @@ log = logging.getLogger(__name__)
 COMPILE_QUERY = "data.whose.lib.visibility.visible_to(input.record, input.member)"
 UNKNOWNS = ["input.record"]
 _RECORD = ("input", "record")
-
-
-class Untranslatable(Exception):
-    """OPA's residue has a shape this module cannot turn into a filter."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +98,7 @@ class Compiler:
     """Each audience member's filter, compiled by OPA and reused under the same
     policy revision (keyed by revision and member)."""
 
-    def __init__(self, policy: PolicyClient, enabled: bool = True, size: int = 10_000) -> None:
+    def __init__(self, policy: PolicyEngine, enabled: bool = True, size: int = 10_000) -> None:
         self.policy = policy
         self.enabled = enabled
         self.compiled: LRUCache[bytes, Visible] = LRUCache(maxsize=size)

@@ -1,65 +1,97 @@
 """Decision shapes: records the policy cannot tell apart get one decision.
 
-Most candidates of a recall differ only in what the disclosure policy never reads
-(their id, when they were stored, their source id, what they were derived from) and in
-times the policy only sets against the instant asked about. The policy says which
-fields those are (`data.whose.disclosure.shape`, returned with every batch):
+What the disclosure decision reads of a record is computed from the compiled policy
+(policy/readset.py). A record's shape is its policy view cut down to those paths, with
+each instant the rules only set against the instant asked about replaced by its side
+of that instant (before, at or after `now` and `as_of`, to the nanosecond, as OPA
+parses them). Records of one shape get the decision OPA gives the shape's
+representative: the record cut down to what is read (its own times), under an id
+derived from the shape. The policy cannot tell the representative from any record of
+the shape: it reads nothing else, and uses the id only as the key of the decision
+(anything else about the id makes the read set unbounded: no shapes).
 
-- `ignores`: paths no disclosure rule reads (`provenance.derived_from`; a path through
-  a list reaches each item's field, `evidence.at`);
-- `instants`: paths to times the rules only compare with the instant asked about
-  (`as_of`, which defaults to `now`).
-
-A record's shape is its policy view without the ignored fields, with each instant
-replaced by which side of the question's instants it falls on. Records of one shape
-get the decision OPA gave the shape's representative: the first such record, asked
-about without its ignored fields and under an id derived from the shape, so that the
-policy cannot decide on what it said it does not read. Decisions are cached per shape
-(policy/cache.py): the steady state asks OPA only about shapes it has not seen.
-
-A record has no shape (it is decided alone, as before) when the policy declares none,
-when one of its instants is unreadable, or when one falls within the cache's time
-bucket (its side of `now` may change while the entry lives). The declaration is held
-to the policy's own text before it is used (policy/shape_guard.py), and the equivalence,
-per shape against per record, is checked on generated worlds (tests/oracle/test_shapes.py);
-docs/design.md "Deciding shapes" says what a policy author promises with the lists.
+A record has no shape (it is decided alone) when one of its instants is not a time
+OPA and this module read alike (policy/cache.py keeps such records out of the cache).
+docs/design.md "Deciding shapes" says why this is sound; tests/oracle/test_shapes.py
+and tests/oracle/test_readset.py check it on generated worlds and policies.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import orjson
 
-Path = tuple[str, ...]
+from sidecar.policy.readset import STAR, Path, ReadSet
+
+# RFC 3339 as OPA's time.parse_rfc3339_ns reads it, narrowed to what both read alike:
+# Go also takes what this does not (then the record is decided alone), never less.
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:Z|([+-])([01]\d|2[0-3]):([0-5]\d))"
+)
+# Within the nanosecond range OPA parses into (int64 since 1970).
+_YEARS = range(1678, 2262)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def rfc3339_ns(value: Any) -> int | None:
+    """A time in nanoseconds since 1970, exactly as OPA parses it; None if unreadable."""
+    if not isinstance(value, str):
+        return None
+    return _parsed(value)
+
+
+# A record's times are read twice per request (its side, the cache's boundary check), and
+# a store's records share many of them.
+@functools.lru_cache(maxsize=8192)
+def _parsed(value: str) -> int | None:
+    found = _RFC3339.fullmatch(value)
+    if found is None:
+        return None
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = found.groups()
+    if int(year) not in _YEARS:
+        return None
+    try:
+        at = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=UTC
+        )
+    except ValueError:
+        return None
+    delta = at - _EPOCH
+    seconds = delta.days * 86_400 + delta.seconds
+    if sign is not None:
+        offset = int(off_h) * 3600 + int(off_m) * 60
+        seconds -= offset if sign == "+" else -offset
+    return seconds * 1_000_000_000 + int((fraction or "").ljust(9, "0"))
 
 
 @dataclass(frozen=True)
-class ShapeSpec:
-    """What the policy said it reads: its `shape` rule, parsed."""
+class Instants:
+    """The question's instants, in nanoseconds, that a record's times are set against."""
 
-    ignores: tuple[Path, ...]
-    instants: tuple[Path, ...]
+    now_ns: int
+    as_of_ns: int
 
-    @staticmethod
-    def parse(raw: Any) -> ShapeSpec | None:
-        """The policy's declaration, or None (no shapes: every record is decided alone)
-        when there is none or it is not what this module reads."""
-        if not isinstance(raw, dict):
+    def side(self, value: Any) -> str | None:
+        """Where a time falls (None: unreadable); null and absent are sides of their own."""
+        if value is None:
+            return "none"
+        at = rfc3339_ns(value)
+        if at is None:
             return None
-        paths: dict[str, tuple[Path, ...]] = {}
-        for name in ("ignores", "instants"):
-            listed = raw.get(name, [])
-            if not isinstance(listed, list) or not all(
-                isinstance(p, str) and p and all(p.split(".")) for p in listed
-            ):
-                return None
-            paths[name] = tuple(tuple(p.split(".")) for p in sorted(set(listed)))
-        return ShapeSpec(paths["ignores"], paths["instants"])
+        return _order(at, self.now_ns) + _order(at, self.as_of_ns)
+
+
+def _order(at: int, instant: int) -> str:
+    return "<" if at < instant else "=" if at == instant else ">"
 
 
 @dataclass(frozen=True)
@@ -72,71 +104,101 @@ class Shape:
     representative: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Instants:
-    """The question's instants a record's times are set against: the explicit as_of,
-    if any, and the cache bucket `now` falls in."""
+class _Trie:
+    """Paths as a tree: `whole` keeps everything below; `*` applies to every key."""
 
-    as_of: float | None
-    bucket_start: float
-    bucket_end: float
+    def __init__(self) -> None:
+        self.whole = False
+        self.children: dict[str, _Trie] = {}
 
-    def side(self, value: Any) -> str | None:
-        """Where a time falls (None: unreadable, or inside the bucket)."""
-        if value is None:
-            return "none"
-        try:
-            at = datetime.fromisoformat(value).timestamp()
-        except (TypeError, ValueError):
-            return None
-        if self.bucket_start <= at <= self.bucket_end:
-            return None
-        side = "before" if at < self.bucket_start else "after"
-        if self.as_of is not None:
-            side += "<" if at < self.as_of else "=" if at == self.as_of else ">"
-        return side
+    def add(self, path: Path) -> None:
+        node = self
+        for part in path:
+            if node.whole:
+                return
+            node = node.children.setdefault(part, _Trie())
+        node.whole = True
+        node.children = {}
 
+    @cached_property
+    def star(self) -> _Trie | None:
+        return self.children.get(STAR)
 
-def shape_of(view: dict[str, Any], spec: ShapeSpec, instants: Instants) -> Shape | None:
-    """The record's shape under `spec`, or None when it must be decided alone."""
-    representative = view
-    for path in spec.ignores:
-        representative = _without(representative, path)
-    sided = representative
-    for path in spec.instants:
-        sided = _sided(sided, path, instants)
-        if sided is None:
-            return None
-    digest = hashlib.sha256(orjson.dumps(sided, option=orjson.OPT_SORT_KEYS)).digest()
-    shape_id = str(uuid.UUID(bytes=digest[:16]))
-    # The policy keys its answer by id: the shape's, since the record's is not read.
-    return Shape(digest, shape_id, {**representative, "id": shape_id})
+    def under(self, key: str) -> _Trie | None:
+        """What is kept under `key` of an object: its own paths and every key's."""
+        own, star = self.children.get(key), self.star
+        if own is None or star is None or own is star:
+            return own or star
+        return _merge(own, star)
 
 
-# Both copy only along the path they change: the view they are given is not touched,
-# and the rest of it is shared (a shape is made per candidate, on the request path).
+def _merge(a: _Trie, b: _Trie) -> _Trie:
+    out = _Trie()
+    out.whole = a.whole or b.whole
+    if not out.whole:
+        out.children = dict(a.children)
+        for k, v in b.children.items():
+            out.children[k] = _merge(out.children[k], v) if k in out.children else v
+    return out
 
 
-def _without(node: Any, path: Path) -> Any:
-    """`node` without what `path` reaches."""
-    if isinstance(node, list):
-        return [_without(item, path) for item in node]
-    if not isinstance(node, dict) or path[0] not in node:
+class Shaper:
+    """Shapes under one read set (made once per policy revision)."""
+
+    def __init__(self, read_set: ReadSet) -> None:
+        self.read_set = read_set
+        self._kept = _Trie()
+        for path in (*read_set.reads, *read_set.instants):
+            self._kept.add(path)
+        self._instants = read_set.instants
+
+    def shape_of(self, view: dict[str, Any], instants: Instants) -> Shape | None:
+        """The record's shape, or None when it must be decided alone."""
+        representative = _project(view, self._kept)
+        sided: Any = representative
+        for path in self._instants:
+            sided = _sided(sided, path, instants)
+            if sided is None:
+                return None
+        digest = hashlib.sha256(orjson.dumps(sided, option=orjson.OPT_SORT_KEYS)).digest()
+        shape_id = str(uuid.UUID(bytes=digest[:16]))
+        # The policy keys its answer by id: the shape's, since the record's is not read.
+        return Shape(digest, shape_id, {**representative, "id": shape_id})
+
+
+def _project(node: Any, kept: _Trie) -> Any:
+    """`node` with only what `kept` reaches (a value other than an object or a list is
+    kept as it is: what the policy reads of it is read whole)."""
+    if kept.whole:
         return node
-    if len(path) == 1:
-        return {k: v for k, v in node.items() if k != path[0]}
-    return {**node, path[0]: _without(node[path[0]], path[1:])}
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            below = kept.under(key)
+            if below is not None:
+                out[key] = _project(value, below)
+        return out
+    if isinstance(node, list) and kept.star is not None:
+        return [_project(item, kept.star) for item in node]
+    return node
 
 
 def _sided(node: Any, path: Path, instants: Instants) -> Any:
-    """`node` with each time at `path` replaced by its side (None: one has none)."""
-    if isinstance(node, list):
-        items = [_sided(item, path, instants) for item in node]
-        return None if any(item is None for item in items) else items
-    if not isinstance(node, dict) or path[0] not in node:
+    """`node` with each time at `path` replaced by its side (None: one is unreadable).
+    Copies only along the path it changes."""
+    if not path:
+        side = instants.side(node)
+        return None if side is None else {"side": side}
+    head, rest = path[0], path[1:]
+    if head == STAR:
+        if isinstance(node, list):
+            items = [_sided(item, rest, instants) for item in node]
+            return None if any(item is None for item in items) else items
+        if isinstance(node, dict):
+            values = {k: _sided(v, rest, instants) for k, v in node.items()}
+            return None if any(v is None for v in values.values()) else values
         return node
-    if len(path) > 1:
-        inner = _sided(node[path[0]], path[1:], instants)
-        return None if inner is None else {**node, path[0]: inner}
-    side = instants.side(node[path[0]])
-    return None if side is None else {**node, path[0]: {"side": side}}
+    if not isinstance(node, dict) or head not in node:
+        return node
+    inner = _sided(node[head], rest, instants)
+    return None if inner is None else {**node, head: inner}

@@ -36,14 +36,14 @@ from sidecar.audit import (
 )
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
-from sidecar.errors import ErasureRefused
+from sidecar.errors import ErasureRefused, PolicyUnavailable
 from sidecar.policy.contract import (
     DerivedChoice,
     DisclosureQuestion,
     ErasureDecision,
     ErasureRequestView,
 )
-from sidecar.policy.opa import PolicyClient, PolicyUnavailable
+from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.reader import Reader
 from sidecar.record import Stored
 from sidecar.store import Store, StoreUnavailable
@@ -102,7 +102,7 @@ class Eraser:
     def __init__(
         self,
         store: Store,
-        policy: PolicyClient,
+        policy: PolicyEngine,
         locks: ChainLocks,
         reader: Reader,
         audit: AuditLog | None = None,

@@ -39,7 +39,7 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import ErasureRefused, ErasureRequestsUnavailable, NotFound, Unavailable
 from sidecar.messages import ErasureProgress, ErasureRequest
 from sidecar.policy.contract import ErasureRequestView
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.store import Store
 from sidecar.store.scope import Absent, Either, Match, Scope
 from sidecar.writes.eraser import Eraser
@@ -176,7 +176,7 @@ class ErasureRequests:
     def __init__(
         self,
         store: Store,
-        policy: PolicyClient,
+        policy: PolicyEngine,
         eraser: Eraser,
         requests: Requests,
         locks: ChainLocks,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from sidecar.audit import AuditedErasure
 from sidecar.auth.identity import Identity
 from sidecar.errors import Unavailable
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.store import Store
 from sidecar.store.scope import NotAfter, Scope
 from sidecar.writes.eraser import Eraser, Erasing
@@ -69,7 +69,7 @@ class Sweeper:
     def __init__(
         self,
         store: Store,
-        policy: PolicyClient,
+        policy: PolicyEngine,
         eraser: Eraser,
         locks: ChainLocks,
         clock: Callable[[], datetime] = _utcnow,

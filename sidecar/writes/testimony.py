@@ -25,7 +25,7 @@ from datetime import datetime
 
 from sidecar.auth.identity import Identity
 from sidecar.policy.contract import PolicyIdentity, TrustClaim, TrustHearer, TrustInput
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryWrite, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
@@ -38,7 +38,7 @@ _MAX_EVIDENCE = 1000
 
 
 async def adopted(
-    policy: PolicyClient, store: Store, writer: Identity, observation: Observation, now: datetime
+    policy: PolicyEngine, store: Store, writer: Identity, observation: Observation, now: datetime
 ) -> list[MemoryWrite]:
     """The hearers' beliefs the trust policy adopts from the observation's claims."""
     speaker = observation.speaker

@@ -23,8 +23,9 @@ from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder, EmbeddingUnavailable
 from sidecar.embed.indexed import indexed_text
+from sidecar.errors import PolicyUnavailable
 from sidecar.errors import WriteRefused as WriteRefused
-from sidecar.policy.opa import PolicyClient, PolicyUnavailable
+from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Provenance, iso
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.scope import Scope
@@ -91,7 +92,7 @@ class Writer:
     def __init__(
         self,
         store: Store,
-        policy: PolicyClient,
+        policy: PolicyEngine,
         embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog | None = None,

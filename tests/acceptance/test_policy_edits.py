@@ -2,24 +2,26 @@
 
 An age rule, written the way docs/policies.md invites (a denial of its own), withholds
 records that applied more than 100 days before the instant asked about. Records a
-hundred and more days apart differ only in `valid_at`, which the shipped policy's shape
-declaration lists as an instant it only compares with `as_of`: a sidecar that shares one
-decision per shape by default would serve the old record on the young one's allow (the
-outside review of issue 35 found exactly this form escaping the text guard). On the
-defaults every record is decided alone: GET, recall and explain agree, first asked and
-from the cache.
+hundred and more days apart differ only in `valid_at`, which the shipped policy only
+sets against the instant asked about: a sidecar that shared one decision across both
+would serve the old record on the young one's allow (the outside review of issue 35 found
+exactly this form escaping the text guard). What the compiled policy reads keeps
+`valid_at` exact, and the arithmetic on the instant asked about (it may flip at any
+moment) caches nothing; the sidecar says so at start, in its log and on
+whose_decision_sharing. GET, recall and explain agree, asked once and again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.bundles import policy_copy
-from tests.conftest import as_, start_sidecar, stop
+from tests.conftest import as_, metric, start_sidecar, stop
 
 AGE_RULE = """
 # METADATA
@@ -48,12 +50,16 @@ def _record(days_ago: int, n: int) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def edited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("edited")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("edited")
+
+
+@pytest.fixture(scope="module")
+def edited(folder: Path) -> Iterator[str]:
     policy = policy_copy(folder / "rego")
     denials = policy / "whose" / "disclosure" / "denials.rego"
     denials.write_text(denials.read_text() + AGE_RULE)
-    # An hour-long bucket: the second ask of each record comes from the cache.
+    # An hour-long bucket: were anything cached, the second ask would come from it.
     env = {"WHOSE_POLICY_DIR": str(policy), "WHOSE_CACHE_BUCKET_S": "3600"}
     base, process = start_sidecar(folder / "data", env)
     yield base
@@ -84,3 +90,11 @@ def test_an_age_rule_withholds_the_old_record_whatever_was_decided_before(edited
         )
         assert explained.status_code == 200, explained.text
         assert explained.json()["decision"]["allow"] is False
+
+
+def test_the_sidecar_says_the_age_rule_caches_nothing(edited: str, folder: Path) -> None:
+    said = (folder / "data" / "sidecar.log").read_text()
+    assert "not shared and not cached" in said
+    assert "the instant asked about is passed to minus (whose/disclosure/denials.rego:" in said
+    assert metric(edited, "whose_decision_sharing", mode="uncached") == 1
+    assert metric(edited, "whose_decision_sharing", mode="shape") == 0

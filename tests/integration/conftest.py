@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import PolicyClient
 from sidecar.store import Store
@@ -22,15 +23,15 @@ from tests.conftest import OPA_LIBRARY, POLICY_DIR, STORE_BACKENDS
 EVALUATORS = ("server", "linked")
 
 
-def policy_client(kind: str, request: pytest.FixtureRequest, folder: Path) -> PolicyClient:
-    """A policy client on the shipped policy, not yet started."""
+def policy_client(kind: str, request: pytest.FixtureRequest, folder: Path) -> PolicyEngine:
+    """A policy engine on the shipped policy, not yet started."""
     if kind == "server":
         return PolicyClient(request.getfixturevalue("opa_url"), 2.0)
     return LinkedOpa(OPA_LIBRARY, POLICY_DIR, folder / "opa-bundle", 2.0)
 
 
 @pytest.fixture(params=EVALUATORS)
-async def policy(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[PolicyClient]:
+async def policy(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[PolicyEngine]:
     client = policy_client(request.param, request, tmp_path)
     await client.start()
     yield client

@@ -25,7 +25,7 @@ import pytest
 
 from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryWrite
 from sidecar.store import Store, StoreUnavailable
 from sidecar.store.edge import EdgeStore
@@ -110,7 +110,7 @@ def open_ids(records: dict[str, dict[str, Any]]) -> set[str]:
 
 
 @pytest.fixture
-def writer(store: Store, policy: PolicyClient) -> Writer:
+def writer(store: Store, policy: PolicyEngine) -> Writer:
     return Writer(DiesBeforeClosing(store), policy, embedder, LocalLocks())
 
 
@@ -189,7 +189,7 @@ class LandsLate:
 
 @pytest.mark.parametrize("later", [1, 2])
 async def test_a_version_stored_after_its_writer_gave_up_is_mended_into_the_line(
-    store: Store, policy: PolicyClient, later: int
+    store: Store, policy: PolicyEngine, later: int
 ) -> None:
     """v2's store call fails (503), the lock is let go, `later` versions are written,
     and only then is v2 stored: it and the version after v1 both supersede v1. The

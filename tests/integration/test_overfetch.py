@@ -22,7 +22,7 @@ from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.cache import LocalCache
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.allow_rate import LocalAllowRates
 from sidecar.reads.gate import Disclosure, Gate
@@ -70,7 +70,7 @@ def ask() -> DisclosureQuestion:
 
 
 @pytest.fixture
-def gate(policy: PolicyClient, tmp_path: Path) -> Disclosure:
+def gate(policy: PolicyEngine, tmp_path: Path) -> Disclosure:
     """The gate every read path uses, with an in-process cache and a file audit log."""
     audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
     return Gate(policy, LocalCache(1000, ttl_s=10), audit, bucket_s=5).begin(ask(), "test")
@@ -124,7 +124,7 @@ async def test_exhausted_store_is_not_truncated(crowded: EdgeStore, gate: Disclo
 
 
 async def test_a_learned_allow_rate_finishes_in_one_round(
-    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+    crowded: EdgeStore, policy: PolicyEngine, tmp_path: Path
 ) -> None:
     """Bob may read 5 of the 105 notes, all ranked after the 100 he may not."""
     audit = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=100)
@@ -146,7 +146,7 @@ async def test_a_learned_allow_rate_finishes_in_one_round(
 
 
 async def test_reads_by_id_teach_the_allow_rate_nothing(
-    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+    crowded: EdgeStore, policy: PolicyEngine, tmp_path: Path
 ) -> None:
     """Bob naming Alice's private notes by id (get, history) is told what a missing id
     is told; the allow rate that sizes his next search must not learn from them either,
@@ -176,7 +176,7 @@ async def test_reads_by_id_teach_the_allow_rate_nothing(
 
 
 async def test_a_search_without_pushdown_never_sizes_one_with_it(
-    crowded: EdgeStore, policy: PolicyClient, tmp_path: Path
+    crowded: EdgeStore, policy: PolicyEngine, tmp_path: Path
 ) -> None:
     """Without the policy's filter a search decides records the asker may not see (100
     of Alice's notes crowd Bob's 5); what it learns must not size Bob's filtered

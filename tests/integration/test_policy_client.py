@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 
 from sidecar.auth.identity import Identity
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import DISCLOSURE_RULE, PolicyClient, PolicyUnavailable
 from tests.conftest import OPA_LIBRARY, free_port, start_opa, stop
@@ -54,7 +55,7 @@ def data_calls(opa_url: str) -> float:
     return total
 
 
-def disclosure_calls(policy: PolicyClient, opa_url: str) -> float:
+def disclosure_calls(policy: PolicyEngine, opa_url: str) -> float:
     """Disclosure evaluations so far: counted by the OPA server itself, or for the linked
     evaluator (no server to count them) by the sidecar's own metric of policy calls."""
     if isinstance(policy, LinkedOpa):
@@ -65,7 +66,7 @@ def disclosure_calls(policy: PolicyClient, opa_url: str) -> float:
     return data_calls(opa_url)
 
 
-async def test_a_batch_is_decided_in_one_call(policy: PolicyClient, opa_url: str) -> None:
+async def test_a_batch_is_decided_in_one_call(policy: PolicyEngine, opa_url: str) -> None:
     batch = [rec(["alice"]) for _ in range(20)] + [rec(["group:launch-team"]) for _ in range(20)]
     before = disclosure_calls(policy, opa_url)
     decisions = (await policy.disclosure(question(), batch)).decisions
@@ -88,7 +89,7 @@ async def test_the_claim_itself_is_not_sent_to_the_policy() -> None:
     assert "2026-10-17" not in str(sent)
 
 
-async def test_a_record_the_policy_says_nothing_about_is_denied(policy: PolicyClient) -> None:
+async def test_a_record_the_policy_says_nothing_about_is_denied(policy: PolicyEngine) -> None:
     nameless = rec(["group:launch-team"])
     del nameless["id"]
     nameless["id"] = None  # no id: the batch rule cannot key a decision for it

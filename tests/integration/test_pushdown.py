@@ -21,6 +21,7 @@ from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.policy.cache import LocalCache
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.opa import PolicyClient
 from sidecar.policy.pushdown import COMPILE_QUERY, UNKNOWNS, Untranslatable, Visible, visible
 from sidecar.reads.gate import Gate
@@ -32,17 +33,17 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 DIM = 8
 
 
-async def compiled(policy: PolicyClient, member: dict[str, Any]) -> Visible:
+async def compiled(policy: PolicyEngine, member: dict[str, Any]) -> Visible:
     return visible(await policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS), "acme")
 
 
-async def test_a_member_sees_their_name_and_their_groups(policy: PolicyClient) -> None:
+async def test_a_member_sees_their_name_and_their_groups(policy: PolicyEngine) -> None:
     bob = await compiled(policy, {"id": "bob", "tenant": "acme"})
     assert bob.audience == frozenset({"bob", "group:launch-team"})
     assert bob.scopes == frozenset()  # bob holds no scope: only unscoped records
 
 
-async def test_directory_scopes_and_token_claims_count(policy: PolicyClient) -> None:
+async def test_directory_scopes_and_token_claims_count(policy: PolicyEngine) -> None:
     carol = await compiled(policy, {"id": "carol", "tenant": "acme"})
     assert carol.scopes == frozenset({"launch-core"})
     dave = await compiled(
@@ -52,7 +53,7 @@ async def test_directory_scopes_and_token_claims_count(policy: PolicyClient) -> 
     assert dave.scopes == frozenset({"audit"})
 
 
-async def test_a_member_of_another_tenant_sees_nothing_here(policy: PolicyClient) -> None:
+async def test_a_member_of_another_tenant_sees_nothing_here(policy: PolicyEngine) -> None:
     mallory = await compiled(policy, {"id": "mallory", "tenant": "globex"})
     assert mallory.audience == frozenset()
 
@@ -113,7 +114,7 @@ async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
 
 
 async def test_the_filter_keeps_every_record_the_policy_allows(
-    policy: PolicyClient, store: EdgeStore, tmp_path: Path
+    policy: PolicyEngine, store: EdgeStore, tmp_path: Path
 ) -> None:
     gate = Gate(
         policy, LocalCache(0, 1), AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, 10), 5

@@ -1,11 +1,13 @@
 """Deciding shapes (policy/shape.py) decides exactly as deciding each record.
 
 On generated worlds — records of every modality from the leak oracle's strategies,
-each with twins that differ from it only where the policy's `shape` rule says no rule
-looks (ids, storage times, source ids, derivations) or in times moved around the
-instant asked about — the gate's decisions, made per shape and reused across
-requests from its cache, must equal OPA's decision about each record on its own.
-Real OPA (the linked evaluator, on the shipped policy and a world directory).
+each with twins that differ from it only where the shipped policy reads nothing (ids,
+storage times, source ids, derivations: its read set, computed from the compiled
+policy, policy/readset.py) or in times moved around the instant asked about — the
+gate's decisions, made per shape and reused across requests from its cache, must
+equal OPA's decision about each record on its own. Real OPA (the linked evaluator,
+on the shipped policy and a world directory). tests/oracle/test_readset.py does the
+same over edited policies.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sidecar.auth.identity import Identity
 from sidecar.policy.cache import Keys, LocalCache
 from sidecar.policy.contract import Decision, DisclosureQuestion, policy_view
 from sidecar.policy.linked_opa import LinkedOpa
-from sidecar.policy.shape import ShapeSpec, shape_of
+from sidecar.policy.readset import ReadSet
 from sidecar.reads.gate import Gate
 from sidecar.record import MemoryRecord, PremiseChange, Stored
 from tests.conftest import OPA_LIBRARY, POLICY_DIR
@@ -204,21 +206,44 @@ def test_per_shape_decisions_are_per_record_decisions(
     for _ in range(2):
         shared = decide_by_gate(engine, gate, question, records)
         assert shared == alone
-    # The gate did decide by shape: its declaration was heard, and twins shared one.
-    spec = gate.shape_spec(gate.last_revision)
-    assert spec is not None
-    keys = Keys(question, gate.last_revision or "", BUCKET_S)
-    shapes = [shape_of(policy_view(r), spec, keys.instants) for r in records]
+    # The gate did decide by shape, and twins shared one.
+    plan = gate.decider.plan(gate.decider.last_revision)
+    assert plan.mode == "shape"
+    assert plan.shaper is not None
+    keys = Keys(question, gate.decider.last_revision or "", BUCKET_S)
+    shapes = [plan.shaper.shape_of(policy_view(r), keys.instants) for r in records]
     assert len({s.id for s in shapes if s is not None}) < len(records)
 
 
-def test_the_shape_rule_is_in_the_policys_answer(engine: Engine, tmp_path: Path) -> None:
-    question = DisclosureQuestion(Identity("p0", TENANT), [], "recall", datetime.now(UTC))
-    batch = engine.loop.run_until_complete(engine.linked.disclosure(question, []))
-    spec = ShapeSpec.parse(batch.shape)
-    assert spec is not None
-    assert ("id",) in spec.ignores
-    assert ("valid_at",) in spec.instants
+def test_what_the_shipped_policy_reads(engine: Engine, tmp_path: Path) -> None:
+    loaded = engine.linked.read_set()
+    assert loaded is not None
+    _revision, read_set = loaded
+    assert read_set == ReadSet(
+        reads=(
+            ("access_scope",),
+            ("act",),
+            ("audience",),
+            ("modality",),
+            ("observed_id",),
+            ("observed_path",),
+            ("observer_id",),
+            ("tenant",),
+            ("source", "channel"),
+            ("source", "kind"),
+            ("source", "participants"),
+            ("evidence", "*", "by"),
+            ("evidence", "*", "kind"),
+            ("evidence", "*", "ref"),
+            ("premise_changes", "*", "change"),
+        ),
+        instants=(("invalid_at",), ("valid_at",), ("evidence", "*", "at")),
+        compared=(("invalid_at",), ("valid_at",), ("evidence", "*", "at")),
+    )
+    # Ids, storage times, sources, confidence and derivations are not read: shared on.
+    read = {p[0] for p in (*read_set.reads, *read_set.instants)}
+    for unread in ("id", "recorded_at", "source_id", "confidence", "provenance", "proposition"):
+        assert unread not in read
 
 
 class Counting:
@@ -235,8 +260,8 @@ class Counting:
     def standing_revision(self) -> str | None:
         return self.linked.standing_revision()
 
-    def policy_sources(self) -> dict[str, str] | None:
-        return self.linked.policy_sources()
+    def read_set(self) -> tuple[str, ReadSet] | None:
+        return self.linked.read_set()
 
 
 @pytest.mark.parametrize("shapes", [True, False])
@@ -275,8 +300,8 @@ def test_the_steady_state_asks_the_evaluator_nothing(engine: Engine, shapes: boo
     answers.append(decide_by_gate(engine, gate, question, seen))
     assert all(d.allow for answer in answers for d in answer.values())
     if shapes:
-        # Alone while the declaration is unheard, then the one shape once, then nothing:
-        # the linked evaluator's revision stands, and every decision is in the cache.
+        # Alone while no revision is heard, then the one shape once, then nothing: the
+        # linked evaluator's revision stands, and every decision is in the cache.
         assert counting.asked == [20, 1]
     else:
         # Each new record on its own; records seen before from the cache.

@@ -91,6 +91,17 @@ def test_evidence_times_are_boundaries_too() -> None:
     assert key(record=RECORD | {"evidence": evidence}) is None
 
 
+def test_every_time_the_policy_sets_against_now_keeps_its_boundary_check() -> None:
+    # A time the cache does not know, which the policy compares with the instant asked
+    # about (policy/readset.py `compared`): inside the bucket, no caching either.
+    inside = RECORD | {"expires_at": (NOW + timedelta(seconds=2)).isoformat()}
+    assert Keys(QUESTION, "whose@r1", bucket_s=5).key(inside) is not None
+    assert Keys(QUESTION, "whose@r1", bucket_s=5, times=(("expires_at",),)).key(inside) is None
+    # Known times keep theirs whatever the policy is found to read.
+    valid = RECORD | {"valid_at": (NOW + timedelta(seconds=2)).isoformat()}
+    assert Keys(QUESTION, "whose@r1", bucket_s=5, times=(("expires_at",),)).key(valid) is None
+
+
 def test_an_unreadable_time_is_never_cached() -> None:
     assert key(record=RECORD | {"valid_at": "soon"}) is None
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sidecar.auth.identity import Identity
 from sidecar.policy.contract import DisclosureQuestion, policy_view
-from sidecar.reads.gate import Disclosure
+from sidecar.policy.decider import Consultation
 from sidecar.record import Stored
 
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
@@ -30,9 +30,9 @@ def stored(**fields: Any) -> Stored:
     return record
 
 
-def disclosure() -> Disclosure:
-    # The gate is not reached by `_view`; the policy and the store are not needed here.
-    return Disclosure(gate=None, question=QUESTION, route="recall")  # type: ignore[arg-type]
+def disclosure() -> Consultation:
+    # The decider is not reached by `_view`; the policy and the cache are not needed here.
+    return Consultation(decider=None, question=QUESTION)  # type: ignore[arg-type]
 
 
 def test_a_view_is_what_the_policy_reads_and_is_made_once_per_payload() -> None:

@@ -1,30 +1,46 @@
-"""A record's shape (policy/shape.py): what makes two records alike to the policy."""
+"""A record's shape (policy/shape.py): what makes two records alike to the policy,
+given what the compiled policy reads (policy/readset.py)."""
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
-from typing import Any, cast
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from sidecar.audit.writer import AuditLog
-from sidecar.policy.cache import LocalCache
-from sidecar.policy.opa import PolicyClient
-from sidecar.policy.shape import Instants, Shape, ShapeSpec, shape_of
-from sidecar.reads.gate import Gate
+from sidecar.policy.decider import Decider
+from sidecar.policy.readset import MalformedReadSet, ReadSet
+from sidecar.policy.shape import Instants, Shape, Shaper, rfc3339_ns
 from sidecar.settings import Settings
 
-SPEC = ShapeSpec.parse(
-    {
-        "ignores": ["id", "recorded_at", "source_id", "provenance.derived_from"],
-        "instants": ["valid_at", "invalid_at", "evidence.at"],
-    }
+READS = ReadSet(
+    reads=(
+        ("tenant",),
+        ("observer_id",),
+        ("modality",),
+        ("audience",),
+        ("access_scope",),
+        ("provenance", "writer"),
+        ("evidence", "*", "kind"),
+        ("evidence", "*", "by"),
+    ),
+    instants=(("valid_at",), ("invalid_at",), ("evidence", "*", "at")),
+    compared=(("valid_at",), ("invalid_at",), ("evidence", "*", "at")),
 )
-AS_OF = datetime(2026, 6, 1, tzinfo=UTC).timestamp()
-NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC).timestamp()
-ASKED = Instants(as_of=AS_OF, bucket_start=NOW, bucket_end=NOW + 5)
-NOW_ONLY = Instants(as_of=None, bucket_start=NOW, bucket_end=NOW + 5)
+SHAPER = Shaper(READS)
+
+
+def ns(at: datetime) -> int:
+    found = rfc3339_ns(at.isoformat())
+    assert found is not None
+    return found
+
+
+AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
+NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+ASKED = Instants(now_ns=ns(NOW), as_of_ns=ns(AS_OF))
+NOW_ONLY = Instants(now_ns=ns(NOW), as_of_ns=ns(NOW))
 
 
 def view(**fields: Any) -> dict[str, Any]:
@@ -43,8 +59,7 @@ def view(**fields: Any) -> dict[str, Any]:
 
 
 def shape_or_none(instants: Instants = ASKED, **fields: Any) -> Shape | None:
-    assert SPEC is not None
-    return shape_of(view(**fields), SPEC, instants)
+    return SHAPER.shape_of(view(**fields), instants)
 
 
 def shape(instants: Instants = ASKED, **fields: Any) -> Shape:
@@ -61,6 +76,7 @@ def test_records_that_differ_only_where_the_policy_does_not_look_share_a_shape()
         recorded_at="2026-03-01T00:00:00+00:00",
         provenance={"writer": "alice", "derived_from": ["d9", "d8"]},
         valid_at="2026-05-31T23:59:59+00:00",  # still before as_of
+        confidence=0.1,  # not read at all
     )
     assert one.digest == other.digest
     assert one.id == other.id
@@ -74,60 +90,139 @@ def test_what_the_policy_reads_tells_shapes_apart() -> None:
         {"modality": "known"},
         {"access_scope": "s"},
         {"evidence": [{"kind": "acknowledgement", "by": "carol", "at": "2026-02-01T00:00:00Z"}]},
+        # One item more: the length of what is iterated is read too.
+        {"evidence": [{"kind": "acknowledgement", "by": "bob", "at": "2026-02-01T00:00:00Z"}] * 2},
     ):
         other = shape(**changed)
         assert other.digest != base.digest, changed
 
 
-def test_a_time_counts_by_its_side_of_the_instant_asked_about() -> None:
+def test_a_time_counts_by_its_side_of_the_instants_asked_about() -> None:
     before = shape(valid_at="2026-05-31T00:00:00+00:00")
     at = shape(valid_at="2026-06-01T00:00:00+00:00")
     after = shape(valid_at="2026-06-02T00:00:00+00:00")
     assert len({before.digest, at.digest, after.digest}) == 3
-    # Without an explicit as_of, by its side of now's bucket.
+    # To the nanosecond, as OPA parses it (a float would make these one).
+    close = shape(valid_at="2026-06-01T00:00:00.000000001Z")
+    assert close.digest == after.digest != at.digest
+    # Without an explicit as_of, by its side of now.
     past = shape(NOW_ONLY, valid_at="2026-05-31T00:00:00+00:00")
     also_past = shape(NOW_ONLY, valid_at="2026-06-02T00:00:00+00:00")
     future = shape(NOW_ONLY, valid_at="2100-01-01T00:00:00+00:00")
     assert past.digest == also_past.digest != future.digest
 
 
-def test_a_time_inside_the_bucket_or_unreadable_leaves_the_record_alone() -> None:
-    inside = datetime.fromtimestamp(NOW + 2, UTC).isoformat()
-    assert shape_or_none(valid_at=inside) is None
-    assert shape_or_none(evidence=[{"kind": "acknowledgement", "by": "bob", "at": inside}]) is None
+def test_an_unreadable_time_leaves_the_record_alone() -> None:
     assert shape_or_none(invalid_at="soon") is None
+    assert shape_or_none(evidence=[{"kind": "acknowledgement", "by": "bob", "at": 5}]) is None
+    # What Python reads but OPA's RFC 3339 does not (or reads otherwise) is unreadable.
+    for unlike in (
+        "2026-01-01",
+        "2026-01-01T00:00:00",
+        "2026-01-01 00:00:00Z",
+        "9999-01-01T00:00:00Z",
+    ):
+        assert shape_or_none(valid_at=unlike) is None, unlike
     # An absent or null time is a side of its own.
     assert shape_or_none(invalid_at=None) is not None
+    assert shape_or_none(invalid_at=None).digest != shape().digest  # type: ignore[union-attr]
 
 
-def test_the_policy_is_asked_about_the_shape_not_the_record() -> None:
+def test_rfc3339_is_read_to_the_nanosecond_with_its_offset() -> None:
+    assert rfc3339_ns("1970-01-01T00:00:00Z") == 0
+    assert rfc3339_ns("1970-01-01T01:00:00+01:00") == 0
+    assert rfc3339_ns("1970-01-01T00:00:00.5-00:30") == 1800 * 10**9 + 5 * 10**8
+    assert rfc3339_ns("2026-02-30T00:00:00Z") is None
+    at = datetime(2026, 12, 3, 12, 0, 0, 123456, tzinfo=UTC)
+    assert rfc3339_ns(at.isoformat()) == int(at.timestamp()) * 10**9 + 123456000
+    assert rfc3339_ns(at.isoformat().replace("+00:00", "Z")) == ns(at)
+    assert ns(at + timedelta(microseconds=1)) - ns(at) == 1000
+
+
+def test_the_policy_is_asked_about_what_it_reads_under_the_shapes_id() -> None:
     got = shape()
     assert got.representative["id"] == got.id != "r1"
     for gone in ("source_id", "recorded_at"):
         assert gone not in got.representative
     assert got.representative["provenance"] == {"writer": "alice"}
+    assert got.representative["evidence"] == [
+        {"kind": "acknowledgement", "by": "bob", "at": "2026-02-01T00:00:00+00:00"}
+    ]
     # The times the policy sets against as_of are the record's own.
     assert got.representative["valid_at"] == "2026-01-01T00:00:00+00:00"
 
 
-def test_a_malformed_declaration_turns_shapes_off() -> None:
-    assert SPEC is not None
-    assert ("provenance", "derived_from") in SPEC.ignores
-    malformed: list[Any] = [None, [], {"ignores": "id"}, {"ignores": [""]}, {"instants": ["a..b"]}]
+def test_a_path_read_whole_keeps_everything_below_it() -> None:
+    whole = Shaper(ReadSet(reads=(("provenance",),), instants=(), compared=()))
+    one = whole.shape_of(view(), ASKED)
+    other = whole.shape_of(view(provenance={"writer": "alice", "derived_from": ["x"]}), ASKED)
+    assert one is not None
+    assert other is not None
+    assert one.digest != other.digest
+    assert one.representative["provenance"] == view()["provenance"]
+
+
+def test_a_malformed_read_set_is_refused() -> None:
+    malformed: list[Any] = [
+        None,
+        [],
+        {"reads": "id"},
+        {"reads": [[""]], "instants": [], "compared": [], "unbounded": [], "uncacheable": []},
+        {"reads": [], "instants": [], "compared": [], "unbounded": [1], "uncacheable": []},
+    ]
     for raw in malformed:
-        assert ShapeSpec.parse(raw) is None, raw
+        with pytest.raises(MalformedReadSet):
+            ReadSet.parse(raw)
 
 
-def test_shapes_are_off_by_default_and_turning_them_on_says_so(
+class Unread:
+    """An engine whose policy is not at hand (an OPA server of its own)."""
+
+    def read_set(self) -> None:
+        return None
+
+
+class Loaded:
+    def __init__(self, read_set: ReadSet) -> None:
+        self._read_set = read_set
+
+    def read_set(self) -> tuple[str, ReadSet]:
+        return "r1", self._read_set
+
+
+def test_shapes_are_on_by_default_and_the_start_says_what_they_are_shared_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Until what a decision reads is computed from the compiled policy, nothing justifies
-    # sharing one: each record is decided alone unless the operator says otherwise.
-    assert Settings().decide_shapes is False
-    cache = LocalCache(10, ttl_s=1)
-    with caplog.at_level(logging.WARNING, logger="whose.disclosure"):
-        Gate(cast(PolicyClient, None), cache, cast(AuditLog, None), bucket_s=5)
-        assert not caplog.records
-        Gate(cast(PolicyClient, None), cache, cast(AuditLog, None), bucket_s=5, shapes=True)
+    assert Settings().decide_shapes is True
+    with caplog.at_level(logging.INFO, logger="whose.policy"):
+        decider = Decider(Loaded(READS), None, bucket_s=5)  # type: ignore[arg-type]
     [line] = caplog.records
-    assert "trusted as written" in line.getMessage()
+    assert line.levelno == logging.INFO
+    assert "shared on tenant, observer_id" in line.getMessage()
+    assert "evidence.*.at" in line.getMessage()
+    assert decider.plan("r1").mode == "shape"
+
+
+def test_a_policy_that_cannot_be_bounded_says_so_once_and_shares_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    unbounded = ReadSet((), (), (), ("the whole record is passed to walk (x.rego:3)",))
+    uncached = ReadSet((), (), (), (), ("the instant asked about is passed to minus (x.rego:4)",))
+    for read_set, mode in ((unbounded, "record"), (uncached, "uncached")):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="whose.policy"):
+            decider = Decider(Loaded(read_set), None, bucket_s=5)  # type: ignore[arg-type]
+            decider.plan("r1")
+        [line] = caplog.records
+        assert line.levelno == logging.WARNING
+        assert "x.rego" in line.getMessage()
+        assert decider.plan("r1").mode == mode
+        assert decider.plan("r1").shaper is None
+
+
+def test_an_opa_of_its_own_decides_each_record_alone() -> None:
+    decider = Decider(Unread(), None, bucket_s=5)  # type: ignore[arg-type]
+    plan = decider.plan("their-revision")
+    assert plan.mode == "record"
+    assert plan.shaper is None
+    assert plan.caches
