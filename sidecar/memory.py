@@ -46,7 +46,7 @@ from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
-from sidecar.writes.versions import Change, Point, Versions
+from sidecar.writes.versions import Change, Versions, WrittenPoint
 from sidecar.writes.witnessed import WitnessedEvent
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
@@ -120,7 +120,7 @@ class Memory:
     # --- documents by the ids their library gave them (the Qdrant dialect) -------------
 
     async def upsert_points(
-        self, who: Identity, points: Sequence[Point], route: WriteRoute = "proxy.upsert"
+        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute = "proxy.upsert"
     ) -> StoredRecords:
         """Each point a new document, or a new version of the one its id names
         (writes/versions.py); all or nothing."""

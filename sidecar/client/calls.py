@@ -244,7 +244,7 @@ def explain(request: ExplainRequest) -> Call[ExplainResponse]:
 
 
 @dataclass(frozen=True)
-class Point:
+class ScrolledPoint:
     """A disclosed record as the Qdrant dialect serves it: the stored record with
     `content` the attribution sentence, `as_written` the writer's wording, and `whose`
     (attribution, usable_as, obligations, status)."""
@@ -254,15 +254,15 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Page:
-    points: list[Point]
+class ScrollPage:
+    points: list[ScrolledPoint]
     # Where the next page starts; None at the end.
     next: UUID | None
 
 
 def scroll(
     collection: str, match: Mapping[str, str], limit: int, after: UUID | None = None
-) -> Call[Page]:
+) -> Call[ScrollPage]:
     """POST /collections/{c}/points/scroll: disclosable current records in id order,
     each field of `match` equal to its value (indexed fields only, see store/schema.py).
     Not a native route: the native API lists nothing, and the LangGraph store needs a
@@ -279,11 +279,11 @@ def scroll(
     return Call("POST", SCROLL.path(collection=collection), _page, json=body)
 
 
-def _page(content: bytes) -> Page:
+def _page(content: bytes) -> ScrollPage:
     result = json.loads(content)["result"]
-    points = [Point(UUID(str(p["id"])), dict(p["payload"])) for p in result["points"]]
+    points = [ScrolledPoint(UUID(str(p["id"])), dict(p["payload"])) for p in result["points"]]
     following = result.get("next_page_offset")
-    return Page(points, None if following is None else UUID(str(following)))
+    return ScrollPage(points, None if following is None else UUID(str(following)))
 
 
 # --- refusals -----------------------------------------------------------------------

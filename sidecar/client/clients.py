@@ -29,7 +29,7 @@ from tenacity import (
 
 import sidecar.client.calls as calls
 from sidecar.audit.model import Outcome, Purpose
-from sidecar.client.calls import Call, Page
+from sidecar.client.calls import Call, ScrollPage
 from sidecar.errors import Unavailable
 from sidecar.messages import (
     AuditPage,
@@ -333,7 +333,7 @@ class WhoseClient:
 
     def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
-    ) -> Page:
+    ) -> ScrollPage:
         """A page of disclosable current records in id order, through the Qdrant
         dialect (the native API has no listing)."""
         return self.send(calls.scroll(self.connection.collection, match, limit, after))
@@ -452,5 +452,5 @@ class AsyncWhoseClient:
 
     async def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
-    ) -> Page:
+    ) -> ScrollPage:
         return await self.send(calls.scroll(self.connection.collection, match, limit, after))

@@ -47,9 +47,9 @@ from sidecar.policy.opa import PolicyClient, PolicyUnavailable
 from sidecar.reads.reader import Reader
 from sidecar.record import Stored
 from sidecar.store import Store, StoreUnavailable
-from sidecar.writes.relink import MAX_RUN, neighbours, relink
 from sidecar.writes.lineage import Lineage, chain_lock_key, derived_from
 from sidecar.writes.locks import ChainLocks, LockUnavailable
+from sidecar.writes.relink import MAX_RUN, neighbours, relink
 
 # Ids one request by id may name, and records one erasure erases in all (cascades
 # included): larger sets go through a bulk request, a step at a time.

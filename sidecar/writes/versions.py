@@ -60,7 +60,7 @@ def _utcnow() -> datetime:
 
 
 @dataclass(frozen=True)
-class Point:
+class WrittenPoint:
     """One point a library wrote: its id, its dense vector, its payload."""
 
     id: UUID
@@ -148,7 +148,7 @@ class Versions:
     # --- writes -----------------------------------------------------------------------
 
     async def upsert(
-        self, who: Identity, points: Sequence[Point], route: WriteRoute
+        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute
     ) -> list[MemoryRecord]:
         """Each point as a new document or a new version of the one its id names:
         all or nothing (WriteRefused with every reason)."""
@@ -295,7 +295,7 @@ class Versions:
         return [s.record for s in answer.shown]
 
 
-def _converted(points: Sequence[Point], writer: str) -> list[MemoryWrite]:
+def _converted(points: Sequence[WrittenPoint], writer: str) -> list[MemoryWrite]:
     bodies: list[MemoryWrite] = []
     problems: list[dict[str, Any]] = []
     for index, point in enumerate(points):

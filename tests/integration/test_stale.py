@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sidecar.auth.identity import Identity
-from sidecar.writes.versions import Point
+from sidecar.writes.versions import WrittenPoint
 from sidecar.writes.writer import WriteRefused
 from tests.integration.lifecycle import (
     DIM,
@@ -76,11 +76,15 @@ async def test_a_narrowed_premise_makes_its_derivation_stale(world: Core) -> Non
     shared = {"content": "the venue is Hall A", "audience": ["alice", "bob"], "source": "s"}
     vector = embedder.embed("the venue is Hall A")
     assert len(vector) == DIM
-    [premise] = await world.versions.upsert(ALICE, [Point(point, vector, shared)], "proxy.upsert")
+    [premise] = await world.versions.upsert(
+        ALICE, [WrittenPoint(point, vector, shared)], "proxy.upsert"
+    )
     [chosen] = await world.write("alice", summary(premise.id))
     # The document again, for Alice alone: a new line; the old version withdrawn.
     narrowed = shared | {"audience": ["alice"]}
-    [again] = await world.versions.upsert(ALICE, [Point(point, vector, narrowed)], "proxy.upsert")
+    [again] = await world.versions.upsert(
+        ALICE, [WrittenPoint(point, vector, narrowed)], "proxy.upsert"
+    )
     assert again.id != premise.id
     old = (await world.stored(premise.id))[str(premise.id)]
     assert "invalid_at" in old

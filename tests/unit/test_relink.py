@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.writes.relink import neighbours, relink
 from sidecar.writes.lineage import marked
+from sidecar.writes.relink import neighbours, relink
 
 
 def chain(n: int) -> dict[str, dict[str, Any]]:

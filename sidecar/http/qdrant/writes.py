@@ -41,7 +41,7 @@ from sidecar.http.qdrant.dialect import (
 from sidecar.services import Services
 from sidecar.store.scope import Scope
 from sidecar.writes.eraser import MAX_IDS
-from sidecar.writes.versions import Change, Point
+from sidecar.writes.versions import Change, WrittenPoint
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
 RawBody = Annotated[dict[str, Any], Body()]
@@ -148,7 +148,7 @@ async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
         record = point_as_record_id(point)
         if record is None:
             raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
-        points.append(Point(record, dense_vector(vector), payload))
+        points.append(WrittenPoint(record, dense_vector(vector), payload))
     try:
         await svc.memory.upsert_points(who, points)
     except WhoseError as exc:
