@@ -32,7 +32,7 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-Purpose = Literal["recall", "get", "history", "explain", "write", "erase"]
+AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase"]
 WriteRoute = Literal[
     "memories",
     "observations",
@@ -289,7 +289,7 @@ class AuditQuery(BaseModel):
     asker: str | None = None
     record: str | None = None
     outcome: Outcome | None = None
-    purpose: Purpose | None = None
+    purpose: AuditPurpose | None = None
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 100

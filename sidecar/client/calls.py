@@ -23,7 +23,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from sidecar.audit.model import Outcome, Purpose
+from sidecar.audit.model import AuditPurpose, Outcome
 from sidecar.errors import WhoseError, refusal_class
 from sidecar.messages import (
     AuditPage,
@@ -209,7 +209,7 @@ def audit(
     asker: str | None = None,
     record: str | UUID | None = None,
     outcome: Outcome | None = None,
-    purpose: Purpose | None = None,
+    purpose: AuditPurpose | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,

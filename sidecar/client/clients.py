@@ -28,7 +28,7 @@ from tenacity import (
 )
 
 import sidecar.client.calls as calls
-from sidecar.audit.model import Outcome, Purpose
+from sidecar.audit.model import AuditPurpose, Outcome
 from sidecar.client.calls import Call, ScrollPage
 from sidecar.errors import Unavailable
 from sidecar.messages import (
@@ -304,7 +304,7 @@ class WhoseClient:
         asker: str | None = None,
         record: str | UUID | None = None,
         outcome: Outcome | None = None,
-        purpose: Purpose | None = None,
+        purpose: AuditPurpose | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
@@ -427,7 +427,7 @@ class AsyncWhoseClient:
         asker: str | None = None,
         record: str | UUID | None = None,
         outcome: Outcome | None = None,
-        purpose: Purpose | None = None,
+        purpose: AuditPurpose | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,

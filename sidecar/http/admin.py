@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditQuery, Outcome, Purpose
+from sidecar.audit import AuditedRecord, AuditEntry, AuditPurpose, AuditQuery, Outcome
 from sidecar.audit.sink import SINK_ERRORS
 from sidecar.auth.identity import Identity
 from sidecar.errors import AuditUnavailable, Forbidden, NotFound
@@ -43,7 +43,7 @@ async def audit(
     asker: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     record: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     outcome: Outcome | None = None,
-    purpose: Purpose | None = None,
+    purpose: AuditPurpose | None = None,
     since: Instant | None = None,
     until: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
