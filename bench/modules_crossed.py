@@ -33,7 +33,11 @@ from sidecar.settings import Settings  # noqa: E402
 HEADERS = {"X-Whose-Asker": "alice", "X-Whose-Tenant": "acme"}
 RECORD = {
     "content": "Alice believes the launch is October 17",
-    "proposition": {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"},
+    "proposition": {
+        "text": "the launch is October 17",
+        "key": "launch.date",
+        "value": "2026-10-17",
+    },
     "observer_id": "alice",
     "source_id": "private-session-42",
     "source": {"kind": "conversation", "speaker": "alice"},
@@ -100,7 +104,7 @@ async def main() -> None:
                     "POST /v1/recall": await measured(crossed, app, recall, 200),
                 }
     sys.setprofile(None)
-    threading.setprofile(None)  # type: ignore[arg-type]
+    threading.setprofile(None)
     for route, modules in results.items():
         print(f"{route}: {len(modules)} sidecar modules")
         for module in sorted(modules):

@@ -45,10 +45,8 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from sidecar.errors import validation_reasons
-from sidecar.record import Library, MemoryWrite
+from sidecar.record import Library, MemoryWrite, Payload
 from sidecar.writes.writer import WriteRefused
-
-Payload = dict[str, Any]
 
 # The metadata keys of the convention, in the order they are looked for.
 AUDIENCE = "audience"

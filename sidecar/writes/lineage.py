@@ -24,16 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
-from sidecar.record import PremiseChange, Stored, iso
+from sidecar.record import Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.supersession import chain_of, predecessor_lock_key
-
-Payload = dict[str, Any]
 
 MAX_DEPTH = 8
 MAX_MARKED = 1000

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-Payload = dict[str, Any]
+from sidecar.record import Payload
 
 # How far `relink` walks through erased versions to a surviving neighbour.
 MAX_RUN = 100

@@ -39,7 +39,7 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import InvalidRequest
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.reader import Reader
-from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Stored, iso
+from sidecar.record import MemoryRecord, MemoryWrite, Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Match, Scope
 from sidecar.writes.documents import payload_of, to_write
@@ -48,7 +48,6 @@ from sidecar.writes.lineage import Lineage, chain_lock_key
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.writer import MAX_BATCH, Writer, WriteRefused
 
-Payload = dict[str, Any]
 # The versions one chosen id may have (a lookup is bounded by this per id), and the
 # versions one lookup reads in all.
 _MAX_VERSIONS = 100
