@@ -30,10 +30,12 @@ from sidecar.messages import (
     Item,
     MemoryResponse,
     Mind,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.nested import Filters, Minds, speech_conditions
@@ -43,11 +45,9 @@ from sidecar.settings import Settings
 from sidecar.store.scope import Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
-from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
-from sidecar.writes.witnessed import WitnessedEvent
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
 

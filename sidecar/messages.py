@@ -1,4 +1,5 @@
-"""Request and response bodies of the HTTP API (the records are in record.py).
+"""Request and response bodies of the HTTP API and the MCP tools (the records are in
+record.py): every body of the native routes and the MCP tools, in one module.
 
 The Python client (sidecar/client/) sends and reads these very models, so this module
 and what it imports stay free of the server's machinery (tests/unit/test_layering.py).
@@ -6,10 +7,12 @@ and what it imports stay free of the server's machinery (tests/unit/test_layerin
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from sidecar.audit.model import AuditEntry
 from sidecar.policy.contract import Decision, RuleReasons
@@ -247,6 +250,181 @@ class PropositionResponse(BaseModel):
     )
     decision_id: UUID
     truncated: bool = False
+
+
+# --- what an extractor writes: observations (writes/observations.py turns each into the
+# speaker's statements) and witnessed events (writes/witnessed.py: each witness's view)
+
+GROUP_NOT_PRESENT = "group_is_not_a_person_present"
+GROUP_NOT_A_MIND = "group_is_not_a_mind"
+
+
+def _a_person(name: str) -> str:
+    # docs/design.md §6: audience ⊆ who was present. A group is not someone in the room:
+    # its members come from the directory and from tokens, today and tomorrow.
+    if name.startswith("group:"):
+        raise PydanticCustomError(
+            GROUP_NOT_PRESENT, "a group is not a person present: name who was there"
+        )
+    return name
+
+
+# Someone who was there: the speaker or a participant (they become the audience).
+Present = Annotated[Name, AfterValidator(_a_person)]
+
+
+def _a_mind(name: str) -> str:
+    # "alice says that group:launch-team knows p" would hand a belief to whoever joins
+    # the group: a claim about a mind is about a person.
+    if name.startswith("group:"):
+        raise PydanticCustomError(GROUP_NOT_A_MIND, "a group is not a mind: name a person")
+    return name
+
+
+# Someone whose mind a claim is about.
+MindName = Annotated[Name, AfterValidator(_a_mind)]
+MindPath = Annotated[list[MindName], Field(min_length=1, max_length=MAX_PATH)]
+
+UNRESOLVED = "unresolved_reference"
+# Words whose meaning depends on who speaks, to whom, or when.
+_PERSON = re.compile(
+    r"\b(i|me|my|mine|myself|we|us|our|ours|ourselves|you|your|yours|yourself|yourselves)\b"
+    r"|\b(i'm|i've|i'd|i'll|we're|we've|you're|you've)\b",
+    re.IGNORECASE,
+)
+_TIME = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago)\b"
+    r"|\b(last|next|this)\s+(week|weekend|month|year|night|morning|afternoon|evening"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|spring|summer|autumn|fall|winter)\b",
+    re.IGNORECASE,
+)
+
+
+def unresolved(text: str) -> list[str]:
+    """The words of `text` that only its speaker and its moment give a meaning."""
+    return [m.group(0) for pattern in (_PERSON, _TIME) for m in pattern.finditer(text)]
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Proposition
+    about: MindName | MindPath | None = Field(
+        default=None,
+        description="Whose mind the claim is about: a person, or a chain of them "
+        "(`[bob, carol]`: bob thinks carol …), never a group.",
+    )
+    attitude: Attitude | None = Field(
+        default=None, description="With `about`: what the innermost mind does, knows or believes."
+    )
+    hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    quoted: bool = Field(
+        default=False,
+        description="The proposition's text is the speaker's own words, as said (first "
+        "person, relative times): stored and served as a quote, dated `said_at`.",
+    )
+    vector: Vector | None = Field(
+        default=None, description="Your own embedding of the claim (the collection's model)."
+    )
+
+    @model_validator(mode="after")
+    def _resolved(self) -> Claim:
+        if not self.quoted and (words := unresolved(self.proposition.text)):
+            raise PydanticCustomError(
+                UNRESOLVED,
+                "{words}: whose, or when? Resolve them (name the person, give the date) "
+                "or send the speaker's words as said, with quoted: true",
+                {"words": ", ".join(dict.fromkeys(w.lower() for w in words))},
+            )
+        return self
+
+    def path(self, speaker: str) -> list[str]:
+        """The minds after the speaker the claim is about (none: the speaker's own)."""
+        about = [self.about] if isinstance(self.about, str) else list(self.about or [])
+        return [] if about in ([], [speaker]) else about
+
+
+class Observation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Present
+    source_id: Name
+    channel: Name | None = None
+    participants: list[Present] = Field(default_factory=list, max_length=1000)
+    said_at: Instant | None = None
+    access_scope: Name | None = None
+    claims: list[Claim] = Field(min_length=1, max_length=100)
+
+
+# One record per witness (and one more for an announcement); 16 keeps an event small
+# and bounds the views `minds` derives from it (settings.max_mind_views).
+MAX_WITNESSES = 16
+MAX_READERS = 100
+
+
+def _keyed(proposition: Proposition) -> Proposition:
+    # Without a key there is no chain: a witness's view would never be superseded by
+    # what they see next, and they would hold every position the marble ever had.
+    if not proposition.key:
+        raise PydanticCustomError("proposition_key_required", "a witnessed proposition needs a key")
+    return proposition
+
+
+def _a_group(name: str) -> str:
+    if not name.startswith("group:") or name == "group:":
+        raise PydanticCustomError(
+            "announcement_to_a_group", "an announcement is made to a `group:` of the directory"
+        )
+    return name
+
+
+class Announcement(BaseModel):
+    """Who announced the proposition, to which directory group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Present
+    to: Annotated[Name, AfterValidator(_a_group)] = Field(
+        description="The directory group, as `group:<name>`, every member of which was present."
+    )
+
+
+class WitnessedEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Annotated[Proposition, AfterValidator(_keyed)]
+    witnessed_by: list[Present] = Field(
+        min_length=1, max_length=MAX_WITNESSES, description="Everyone who was present."
+    )
+    unnoticed: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_WITNESSES,
+        description="Witnesses nobody else saw there (watching through a window): "
+        "they get their own view (and so their views of the others); nobody else's "
+        "record names them.",
+    )
+    at: Instant | None = None
+    source_id: Name
+    channel: Name | None = None
+    readers: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_READERS,
+        description="Who else may read every record of the event (a narrator). Keep them "
+        "the same across a story: a chain's audience is fixed (docs/design.md §4).",
+    )
+    access_scope: Name | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    announcement: Announcement | None = None
+
+    @model_validator(mode="after")
+    def _unnoticed_were_there(self) -> WitnessedEvent:
+        if not set(self.unnoticed) <= set(self.witnessed_by):
+            raise PydanticCustomError(
+                "unnoticed_not_a_witness", "everyone in `unnoticed` must be in `witnessed_by`"
+            )
+        return self
 
 
 class StoredRecords(BaseModel):

@@ -34,14 +34,14 @@ from sidecar.messages import (
     ExplainResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.record import MemoryWrite, iso
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

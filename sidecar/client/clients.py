@@ -40,14 +40,14 @@ from sidecar.messages import (
     ExplainResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.record import MemoryWrite
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 
 T = TypeVar("T")
 

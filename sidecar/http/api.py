@@ -23,16 +23,16 @@ from sidecar.messages import (
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     Problem,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.record import MAX_PATH, Instant, MemoryWrite, Name
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 
 router = APIRouter()
 

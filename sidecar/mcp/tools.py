@@ -36,10 +36,13 @@ from sidecar.auth.identity import (
 )
 from sidecar.errors import WhoseError, validation_reasons
 from sidecar.messages import (
+    Claim,
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     ObservedPath,
+    Present,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
@@ -49,7 +52,6 @@ from sidecar.messages import (
 from sidecar.policy.opa import PolicyUnavailable
 from sidecar.record import MAX_PATH, Instant, Name
 from sidecar.services import Services
-from sidecar.writes.observations import Claim, Observation, Present
 
 INSTRUCTIONS = """\
 whose is a memory that keeps track of whose claim each memory is, and who may hear it.

@@ -35,10 +35,14 @@ from sidecar.client import (
     WriteRefused,
     as_text,
 )
-from sidecar.messages import ErasureRequest, ExplainRequest, RecallRequest
+from sidecar.messages import (
+    ErasureRequest,
+    ExplainRequest,
+    Observation,
+    RecallRequest,
+    WitnessedEvent,
+)
 from sidecar.record import MemoryWrite
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 from tests.acceptance.story import fresh_key
 from tests.conftest import Backend, free_port, metric, start_sidecar, stop
 
