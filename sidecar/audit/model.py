@@ -100,7 +100,7 @@ class AuditedWrite(BaseModel):
     # Its place in the request's batch, from 0 (a 422 lists problems by this index).
     index: int = Field(ge=0)
     # Whose claim it is: the observer, or for a claim without one the source's
-    # speaker (the write policy's `voice`, rego/whose/ingest.rego).
+    # speaker (the write policy's `voice`, rego/whose/ingest/ingest.rego).
     holder: str | None = None
     observed_id: str | None = None
     outcome: WriteOutcome | ErasureOutcome

@@ -257,7 +257,7 @@ def write_input(
     }
 
 
-# --- erasure and retention (rego/whose/erasure.rego, retention.rego) ----------------
+# --- erasure and retention (rego/whose/erasure/, retention/) ----------------
 
 # What an erasure request names: records by id (each one the asker may see), or every
 # record about a subject, from a source, or of the whole tenant (bulk requests).

@@ -6,7 +6,7 @@ superseded (a new version of its chain), erased, withdrawn (its valid time ended
 without a successor) or narrowed (re-issued for fewer readers), every record derived
 from it gets a `premise_changes` entry: which premise, what became of it, and when.
 Its status is then `stale` (record.py), and the disclosure policy notes why
-(rego/whose/lib/lineage.rego) or withholds it (config.stale.withhold). A record
+(rego/whose/lib/lineage/lineage.rego) or withholds it (config.stale.withhold). A record
 derived from a marked one is marked in turn (`stale`), at most MAX_DEPTH levels and
 MAX_MARKED records deep.
 

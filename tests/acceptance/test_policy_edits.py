@@ -51,7 +51,7 @@ def _record(days_ago: int, n: int) -> dict[str, object]:
 def edited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("edited")
     policy = policy_copy(folder / "rego")
-    denials = policy / "whose" / "disclosure" / "denials.rego"
+    denials = policy / "whose" / "disclosure" / "denials" / "denials.rego"
     denials.write_text(denials.read_text() + AGE_RULE)
     # An hour-long bucket: the second ask of each record comes from the cache.
     env = {"WHOSE_POLICY_DIR": str(policy), "WHOSE_CACHE_BUCKET_S": "3600"}

@@ -1,5 +1,5 @@
 """Stale propagation on both store backends, with a real OPA (writes/lineage.py,
-rego/whose/lib/lineage.rego): a record derived from a premise since superseded,
+rego/whose/lib/lineage/lineage.rego): a record derived from a premise since superseded,
 erased or narrowed is not served as current, its notes say why, the policy may
 withhold it, and a new derivation from a premise that no longer applies is refused.
 The Governed Shared Memory study's venue example: Alice's "Hall A" replaced by

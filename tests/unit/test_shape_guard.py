@@ -14,7 +14,9 @@ from tests.conftest import POLICY_DIR
 def shipped() -> tuple[ShapeSpec, dict[str, str]]:
     """The shipped policy's declaration and text."""
     sources = read_sources(POLICY_DIR)
-    found = re.search(r"^shape := (\{.*?\n\})", sources["whose/disclosure.rego"], re.M | re.S)
+    found = re.search(
+        r"^shape := (\{.*?\n\})", sources["whose/disclosure/disclosure.rego"], re.M | re.S
+    )
     assert found, "the disclosure policy declares its shape"
     # The declaration is JSON but for Rego's trailing commas.
     declared = json.loads(re.sub(r",(\s*[\]}])", r"\1", found.group(1)))
@@ -25,7 +27,7 @@ def shipped() -> tuple[ShapeSpec, dict[str, str]]:
 
 def with_rule(sources: dict[str, str], rule: str) -> dict[str, str]:
     header = "package whose.disclosure.denials\n\nimport data.whose.disclosure\n\n"
-    return sources | {"whose/disclosure/added.rego": header + rule}
+    return sources | {"whose/disclosure/denials/added.rego": header + rule}
 
 
 def test_the_shipped_policy_bears_out_its_declaration() -> None:
@@ -82,8 +84,8 @@ def test_only_what_the_disclosure_rules_reach_counts() -> None:
     spec, sources = shipped()
     # retention.rego reads recorded_at and source_id, subjects.rego a record's id:
     # no disclosure rule reaches them.
-    assert "record.recorded_at" in sources["whose/retention.rego"]
-    assert "record.id in" in sources["whose/lib/subjects.rego"]
+    assert "record.recorded_at" in sources["whose/retention/retention.rego"]
+    assert "record.id in" in sources["whose/lib/subjects/subjects.rego"]
     # A comment is no read.
     commented = "# record.confidence is not read here\nnothing := true\n"
     assert check(spec, with_rule(sources, commented)).kept == {}
