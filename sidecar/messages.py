@@ -11,7 +11,15 @@ import re
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from sidecar.audit.model import AuditEntry
@@ -22,6 +30,7 @@ from sidecar.record import (
     Attitude,
     Instant,
     MemoryRecord,
+    MemoryWrite,
     Modality,
     Name,
     Proposition,
@@ -62,7 +71,13 @@ class RecallRequest(BaseModel):
     )
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(
+        default=10,
+        description="At most this many items: 1 to WHOSE_MAX_LIMIT (default 100).",
+        # The bound is the setting's, refused by one reason whichever transport asks
+        # (memory.py); the schema says how far the setting itself may go.
+        json_schema_extra={"minimum": 1, "maximum": 1000},
+    )
     about: Name | None = None
     observer: Name | None = None
     observed: ObservedPath | None = Field(
@@ -173,7 +188,6 @@ class RecallResponse(BaseModel):
     truncated: bool = Field(
         default=False, description="The candidate bound stopped the search before `limit`."
     )
-    reason: str | None = Field(default=None, description="Why nothing could be decided.")
 
 
 class MemoryResponse(BaseModel):
@@ -427,6 +441,23 @@ class WitnessedEvent(BaseModel):
         return self
 
 
+def _one_or_many(body: Any) -> str:
+    return "many" if isinstance(body, list) else "one"
+
+
+# A write body: one record, observation or event, or an array of them. Validated as
+# the one its JSON is (an array or not), so each reason names the fields of what was
+# sent (`modality`, `0.modality`), never both readings.
+MemoryWrites = Annotated[
+    Annotated[MemoryWrite, Tag("one")] | Annotated[list[MemoryWrite], Tag("many")],
+    Discriminator(_one_or_many),
+]
+Observations = Annotated[
+    Annotated[Observation, Tag("one")] | Annotated[list[Observation], Tag("many")],
+    Discriminator(_one_or_many),
+]
+
+
 class StoredRecords(BaseModel):
     records: list[MemoryRecord]
 
@@ -534,7 +565,20 @@ class ExplainResponse(BaseModel):
 
 
 class Problem(BaseModel):
-    """A machine-readable refusal: `error` is stable, `reasons` say what to fix."""
+    """A machine-readable refusal (errors.py): `error` is stable, `reasons` say what to
+    fix. Every refusal of the native API and the MCP tools has this shape."""
 
     error: str
     reasons: list[Any] = Field(default_factory=list)
+    reason: str | None = Field(
+        default=None, description="`unauthenticated`: its one reason (also in `reasons`)."
+    )
+    # `policy_unavailable` fails closed: its refusal is also an abstention.
+    verdict: Literal["abstain"] | None = Field(
+        default=None,
+        description="`policy_unavailable`: nothing could be decided, so nothing may be told.",
+    )
+    items: list[Item] | None = Field(default=None, description="`policy_unavailable`: none.")
+    decision_id: UUID | None = Field(
+        default=None, description="`policy_unavailable`: the read it cut short (audit log)."
+    )

@@ -290,17 +290,14 @@ def _page(content: bytes) -> ScrollPage:
 
 
 def refusal(content: bytes) -> WhoseError | None:
-    """The error tree's refusal a body names, or None for a body outside the tree (the
-    client then raises httpx's own HTTPStatusError)."""
+    """The error tree's refusal a body names by its code (`error`: a native problem, or
+    a Qdrant-shaped refusal of the dialect's scroll, which names it too), or None for a
+    body outside the tree (the client then raises httpx's own HTTPStatusError)."""
     try:
         body = json.loads(content)
     except ValueError:
         return None
     if not isinstance(body, dict):
         return None
-    code = body.get("error")
-    if code is None and body.get("verdict") == "abstain":
-        # Recall failing closed answers an abstention with the reason (http/api.py).
-        code = body.get("reason")
-    cls = refusal_class(code)
+    cls = refusal_class(body.get("error"))
     return None if cls is None else cls.from_body(body)

@@ -19,8 +19,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from redis.exceptions import RedisError
 
 from sidecar import __version__
+from sidecar.errors import StoreUnavailable
 from sidecar.services import Services
-from sidecar.store import StoreUnavailable
 
 
 def create_ops_app(api: FastAPI) -> FastAPI:

@@ -1,5 +1,6 @@
 """The error tree: every refusal the core raises is a WhoseError with a code of its
-own, and the HTTP and MCP transports word each the same way (errors.py)."""
+own, served as a problem that reads back as its class (errors.py). How each transport
+maps every class: tests/unit/test_refusals.py."""
 
 from __future__ import annotations
 
@@ -34,18 +35,25 @@ def every_error() -> list[type[WhoseError]]:
     return found
 
 
-def test_each_refusal_has_its_own_code_and_an_error_status() -> None:
+def test_each_refusal_has_its_own_code() -> None:
     errors = every_error()
     names = {error.__name__ for error in errors}
     # The core's refusals are in the tree, not beside it.
     assert {"StoreUnavailable", "PolicyUnavailable", "LockUnavailable", "WriteRefused"} <= names
     codes = [error.code for error in errors]
     assert len(codes) == len(set(codes)), codes
-    assert all(400 <= error.status <= 599 for error in errors if error is not WhoseError)
+
+
+def test_every_refusal_is_a_problem() -> None:
+    # One shape: a code and its reasons, whatever else a class adds.
+    for cls in every_error():
+        body = sample(cls).body()
+        assert body["error"] == cls.code
+        assert isinstance(body["reasons"], list)
 
 
 def test_not_found_says_nothing_but_its_code() -> None:
-    assert NotFound("memory", ["anything"]).body() == {"error": "not_found"}
+    assert NotFound("memory", ["anything"]).body() == {"error": "not_found", "reasons": []}
 
 
 def test_every_refusal_lives_in_errors_py() -> None:
@@ -83,12 +91,15 @@ def test_a_write_refusal_reads_back_with_every_reason() -> None:
     assert "known_without_evidence" in str(back)
 
 
-def test_recall_failing_closed_reads_back_with_its_decision() -> None:
-    decision = uuid.uuid4()
-    body = {"verdict": "abstain", "reason": "policy_unavailable", "decision_id": str(decision)}
+def test_failing_closed_is_an_abstention_that_names_its_decision() -> None:
+    refused = PolicyUnavailable("OPA answered 500")
+    refused.decision_id = uuid.uuid4()
+    body = refused.body()
+    assert (body["verdict"], body["items"], body["reason"]) == ("abstain", [], "policy_unavailable")
+    assert "OPA" not in str(body)
     back = PolicyUnavailable.from_body(body)
     assert isinstance(back, PolicyUnavailable)
-    assert back.decision_id == decision
+    assert back.decision_id == refused.decision_id
 
 
 def test_an_unknown_code_names_no_class() -> None:
