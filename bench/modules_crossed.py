@@ -6,9 +6,10 @@ Serves the app in this process (embedded defaults: the linked OPA, the edge stor
 a temporary data directory, dev identity), sends one write and one recall to warm it
 up, then sends each again under a profiler that notes the module of every sidecar
 function called while the request is in flight, on the event loop and in the worker
-threads the store and the policy run in. Prints, for `POST /v1/memories` and `POST
-/v1/recall`, how many distinct `sidecar.*` modules ran and which. A count of modules,
-not a benchmark: profiling makes every call slow.
+threads the store and the policy run in. Prints, for a native write and recall, a
+write the policy refuses (native, and through the Qdrant dialect) and a proxy upsert,
+how many distinct `sidecar.*` modules ran and which. A count of modules, not a
+benchmark: profiling makes every call slow.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -31,6 +33,7 @@ from sidecar.http.app import create_app  # noqa: E402
 from sidecar.settings import Settings  # noqa: E402
 
 HEADERS = {"X-Whose-Asker": "alice", "X-Whose-Tenant": "acme"}
+BOB = {"X-Whose-Asker": "bob", "X-Whose-Tenant": "acme"}
 RECORD = {
     "content": "Alice believes the launch is October 17",
     "proposition": {
@@ -46,6 +49,13 @@ RECORD = {
     "audience": ["alice"],
 }
 RECALL = {"query": "when is the launch?"}
+# Bob may not write Alice's belief: refused by the write policy.
+REFUSED = RECORD | {"observer_id": "alice", "content": "Alice believes it is cancelled"}
+DOCUMENT = {
+    "page_content": "The launch is October 17",
+    "metadata": {"audience": ["alice"], "source_id": "notes-1"},
+}
+POINTS = "/collections/whose_memories/points"
 
 
 class Crossed:
@@ -97,11 +107,29 @@ async def main() -> None:
                 def recall() -> Any:
                     return client.post("/v1/recall", json=RECALL)
 
-                for warm in (write, recall):
-                    await warm()
+                def refused() -> Any:
+                    return client.post("/v1/memories", json=REFUSED, headers=BOB)
+
+                def proxy_refused() -> Any:
+                    point = {"id": str(uuid.uuid4()), "vector": [0.1] * 384, "payload": REFUSED}
+                    return client.put(POINTS, json={"points": [point]}, headers=BOB)
+
+                def upsert() -> Any:
+                    point = {"id": str(uuid.uuid4()), "vector": [0.1] * 384, "payload": DOCUMENT}
+                    return client.put(POINTS, json={"points": [point]})
+
+                sends = {
+                    "POST /v1/memories": (write, 201),
+                    "POST /v1/recall": (recall, 200),
+                    "POST /v1/memories, refused by the write policy": (refused, 422),
+                    "PUT /collections/…/points, refused by the write policy": (proxy_refused, 422),
+                    "PUT /collections/…/points (a LangChain document)": (upsert, 200),
+                }
+                for send, _ in sends.values():
+                    await send()
                 results = {
-                    "POST /v1/memories": await measured(crossed, app, write, 201),
-                    "POST /v1/recall": await measured(crossed, app, recall, 200),
+                    name: await measured(crossed, app, send, ok)
+                    for name, (send, ok) in sends.items()
                 }
     sys.setprofile(None)
     threading.setprofile(None)

@@ -203,7 +203,7 @@ _UNSENT = object()
 
 
 def validation_reasons(
-    errors: Sequence[Mapping[str, Any]], sent: object = _UNSENT, *, under: int = 0
+    errors: Sequence[Mapping[str, Any]], sent: object = _UNSENT, *, within: str | None = None
 ) -> list[dict[str, Any]]:
     """Where and what, for each problem pydantic found (`exc.errors()`); never the input
     echoed back (pointless for the caller, and it may carry secrets into logs).
@@ -211,11 +211,12 @@ def validation_reasons(
     `sent`: the document validated (parsed JSON). Each `loc` is then a path through
     it, as the caller wrote it: pydantic also names the union branch it tried at a
     step (`function-after[_shape(), MemoryWrite]`, `list[constrained-str]`, a tag),
-    which is no key of what was sent and is left out. `under`: how many leading parts
-    of each `loc` name where the document sits (FastAPI's `body`), kept as they are."""
+    which is no key of what was sent and is left out. `within`: the `loc`s of the
+    document start with this part (FastAPI's `body`; its `query` and `path` are not
+    the document, and are kept as they are)."""
     return [
         {
-            "loc": _where(list(e.get("loc", ())), sent, under, e.get("type")),
+            "loc": _where(list(e.get("loc", ())), sent, within, e.get("type")),
             "type": e.get("type"),
             "msg": e.get("msg"),
         }
@@ -223,9 +224,14 @@ def validation_reasons(
     ]
 
 
-def _where(loc: list[Any], sent: object, under: int, kind: object) -> list[Any]:
+def _where(loc: list[Any], sent: object, within: str | None, kind: object) -> list[Any]:
     if sent is _UNSENT or kind == "json_invalid":  # nothing parsed: where it broke
         return loc
+    under = 0
+    if within is not None:
+        if loc[:1] != [within]:
+            return loc
+        under = 1
     path, here = loc[:under], sent
     for at, part in enumerate(loc[under:], start=under):
         if _holds(here, part):

@@ -92,8 +92,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_route(
             path, mcp_endpoint.protected_resource, methods=["GET"], include_in_schema=False
         )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(refusals.Outermost, refusals=answers)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, answer=answers.answer)
     app.add_middleware(RequestTimer, traffic=traffic)
     refusals.install(app, answers)
     return app

@@ -3,15 +3,19 @@
 Neither uvicorn nor FastAPI bounds a request body; without this a single request
 could make the process buffer and parse gigabytes. A declared Content-Length over
 the limit is refused before anything is read; a chunked body is counted as it
-arrives and refused as soon as it passes the limit. Both raise RequestTooLarge,
-answered like every other refusal (http/refusals.py).
+arrives and refused as soon as it passes the limit. Both are RequestTooLarge, answered
+as every refusal is (http/refusals.py): raised into the app as the body arrives, or,
+before the app is asked anything, answered here by the same mapping.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sidecar.errors import RequestTooLarge
+from sidecar.errors import RequestTooLarge, WhoseError
 
 
 def too_large(max_bytes: int) -> RequestTooLarge:
@@ -19,9 +23,12 @@ def too_large(max_bytes: int) -> RequestTooLarge:
 
 
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, answer: Callable[[str, WhoseError], Response]
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.answer = answer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -29,7 +36,9 @@ class BodySizeLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            raise too_large(self.max_bytes)
+            refusal = self.answer(scope["path"], too_large(self.max_bytes))
+            await refusal(scope, receive, send)
+            return
         received = 0
 
         async def counted() -> Message:

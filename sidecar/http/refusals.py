@@ -5,7 +5,7 @@ here (`NATIVE`: problem bodies, `{"error", "reasons"}`), the Qdrant dialect in
 http/qdrant/dialect.py (Qdrant's own error body). Which one answers a request is
 chosen once, by the path's prefix (`Refusals`), for every refusal on the way: the
 core's, the token check's (auth/tokens.py raises Unauthenticated), the body limit's
-(http/limits.py raises RequestTooLarge), and what the framework refuses itself,
+(http/limits.py's RequestTooLarge), and what the framework refuses itself,
 read into the tree first: a body that does not validate or does not parse (the same
 answer, however deep or broken it is), a path nothing serves, a method a route does
 not take. Handlers only raise. Each dialect's table names every class of the tree
@@ -23,7 +23,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sidecar.errors import (
     AuditUnavailable,
@@ -179,7 +178,7 @@ def install(app: FastAPI, refusals: Refusals) -> None:
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         sent = getattr(exc, "body", None)
-        reasons = validation_reasons(exc.errors(), sent, under=1)
+        reasons = validation_reasons(exc.errors(), sent, within="body")
         return refusals.answer(request.url.path, InvalidRequest("invalid request", reasons))
 
     async def framework(request: Request, exc: Exception) -> Response:
@@ -196,31 +195,3 @@ def install(app: FastAPI, refusals: Refusals) -> None:
             return words(exc)
 
         app.add_exception_handler(kind, own)
-
-
-class Outermost:
-    """ASGI middleware: a refusal raised by the middleware inside it (the body limit,
-    before the app reads anything) answered like any other. A response already
-    begun cannot be taken back: the refusal then propagates."""
-
-    def __init__(self, app: ASGIApp, refusals: Refusals) -> None:
-        self.app = app
-        self.refusals = refusals
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except WhoseError as exc:
-            if started:
-                raise
-            await self.refusals.answer(scope["path"], exc)(scope, receive, send)

@@ -237,3 +237,15 @@ def test_every_proxy_refusal_has_qdrant_s_shape(http: httpx.Client) -> None:
     chunks = http.post(f"{POINTS}/scroll", content=chunked(), headers=as_("alice") | JSON)
     assert chunks.status_code == 413
     assert is_qdrant_error(chunks.json())
+
+
+def test_a_parameter_s_reason_names_the_parameter(http: httpx.Client) -> None:
+    when = http.get(
+        "/v1/memories/00000000-0000-0000-0000-000000000000",
+        params={"as_of": "yesterday"},
+        headers=as_("alice"),
+    )
+    which = http.get("/v1/memories/not-a-uuid", headers=as_("alice"))
+    for response, loc in ((when, ["query", "as_of"]), (which, ["path", "record_id"])):
+        assert response.status_code == 422
+        assert [r["loc"] for r in response.json()["reasons"]] == [loc]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import uuid
+from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 import sidecar
 from sidecar.errors import (
@@ -19,7 +21,9 @@ from sidecar.errors import (
     WhoseError,
     WriteRefused,
     refusal_class,
+    validation_reasons,
 )
+from sidecar.messages import MemoryWrites, RecallRequest
 
 
 def every_error() -> list[type[WhoseError]]:
@@ -105,3 +109,40 @@ def test_failing_closed_is_an_abstention_that_names_its_decision() -> None:
 def test_an_unknown_code_names_no_class() -> None:
     assert refusal_class("no_such_code") is None
     assert refusal_class(None) is None
+
+
+def reasons_for(model: Any, sent: Any) -> list[list[Any]]:
+    try:
+        TypeAdapter(model).validate_python(sent)
+    except ValidationError as exc:
+        return [r["loc"] for r in validation_reasons(exc.errors(), sent)]
+    raise AssertionError("validated")
+
+
+def test_a_reason_says_where_in_what_was_sent() -> None:
+    record = {"content": "x", "observer_id": "a", "source_id": "s", "modality": "gossip"}
+    # pydantic names the union branches it tried; what was sent has no such keys.
+    assert reasons_for(MemoryWrites, record) == [["modality"]]
+    assert reasons_for(MemoryWrites, [record, record]) == [[0, "modality"], [1, "modality"]]
+    assert reasons_for(RecallRequest, {"query": "x", "observed": 5}) == [["observed"]] * 2
+    assert reasons_for(RecallRequest, {"query": "x", "observed": ["a", 7]}) == [
+        ["observed"],
+        ["observed", 1],
+    ]
+    # A field that was not sent is named all the same.
+    missing = {k: v for k, v in record.items() if k != "source_id"} | {"modality": "asserted"}
+    assert reasons_for(MemoryWrites, missing) == [["source_id"]]
+
+
+def test_only_the_document_s_reasons_are_walked() -> None:
+    errors = [
+        {"loc": ("query", "as_of"), "type": "datetime_from_date_parsing", "msg": "bad"},
+        {"loc": ("body", "one", "limit"), "type": "int_type", "msg": "bad"},
+        {"loc": ("body", 3), "type": "json_invalid", "msg": "JSON decode error"},
+    ]
+    sent = {"limit": "x"}
+    assert [r["loc"] for r in validation_reasons(errors, sent, within="body")] == [
+        ["query", "as_of"],
+        ["body", "limit"],
+        ["body", 3],
+    ]

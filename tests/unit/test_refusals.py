@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,3 +115,15 @@ def test_failing_closed_reads_back_as_the_abstention_it_is() -> None:
     back = calls.refusal(json.dumps(body).encode())
     assert isinstance(back, PolicyUnavailable)
     assert back.decision_id == error.decision_id
+
+
+def test_the_errors_page_lists_every_code_with_its_statuses() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+    rows = {
+        cells[0].strip("`"): (int(cells[1]), int(cells[2]))
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    served = {cls.code: (NATIVE_STATUS[cls], QDRANT_STATUS[cls]) for cls in TREE}
+    assert rows == served
