@@ -135,7 +135,7 @@ def test_a_reason_says_where_in_what_was_sent() -> None:
 
 
 def test_only_the_document_s_reasons_are_walked() -> None:
-    errors = [
+    errors: list[dict[str, Any]] = [
         {"loc": ("query", "as_of"), "type": "datetime_from_date_parsing", "msg": "bad"},
         {"loc": ("body", "one", "limit"), "type": "int_type", "msg": "bad"},
         {"loc": ("body", 3), "type": "json_invalid", "msg": "JSON decode error"},
