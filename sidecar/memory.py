@@ -78,13 +78,13 @@ def _noted(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         except WhoseError as exc:
             if not getattr(exc, _NOTED, False):
                 setattr(exc, _NOTED, True)
-                refused(exc)
+                note_refusal(exc)
             raise
 
     return noted
 
 
-def refused(exc: WhoseError) -> None:
+def note_refusal(exc: WhoseError) -> None:
     """What a refusal leaves behind besides its answer: an Unavailable logged (its
     message, which may name internals, is for the log alone), a PolicyUnavailable
     counted (whose_policy_unavailable_total)."""
@@ -95,7 +95,7 @@ def refused(exc: WhoseError) -> None:
 
 
 def door(cls: C) -> C:
-    """A surface as transports reach it: every public method's refusal `refused` once,
+    """A surface as transports reach it: every public method's refusal noted (`note_refusal`) once,
     on its way out to whichever transport asked."""
     for name, method in inspect.getmembers(cls, inspect.iscoroutinefunction):
         if not name.startswith("_"):

@@ -84,7 +84,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.router.routes.append(
         Route(
             mcp_endpoint.PATH,
-            mcp_endpoint.Endpoint(mcp_sessions, settings, answers.answer),
+            mcp_endpoint.Endpoint(mcp_sessions, settings, answers.respond),
             methods=["POST"],
         )
     )
@@ -92,7 +92,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_route(
             path, mcp_endpoint.protected_resource, methods=["GET"], include_in_schema=False
         )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, answer=answers.answer)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, respond=answers.respond)
     app.add_middleware(RequestTimer, traffic=traffic)
     refusals.install(app, answers)
     return app

@@ -24,11 +24,11 @@ def too_large(max_bytes: int) -> RequestTooLarge:
 
 class BodySizeLimit:
     def __init__(
-        self, app: ASGIApp, max_bytes: int, answer: Callable[[str, WhoseError], Response]
+        self, app: ASGIApp, max_bytes: int, respond: Callable[[str, WhoseError], Response]
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
-        self.answer = answer
+        self.respond = respond
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -36,7 +36,7 @@ class BodySizeLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            refusal = self.answer(scope["path"], too_large(self.max_bytes))
+            refusal = self.respond(scope["path"], too_large(self.max_bytes))
             await refusal(scope, receive, send)
             return
         received = 0

@@ -103,7 +103,7 @@ def status_of(dialect: Dialect, error: WhoseError) -> int:
     return 500
 
 
-def answer(
+def respond(
     dialect: Dialect, error: WhoseError, headers: Mapping[str, str] | None = None
 ) -> Response:
     """`error` as `dialect` answers it, with the headers HTTP asks of its status."""
@@ -134,10 +134,10 @@ class Refusals:
                 return dialect
         return self.native
 
-    def answer(
+    def respond(
         self, path: str, error: WhoseError, headers: Mapping[str, str] | None = None
     ) -> Response:
-        return answer(self.dialect(path), error, headers)
+        return respond(self.dialect(path), error, headers)
 
 
 def framework_refusal(request: Request, exc: HTTPException) -> tuple[WhoseError, dict[str, str]]:
@@ -173,18 +173,18 @@ def install(app: FastAPI, refusals: Refusals) -> None:
 
     async def tree(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, WhoseError)
-        return refusals.answer(request.url.path, exc)
+        return refusals.respond(request.url.path, exc)
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         sent = getattr(exc, "body", None)
         reasons = validation_reasons(exc.errors(), sent, within="body")
-        return refusals.answer(request.url.path, InvalidRequest("invalid request", reasons))
+        return refusals.respond(request.url.path, InvalidRequest("invalid request", reasons))
 
     async def framework(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         error, headers = framework_refusal(request, exc)
-        return refusals.answer(request.url.path, error, headers)
+        return refusals.respond(request.url.path, error, headers)
 
     app.add_exception_handler(WhoseError, tree)
     app.add_exception_handler(RequestValidationError, invalid)

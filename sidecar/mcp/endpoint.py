@@ -25,7 +25,7 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 # Where the HTTP endpoint leaves the verified identity for the tools.
 IDENTITY = "whose.identity"
 # How the app answers a refusal on a path (http/refusals.py), headers added.
-Answer = Callable[[str, WhoseError, Mapping[str, str]], Response]
+RefusalAnswer = Callable[[str, WhoseError, Mapping[str, str]], Response]
 
 
 async def from_http_request(ctx: Context[Any, Any]) -> Identity:
@@ -63,11 +63,11 @@ class Endpoint:
     identity in its scope."""
 
     def __init__(
-        self, manager: StreamableHTTPSessionManager, settings: Settings, answer: Answer
+        self, manager: StreamableHTTPSessionManager, settings: Settings, respond: RefusalAnswer
     ) -> None:
         self.manager = manager
         self.settings = settings
-        self.answer = answer
+        self.respond = respond
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -79,7 +79,7 @@ class Endpoint:
             challenge = "Bearer"
             if self.settings.jwt_issuer is not None:
                 challenge += f' resource_metadata="{metadata_url(request, self.settings)}"'
-            response = self.answer(request.url.path, exc, {"WWW-Authenticate": challenge})
+            response = self.respond(request.url.path, exc, {"WWW-Authenticate": challenge})
             await response(scope, receive, send)
             return
         await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)

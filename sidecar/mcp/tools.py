@@ -6,7 +6,7 @@ Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp` (en
 dev identity). Each tool calls the `Memory` method the matching HTTP route calls
 (memory.py: the one read path and the write path), so nothing is gated twice or
 differently (docs/design.md §5, §6); refusals are the error tree's (errors.py), mapped
-here once (`refused`: every class of the tree has its words in `WORDS`).
+here once (`tool_error`: every class of the tree has its words in `WORDS`).
 
 A tool result's text is what the model reads (answers/readout.py): attribution
 sentences with their obligations, the verdict in words. Its structured content
@@ -119,7 +119,7 @@ WORDS: dict[type[WhoseError], str] = {
 }
 
 
-def refused(exc: WhoseError) -> CallToolResult:
+def tool_error(exc: WhoseError) -> CallToolResult:
     """A refusal as a tool error: its code and words for the model, and as structured
     content the problem the HTTP API answers (errors.py, messages.Problem)."""
     words = next(WORDS[cls] for cls in type(exc).__mro__ if cls in WORDS)
@@ -132,7 +132,7 @@ def refused(exc: WhoseError) -> CallToolResult:
 
 
 def _invalid(exc: ValidationError, arguments: object) -> CallToolResult:
-    return refused(InvalidRequest("arguments", validation_reasons(exc.errors(), arguments)))
+    return tool_error(InvalidRequest("arguments", validation_reasons(exc.errors(), arguments)))
 
 
 def _result(text: str, answer: BaseModel) -> CallToolResult:
@@ -184,7 +184,7 @@ async def _guarded(
         # A request model built from arguments already checked: its own rules.
         return _invalid(exc, None)
     except WhoseError as exc:
-        return refused(exc)
+        return tool_error(exc)
 
 
 # --- the tools: each calls the Memory method its HTTP route calls --------------------

@@ -18,8 +18,8 @@ from mcp.types import TextContent
 from sidecar.client import calls
 from sidecar.errors import PolicyUnavailable, Unauthenticated, Unavailable, WhoseError
 from sidecar.http.qdrant.dialect import QDRANT, QDRANT_STATUS
-from sidecar.http.refusals import NATIVE, NATIVE_STATUS, Refusals, answer
-from sidecar.mcp.tools import WORDS, refused
+from sidecar.http.refusals import NATIVE, NATIVE_STATUS, Refusals, respond
+from sidecar.mcp.tools import WORDS, tool_error
 from tests.unit.test_errors import every_error, sample
 
 TREE = every_error()
@@ -47,7 +47,7 @@ def test_a_refusal_is_an_error_status(table: dict[type[WhoseError], int]) -> Non
 
 
 def served(dialect: Any, error: WhoseError) -> tuple[int, dict[str, Any], dict[str, str]]:
-    response = answer(dialect, error)
+    response = respond(dialect, error)
     return response.status_code, json.loads(bytes(response.body)), dict(response.headers)
 
 
@@ -84,7 +84,7 @@ def test_qdrant_never_says_what_an_unavailable_dependency_said() -> None:
 @pytest.mark.parametrize("cls", TREE, ids=lambda cls: cls.__name__)
 def test_mcp_answers_a_tool_error_with_the_problem(cls: type[WhoseError]) -> None:
     error = sample(cls)
-    result = refused(error)
+    result = tool_error(error)
     assert result.is_error
     assert result.structured_content == error.body()
     [text] = result.content
