@@ -1,11 +1,12 @@
 """One error tree: every refusal the core gives, with its machine-readable code.
 
 The core raises these and nothing else about a request; each transport maps the tree
-once (HTTP, the Qdrant routes included, in http/app.py; MCP in mcp/tools.py), so a
-refusal reads the same whichever way it was asked. The Python client (sidecar/client/)
-reads a refusal back into the same class, so a caller catches what the core raised.
-`status` is the HTTP status the code stands for, kept with the code so that the two
-never drift apart. Pure: no transport types here.
+once, in one place, every class of it (a test holds each table to this module): the
+native HTTP API and the Qdrant dialect in http/refusals.py (the dialect's own body
+shape in http/qdrant/dialect.py), MCP in mcp/tools.py. `body()` is the refusal as a
+problem (`{"error", "reasons"}`), the one shape the native API and the MCP tools serve;
+the Python client (sidecar/client/) reads it back into the same class (`from_body`), so
+a caller catches what the core raised. Pure: no transport types here.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ class WhoseError(Exception):
     """A request whose refused; `reasons` say what to change (machine-readable)."""
 
     code: ClassVar[str] = "internal_error"
-    status: ClassVar[int] = 500
 
     def __init__(self, message: str = "", reasons: Sequence[object] = ()) -> None:
         super().__init__(message or self.code)
         self.reasons: list[object] = list(reasons)
 
     def body(self) -> dict[str, Any]:
-        """The refusal as the HTTP API serves it (the Problem model's shape)."""
+        """The refusal as a problem (messages.Problem): the code, and what to change."""
         return {"error": self.code, "reasons": self.reasons}
 
     @classmethod
@@ -57,25 +57,22 @@ class InvalidRequest(WhoseError):
     """A request the sidecar will not run as asked, with every reason."""
 
     code = "invalid_request"
-    status = 422
 
 
 class NotFound(WhoseError):
     """No such record, or one the asker may not see: the two answer alike."""
 
     code = "not_found"
-    status = 404
 
     def body(self) -> dict[str, Any]:
         # Nothing but the code: whatever else it said could tell forbidden from missing.
-        return {"error": self.code}
+        return {"error": self.code, "reasons": []}
 
 
 class Forbidden(WhoseError):
     """The caller's role does not allow the route at all (never about one record)."""
 
     code = "forbidden"
-    status = 403
 
 
 class FilterRefused(WhoseError):
@@ -83,7 +80,6 @@ class FilterRefused(WhoseError):
     or one the engine refused; `reason` is machine-readable."""
 
     code = "invalid_filter"
-    status = 400
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message, [reason])
@@ -101,40 +97,38 @@ class Unauthenticated(WhoseError):
     that are not accepted (auth/tokens.py). `reason` says which."""
 
     code = "unauthenticated"
-    status = 401
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason, [reason])
         self.reason = reason
 
     def body(self) -> dict[str, Any]:
-        return {"error": self.code, "reason": self.reason}
+        # `reason` too: the one reason, as clients before `reasons` read it.
+        return {"error": self.code, "reasons": [self.reason], "reason": self.reason}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
-        return cls(str(body.get("reason", "")))
+        reasons = _listed(body.get("reasons"))
+        return cls(str(reasons[0] if reasons else body.get("reason", "")))
 
 
 class MethodNotAllowed(WhoseError):
-    """The route does not take this method (Starlette's refusal, worded in http/app.py):
-    a client asking a sidecar that does not serve that route yet."""
+    """The route does not take this method (Starlette's refusal, read into the tree in
+    http/refusals.py): a client asking a sidecar that does not serve that route yet."""
 
     code = "method_not_allowed"
-    status = 405
 
 
 class RequestTooLarge(WhoseError):
     """A request body above WHOSE_MAX_BODY_BYTES (http/limits.py), refused unread."""
 
     code = "body_too_large"
-    status = 413
 
 
 class WriteRefused(WhoseError):
     """Every reason, per record index; nothing was stored."""
 
     code = "write_refused"
-    status = 422
 
     def __init__(self, problems: list[dict[str, Any]]) -> None:
         super().__init__(f"write refused: {problems}", problems)
@@ -150,7 +144,6 @@ class Unavailable(WhoseError):
     message, for the log, may name internals a caller has no use for)."""
 
     code = "unavailable"
-    status = 503
 
 
 class EmbeddingUnavailable(Unavailable):
@@ -160,21 +153,28 @@ class EmbeddingUnavailable(Unavailable):
 
     code = "embedding_unavailable"
 
-    def body(self) -> dict[str, Any]:
-        return {"error": self.code, "reasons": self.reasons}
-
 
 class PolicyUnavailable(Unavailable):
-    """OPA could not be asked, or answered nothing usable: nothing is disclosed."""
+    """OPA could not be asked, or answered nothing usable: nothing is disclosed.
+
+    Its answer is the fail-closed one: an abstention (`verdict: abstain`, no items)
+    beside the problem, whichever route or tool was asked, so a caller that reads
+    only the verdict still abstains, and a recall's refusal names the decision it cut
+    short (in the audit log under that id)."""
 
     code = "policy_unavailable"
     reason = "policy_unavailable"
     # The read it cut short (set by reads/gate.py), so a refusal can name it.
     decision_id: uuid.UUID | None = None
 
+    def body(self) -> dict[str, Any]:
+        body = super().body() | {"verdict": "abstain", "items": [], "reason": self.reason}
+        if self.decision_id is not None:
+            body["decision_id"] = str(self.decision_id)
+        return body
+
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
-        # Recall fails closed with an abstention that names its decision (http/api.py).
         refused = cls(cls.code, _listed(body.get("reasons")))
         with contextlib.suppress(KeyError, ValueError):
             refused.decision_id = uuid.UUID(str(body["decision_id"]))
@@ -198,16 +198,57 @@ class AuditUnavailable(Unavailable):
 
     code = "audit_unavailable"
 
-    def body(self) -> dict[str, Any]:
-        return {"error": self.code}
+
+_UNSENT = object()
 
 
-def validation_reasons(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def validation_reasons(
+    errors: Sequence[Mapping[str, Any]], sent: object = _UNSENT, *, within: str | None = None
+) -> list[dict[str, Any]]:
     """Where and what, for each problem pydantic found (`exc.errors()`); never the input
-    echoed back (pointless for the caller, and it may carry secrets into logs)."""
+    echoed back (pointless for the caller, and it may carry secrets into logs).
+
+    `sent`: the document validated (parsed JSON). Each `loc` is then a path through
+    it, as the caller wrote it: pydantic also names the union branch it tried at a
+    step (`function-after[_shape(), MemoryWrite]`, `list[constrained-str]`, a tag),
+    which is no key of what was sent and is left out. `within`: the `loc`s of the
+    document start with this part (FastAPI's `body`; its `query` and `path` are not
+    the document, and are kept as they are)."""
     return [
-        {"loc": list(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")} for e in errors
+        {
+            "loc": _where(list(e.get("loc", ())), sent, within, e.get("type")),
+            "type": e.get("type"),
+            "msg": e.get("msg"),
+        }
+        for e in errors
     ]
+
+
+def _where(loc: list[Any], sent: object, within: str | None, kind: object) -> list[Any]:
+    if sent is _UNSENT or kind == "json_invalid":  # nothing parsed: where it broke
+        return loc
+    under = 0
+    if within is not None:
+        if loc[:1] != [within]:
+            return loc
+        under = 1
+    path, here = loc[:under], sent
+    for at, part in enumerate(loc[under:], start=under):
+        if _holds(here, part):
+            path.append(part)
+            here = here[part]  # type: ignore[index]
+        elif kind == "missing" and at == len(loc) - 1:
+            path.append(part)  # a field that was not sent at all
+    return path
+
+
+def _holds(document: object, part: object) -> bool:
+    """Whether `part` is a key (or an index) of `document`, as JSON parsed it."""
+    if isinstance(document, dict):
+        return part in document
+    if isinstance(document, list) and type(part) is int:
+        return -len(document) <= part < len(document)
+    return False
 
 
 class ErasureRequestsUnavailable(Unavailable):
@@ -221,4 +262,3 @@ class ErasureRefused(WhoseError):
     erased. Only ever about records the asker may see (others answer as missing)."""
 
     code = "erasure_refused"
-    status = 403

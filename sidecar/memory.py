@@ -1,27 +1,34 @@
 """The one surface: what every transport asks of whose's memory.
 
-The native API's memory routes (http/api.py) and the MCP tools (mcp/tools.py) call
-these methods, so a refusal, a bound or an answer is the same whichever way it was
-asked (the Qdrant dialect keeps its own reads: search, scroll and count have its
-semantics). Each method turns a request into a question and a scope,
-calls the one read path (reads/reader.py) or the write path (writes/writer.py), and
-settles the answer. Refusals are the error tree's (errors.py); `route` names the caller
-in the audit entry.
+The native API's memory routes (http/api.py), the MCP tools (mcp/tools.py) and the
+Qdrant dialect's writes (http/qdrant/writes.py) call these methods, so a refusal, a
+bound or an answer is the same whichever way it was asked; the security team's
+questions (the audit log, explain) have a surface of their own beside it
+(oversight.py). Each method turns a request into a question and a scope, calls the
+one read path (reads/reader.py) or the write path (writes/writer.py), and settles the
+answer. Refusals are the error tree's (errors.py), each logged and counted here, at
+the door (`door`), once, whichever transport asked; `route` names the caller in the
+audit entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import ParamSpec, TypeVar
 from uuid import UUID
 
+from sidecar import metrics
 from sidecar.answers import current
 from sidecar.answers.minds import minds
 from sidecar.answers.verdict import mark_replaced, newest_fact, verdict_of
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder
-from sidecar.errors import InvalidRequest, NotFound
+from sidecar.errors import InvalidRequest, NotFound, PolicyUnavailable, Unavailable, WhoseError
 from sidecar.messages import (
     ErasureProgress,
     ErasureRequest,
@@ -30,10 +37,12 @@ from sidecar.messages import (
     Item,
     MemoryResponse,
     Mind,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.nested import Filters, Minds, speech_conditions
@@ -43,19 +52,62 @@ from sidecar.settings import Settings
 from sidecar.store.scope import Scope
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
-from sidecar.writes.observations import Observation
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
-from sidecar.writes.versions import Change, Point, Versions
-from sidecar.writes.witnessed import WitnessedEvent
+from sidecar.writes.versions import Change, Versions, WrittenPoint
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
+
+log = logging.getLogger("whose")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C", bound=type)
+
+
+# Set on a refusal once it is noted: one that passes several doors (a surface method
+# that calls another) is noted at the first.
+_NOTED = "_whose_noted"
+
+
+def _noted(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    @functools.wraps(method)
+    async def noted(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except WhoseError as exc:
+            if not getattr(exc, _NOTED, False):
+                setattr(exc, _NOTED, True)
+                note_refusal(exc)
+            raise
+
+    return noted
+
+
+def note_refusal(exc: WhoseError) -> None:
+    """What a refusal leaves behind besides its answer: an Unavailable logged (its
+    message, which may name internals, is for the log alone), a PolicyUnavailable
+    counted (whose_policy_unavailable_total)."""
+    if isinstance(exc, Unavailable):
+        if isinstance(exc, PolicyUnavailable):
+            metrics.POLICY_UNAVAILABLE.inc()
+        log.error("%s: %s", exc.code, exc)
+
+
+def door(cls: C) -> C:
+    """A surface as transports reach it: every public method's refusal noted (`note_refusal`) once,
+    on its way out to whichever transport asked."""
+    for name, method in inspect.getmembers(cls, inspect.iscoroutinefunction):
+        if not name.startswith("_"):
+            setattr(cls, name, _noted(method))
+    return cls
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
+@door
 class Memory:
     def __init__(
         self,
@@ -120,7 +172,7 @@ class Memory:
     # --- documents by the ids their library gave them (the Qdrant dialect) -------------
 
     async def upsert_points(
-        self, who: Identity, points: Sequence[Point], route: WriteRoute = "proxy.upsert"
+        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute = "proxy.upsert"
     ) -> StoredRecords:
         """Each point a new document, or a new version of the one its id names
         (writes/versions.py); all or nothing."""
@@ -184,10 +236,10 @@ class Memory:
 
     async def recall(self, who: Identity, request: RecallRequest, route: str) -> RecallResponse:
         """Attributed beliefs, an answer, a conflict or an abstention. PolicyUnavailable
-        when nothing could be decided (the transport says so, failing closed)."""
+        when nothing could be decided (its answer is the fail-closed abstention)."""
         problems = []
-        if request.limit > self.settings.max_limit:
-            problems.append(f"limit_above_{self.settings.max_limit}")
+        if not 1 <= request.limit <= self.settings.max_limit:
+            problems.append(limit_refused(self.settings.max_limit))
         if request.vector is not None and len(request.vector) != self.embedder.dim:
             problems.append(f"vector_dimension_must_be_{self.embedder.dim}")
         if len(request.path) > self.settings.max_mind_depth:
@@ -347,6 +399,12 @@ class Memory:
             decision_id=answer.decision_id,
             truncated=truncated,
         )
+
+
+def limit_refused(max_limit: int) -> str:
+    """The one reason a recall's `limit` is refused for, whichever transport sent it
+    (the request models bound it in their schema only)."""
+    return f"limit_within_1..{max_limit}"
 
 
 def _in_mind(

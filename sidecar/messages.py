@@ -1,4 +1,5 @@
-"""Request and response bodies of the HTTP API (the records are in record.py).
+"""Request and response bodies of the HTTP API and the MCP tools (the records are in
+record.py): every body of the native routes and the MCP tools, in one module.
 
 The Python client (sidecar/client/) sends and reads these very models, so this module
 and what it imports stay free of the server's machinery (tests/unit/test_layering.py).
@@ -6,10 +7,20 @@ and what it imports stay free of the server's machinery (tests/unit/test_layerin
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from sidecar.audit.model import AuditEntry
 from sidecar.policy.contract import Decision, RuleReasons
@@ -19,6 +30,7 @@ from sidecar.record import (
     Attitude,
     Instant,
     MemoryRecord,
+    MemoryWrite,
     Modality,
     Name,
     Proposition,
@@ -59,7 +71,13 @@ class RecallRequest(BaseModel):
     )
     audience: list[Name] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(
+        default=10,
+        description="At most this many items: 1 to WHOSE_MAX_LIMIT (default 100).",
+        # The bound is the setting's, refused by one reason whichever transport asks
+        # (memory.py); the schema says how far the setting itself may go.
+        json_schema_extra={"minimum": 1, "maximum": 1000},
+    )
     about: Name | None = None
     observer: Name | None = None
     observed: ObservedPath | None = Field(
@@ -170,7 +188,6 @@ class RecallResponse(BaseModel):
     truncated: bool = Field(
         default=False, description="The candidate bound stopped the search before `limit`."
     )
-    reason: str | None = Field(default=None, description="Why nothing could be decided.")
 
 
 class MemoryResponse(BaseModel):
@@ -247,6 +264,198 @@ class PropositionResponse(BaseModel):
     )
     decision_id: UUID
     truncated: bool = False
+
+
+# --- what an extractor writes: observations (writes/observations.py turns each into the
+# speaker's statements) and witnessed events (writes/witnessed.py: each witness's view)
+
+GROUP_NOT_PRESENT = "group_is_not_a_person_present"
+GROUP_NOT_A_MIND = "group_is_not_a_mind"
+
+
+def _a_person(name: str) -> str:
+    # docs/design.md §6: audience ⊆ who was present. A group is not someone in the room:
+    # its members come from the directory and from tokens, today and tomorrow.
+    if name.startswith("group:"):
+        raise PydanticCustomError(
+            GROUP_NOT_PRESENT, "a group is not a person present: name who was there"
+        )
+    return name
+
+
+# Someone who was there: the speaker or a participant (they become the audience).
+Present = Annotated[Name, AfterValidator(_a_person)]
+
+
+def _a_mind(name: str) -> str:
+    # "alice says that group:launch-team knows p" would hand a belief to whoever joins
+    # the group: a claim about a mind is about a person.
+    if name.startswith("group:"):
+        raise PydanticCustomError(GROUP_NOT_A_MIND, "a group is not a mind: name a person")
+    return name
+
+
+# Someone whose mind a claim is about.
+MindName = Annotated[Name, AfterValidator(_a_mind)]
+MindPath = Annotated[list[MindName], Field(min_length=1, max_length=MAX_PATH)]
+
+UNRESOLVED = "unresolved_reference"
+# Words whose meaning depends on who speaks, to whom, or when.
+_PERSON = re.compile(
+    r"\b(i|me|my|mine|myself|we|us|our|ours|ourselves|you|your|yours|yourself|yourselves)\b"
+    r"|\b(i'm|i've|i'd|i'll|we're|we've|you're|you've)\b",
+    re.IGNORECASE,
+)
+_TIME = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago)\b"
+    r"|\b(last|next|this)\s+(week|weekend|month|year|night|morning|afternoon|evening"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|spring|summer|autumn|fall|winter)\b",
+    re.IGNORECASE,
+)
+
+
+def unresolved(text: str) -> list[str]:
+    """The words of `text` that only its speaker and its moment give a meaning."""
+    return [m.group(0) for pattern in (_PERSON, _TIME) for m in pattern.finditer(text)]
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Proposition
+    about: MindName | MindPath | None = Field(
+        default=None,
+        description="Whose mind the claim is about: a person, or a chain of them "
+        "(`[bob, carol]`: bob thinks carol …), never a group.",
+    )
+    attitude: Attitude | None = Field(
+        default=None, description="With `about`: what the innermost mind does, knows or believes."
+    )
+    hedged: bool = Field(default=False, description="Said with hedging, e.g. 'I think'.")
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    quoted: bool = Field(
+        default=False,
+        description="The proposition's text is the speaker's own words, as said (first "
+        "person, relative times): stored and served as a quote, dated `said_at`.",
+    )
+    vector: Vector | None = Field(
+        default=None, description="Your own embedding of the claim (the collection's model)."
+    )
+
+    @model_validator(mode="after")
+    def _resolved(self) -> Claim:
+        if not self.quoted and (words := unresolved(self.proposition.text)):
+            raise PydanticCustomError(
+                UNRESOLVED,
+                "{words}: whose, or when? Resolve them (name the person, give the date) "
+                "or send the speaker's words as said, with quoted: true",
+                {"words": ", ".join(dict.fromkeys(w.lower() for w in words))},
+            )
+        return self
+
+    def path(self, speaker: str) -> list[str]:
+        """The minds after the speaker the claim is about (none: the speaker's own)."""
+        about = [self.about] if isinstance(self.about, str) else list(self.about or [])
+        return [] if about in ([], [speaker]) else about
+
+
+class Observation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Present
+    source_id: Name
+    channel: Name | None = None
+    participants: list[Present] = Field(default_factory=list, max_length=1000)
+    said_at: Instant | None = None
+    access_scope: Name | None = None
+    claims: list[Claim] = Field(min_length=1, max_length=100)
+
+
+# One record per witness (and one more for an announcement); 16 keeps an event small
+# and bounds the views `minds` derives from it (settings.max_mind_views).
+MAX_WITNESSES = 16
+MAX_READERS = 100
+
+
+def _keyed(proposition: Proposition) -> Proposition:
+    # Without a key there is no chain: a witness's view would never be superseded by
+    # what they see next, and they would hold every position the marble ever had.
+    if not proposition.key:
+        raise PydanticCustomError("proposition_key_required", "a witnessed proposition needs a key")
+    return proposition
+
+
+def _a_group(name: str) -> str:
+    if not name.startswith("group:") or name == "group:":
+        raise PydanticCustomError(
+            "announcement_to_a_group", "an announcement is made to a `group:` of the directory"
+        )
+    return name
+
+
+class Announcement(BaseModel):
+    """Who announced the proposition, to which directory group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speaker: Present
+    to: Annotated[Name, AfterValidator(_a_group)] = Field(
+        description="The directory group, as `group:<name>`, every member of which was present."
+    )
+
+
+class WitnessedEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposition: Annotated[Proposition, AfterValidator(_keyed)]
+    witnessed_by: list[Present] = Field(
+        min_length=1, max_length=MAX_WITNESSES, description="Everyone who was present."
+    )
+    unnoticed: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_WITNESSES,
+        description="Witnesses nobody else saw there (watching through a window): "
+        "they get their own view (and so their views of the others); nobody else's "
+        "record names them.",
+    )
+    at: Instant | None = None
+    source_id: Name
+    channel: Name | None = None
+    readers: list[Present] = Field(
+        default_factory=list,
+        max_length=MAX_READERS,
+        description="Who else may read every record of the event (a narrator). Keep them "
+        "the same across a story: a chain's audience is fixed (docs/design.md §4).",
+    )
+    access_scope: Name | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    announcement: Announcement | None = None
+
+    @model_validator(mode="after")
+    def _unnoticed_were_there(self) -> WitnessedEvent:
+        if not set(self.unnoticed) <= set(self.witnessed_by):
+            raise PydanticCustomError(
+                "unnoticed_not_a_witness", "everyone in `unnoticed` must be in `witnessed_by`"
+            )
+        return self
+
+
+def _one_or_many(body: Any) -> str:
+    return "many" if isinstance(body, list) else "one"
+
+
+# A write body: one record, observation or event, or an array of them. Validated as
+# the one its JSON is (an array or not), so each reason names the fields of what was
+# sent (`modality`, `0.modality`), never both readings.
+MemoryWrites = Annotated[
+    Annotated[MemoryWrite, Tag("one")] | Annotated[list[MemoryWrite], Tag("many")],
+    Discriminator(_one_or_many),
+]
+Observations = Annotated[
+    Annotated[Observation, Tag("one")] | Annotated[list[Observation], Tag("many")],
+    Discriminator(_one_or_many),
+]
 
 
 class StoredRecords(BaseModel):
@@ -356,7 +565,20 @@ class ExplainResponse(BaseModel):
 
 
 class Problem(BaseModel):
-    """A machine-readable refusal: `error` is stable, `reasons` say what to fix."""
+    """A machine-readable refusal (errors.py): `error` is stable, `reasons` say what to
+    fix. Every refusal of the native API and the MCP tools has this shape."""
 
     error: str
     reasons: list[Any] = Field(default_factory=list)
+    reason: str | None = Field(
+        default=None, description="`unauthenticated`: its one reason (also in `reasons`)."
+    )
+    # `policy_unavailable` fails closed: its refusal is also an abstention.
+    verdict: Literal["abstain"] | None = Field(
+        default=None,
+        description="`policy_unavailable`: nothing could be decided, so nothing may be told.",
+    )
+    items: list[Item] | None = Field(default=None, description="`policy_unavailable`: none.")
+    decision_id: UUID | None = Field(
+        default=None, description="`policy_unavailable`: the read it cut short (audit log)."
+    )

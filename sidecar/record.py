@@ -49,6 +49,8 @@ Library = Literal["langchain", "llamaindex", "haystack", "plain"]
 # A speech act (docs/design.md §3): the holder said it, or heard the first mind of its
 # observed path say it. Beside beliefs, never one: a statement can be a lie.
 Act = Literal["said", "heard"]
+# A point's payload as the store holds it: a record's fields (and a library's document).
+Payload = dict[str, Any]
 # The most minds a view may nest (the holder's view of A's view of B's …): the hard
 # cap of the record model; `max_mind_depth` (settings.py) may bound it lower.
 MAX_PATH = 16

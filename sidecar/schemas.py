@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.answers.wording import Vocabulary
-from sidecar.messages import RecallRequest, RecallResponse
+from sidecar.messages import RecallRequest, RecallResponse, WitnessedEvent
 from sidecar.policy.contract import (
     Decision,
     DerivedChoice,
@@ -29,7 +29,6 @@ from sidecar.policy.contract import (
     WriteDecision,
 )
 from sidecar.record import MemoryRecord, MemoryWrite, Modality, Name, PremiseChange, SourceKind
-from sidecar.writes.witnessed import WitnessedEvent
 
 MODELS: dict[str, type[BaseModel]] = {
     "memory-record": MemoryRecord,

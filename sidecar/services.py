@@ -25,7 +25,8 @@ from sidecar.embed import Embedder
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.embed.onnx import OnnxEmbedder
 from sidecar.embed.remote import RemoteEmbedder
-from sidecar.memory import Memory
+from sidecar.memory import Memory, door
+from sidecar.oversight import Oversight
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle
@@ -66,6 +67,7 @@ class Services:
     embedder: Embedder
     authenticate: Authenticator
     memory: Memory
+    oversight: Oversight
 
 
 def open_embedder(settings: Settings) -> Embedder:
@@ -96,6 +98,13 @@ def open_embedder(settings: Settings) -> Embedder:
     if settings.embed_model or settings.embed_dim is not None:
         raise ValueError("WHOSE_EMBED_MODEL and WHOSE_EMBED_DIM need WHOSE_EMBED_URL or _MODEL_DIR")
     return HashingEmbedder(settings.vector_size)
+
+
+@door
+class DialectReads(Reader):
+    """The read path as the Qdrant dialect's reads reach it today (Services.reader):
+    behind the same door as memory.py's methods, so their refusals are noted once,
+    until those reads call memory.py too (issue 37)."""
 
 
 def index_spec(embedder: Embedder) -> IndexSpec:
@@ -322,11 +331,12 @@ async def open_services(
             gate=gate,
             audit=audit,
             redis=redis,
-            reader=reader,
+            reader=DialectReads(store, gate, bounds),
             writer=writer,
             eraser=eraser,
             sweeper=sweeper,
             embedder=embedder,
             authenticate=authenticate,
             memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
+            oversight=Oversight(store, policy, audit),
         )

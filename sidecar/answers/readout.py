@@ -145,20 +145,10 @@ def erased(answer: ErasureResponse) -> str:
     return "\n".join(lines)
 
 
-def refusal(error: str, reasons: Sequence[object]) -> str:
-    """A refusal: the stable code first, so a model (and a person) can act on it."""
-    words = {
-        "unauthenticated": "not authenticated",
-        "invalid_request": "the arguments are not valid",
-        "not_found": "no such memory, or none you may see",
-        "write_refused": "the write was refused and nothing was stored",
-        "erasure_refused": "you may not erase this memory; nothing was erased",
-        "policy_unavailable": "the policy could not be asked: nothing may be disclosed; "
-        "verify or abstain",
-        "store_unavailable": "the memory store is unavailable; try again later",
-        "lock_unavailable": "the memory is busy; try again later",
-    }
-    text = f"{error}: {words.get(error, 'refused')}"
+def refusal(error: str, words: str, reasons: Sequence[object]) -> str:
+    """A refusal: the stable code first, so a model (and a person) can act on it, then
+    what it means and why."""
+    text = f"{error}: {words}"
     if reasons:
         text += "\nreasons: " + "; ".join(_reason(r) for r in reasons)
     return text

@@ -32,7 +32,7 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-Purpose = Literal["recall", "get", "history", "explain", "write", "erase"]
+AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase"]
 WriteRoute = Literal[
     "memories",
     "observations",
@@ -100,7 +100,7 @@ class AuditedWrite(BaseModel):
     # Its place in the request's batch, from 0 (a 422 lists problems by this index).
     index: int = Field(ge=0)
     # Whose claim it is: the observer, or for a claim without one the source's
-    # speaker (the write policy's `voice`, rego/whose/ingest.rego).
+    # speaker (the write policy's `voice`, rego/whose/ingest/ingest.rego).
     holder: str | None = None
     observed_id: str | None = None
     outcome: WriteOutcome | ErasureOutcome
@@ -289,7 +289,7 @@ class AuditQuery(BaseModel):
     asker: str | None = None
     record: str | None = None
     outcome: Outcome | None = None
-    purpose: Purpose | None = None
+    purpose: AuditPurpose | None = None
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 100

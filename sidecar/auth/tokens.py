@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 import jwt
-from fastapi import HTTPException, Request
+from starlette.requests import Request
 
 from sidecar.auth.identity import (
     GROUP_PREFIX,
@@ -52,14 +52,6 @@ log = logging.getLogger("whose.identity")
 # RFC 7518 §3.2: an HS256 key at least as long as the hash output.
 _MIN_HS256_SECRET_BYTES = 32
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]*={0,2}")
-
-
-def _unauthenticated(reason: str) -> HTTPException:
-    # The reason code says what to fix without telling an attacker what is close.
-    refusal = Unauthenticated(reason)
-    return HTTPException(
-        status_code=refusal.status, detail=refusal.body(), headers={"WWW-Authenticate": "Bearer"}
-    )
 
 
 def _group(name: str) -> str:
@@ -152,7 +144,7 @@ def parse_token(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class Authenticator:
-    """Turns a request into an Identity, or refuses it with 401."""
+    """Turns a request into an Identity, or refuses it (Unauthenticated: 401)."""
 
     def __init__(self, settings: Settings) -> None:
         self.dev = settings.dev
@@ -182,7 +174,8 @@ class Authenticator:
                 raise Refused("missing_token")
             return await self.verify(token)
         except Refused as refused:
-            raise _unauthenticated(refused.reason) from None
+            # The reason code says what to fix without telling an attacker what is close.
+            raise Unauthenticated(refused.reason) from None
 
     async def verify(self, token: str) -> Identity:
         """The identity of a token, or Refused with the reason."""

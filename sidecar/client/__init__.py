@@ -2,8 +2,8 @@
 
     from sidecar.client import WhoseClient, DevIdentity
 
-It sends and reads the server's own models (sidecar/messages.py, record.py,
-writes/observations.py, writes/witnessed.py): one source of truth, checked by mypy.
+It sends and reads the server's own models (sidecar/messages.py, record.py): one
+source of truth, checked by mypy.
 Refusals are raised as the error tree's classes (errors.py), re-exported here.
 `as_text` words an answer the way the MCP tools hand it to a model.
 

@@ -23,7 +23,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from sidecar.audit.model import Outcome, Purpose
+from sidecar.audit.model import AuditPurpose, Outcome
 from sidecar.errors import WhoseError, refusal_class
 from sidecar.messages import (
     AuditPage,
@@ -34,14 +34,14 @@ from sidecar.messages import (
     ExplainResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.record import MemoryWrite, iso
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -209,7 +209,7 @@ def audit(
     asker: str | None = None,
     record: str | UUID | None = None,
     outcome: Outcome | None = None,
-    purpose: Purpose | None = None,
+    purpose: AuditPurpose | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
@@ -244,7 +244,7 @@ def explain(request: ExplainRequest) -> Call[ExplainResponse]:
 
 
 @dataclass(frozen=True)
-class Point:
+class ScrolledPoint:
     """A disclosed record as the Qdrant dialect serves it: the stored record with
     `content` the attribution sentence, `as_written` the writer's wording, and `whose`
     (attribution, usable_as, obligations, status)."""
@@ -254,15 +254,15 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Page:
-    points: list[Point]
+class ScrollPage:
+    points: list[ScrolledPoint]
     # Where the next page starts; None at the end.
     next: UUID | None
 
 
 def scroll(
     collection: str, match: Mapping[str, str], limit: int, after: UUID | None = None
-) -> Call[Page]:
+) -> Call[ScrollPage]:
     """POST /collections/{c}/points/scroll: disclosable current records in id order,
     each field of `match` equal to its value (indexed fields only, see store/schema.py).
     Not a native route: the native API lists nothing, and the LangGraph store needs a
@@ -279,28 +279,25 @@ def scroll(
     return Call("POST", SCROLL.path(collection=collection), _page, json=body)
 
 
-def _page(content: bytes) -> Page:
+def _page(content: bytes) -> ScrollPage:
     result = json.loads(content)["result"]
-    points = [Point(UUID(str(p["id"])), dict(p["payload"])) for p in result["points"]]
+    points = [ScrolledPoint(UUID(str(p["id"])), dict(p["payload"])) for p in result["points"]]
     following = result.get("next_page_offset")
-    return Page(points, None if following is None else UUID(str(following)))
+    return ScrollPage(points, None if following is None else UUID(str(following)))
 
 
 # --- refusals -----------------------------------------------------------------------
 
 
 def refusal(content: bytes) -> WhoseError | None:
-    """The error tree's refusal a body names, or None for a body outside the tree (the
-    client then raises httpx's own HTTPStatusError)."""
+    """The error tree's refusal a body names by its code (`error`: a native problem, or
+    a Qdrant-shaped refusal of the dialect's scroll, which names it too), or None for a
+    body outside the tree (the client then raises httpx's own HTTPStatusError)."""
     try:
         body = json.loads(content)
     except ValueError:
         return None
     if not isinstance(body, dict):
         return None
-    code = body.get("error")
-    if code is None and body.get("verdict") == "abstain":
-        # Recall failing closed answers an abstention with the reason (http/api.py).
-        code = body.get("reason")
-    cls = refusal_class(code)
+    cls = refusal_class(body.get("error"))
     return None if cls is None else cls.from_body(body)

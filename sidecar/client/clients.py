@@ -28,8 +28,8 @@ from tenacity import (
 )
 
 import sidecar.client.calls as calls
-from sidecar.audit.model import Outcome, Purpose
-from sidecar.client.calls import Call, Page
+from sidecar.audit.model import AuditPurpose, Outcome
+from sidecar.client.calls import Call, ScrollPage
 from sidecar.errors import Unavailable
 from sidecar.messages import (
     AuditPage,
@@ -40,14 +40,14 @@ from sidecar.messages import (
     ExplainResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
 from sidecar.record import MemoryWrite
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 
 T = TypeVar("T")
 
@@ -304,7 +304,7 @@ class WhoseClient:
         asker: str | None = None,
         record: str | UUID | None = None,
         outcome: Outcome | None = None,
-        purpose: Purpose | None = None,
+        purpose: AuditPurpose | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
@@ -333,7 +333,7 @@ class WhoseClient:
 
     def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
-    ) -> Page:
+    ) -> ScrollPage:
         """A page of disclosable current records in id order, through the Qdrant
         dialect (the native API has no listing)."""
         return self.send(calls.scroll(self.connection.collection, match, limit, after))
@@ -427,7 +427,7 @@ class AsyncWhoseClient:
         asker: str | None = None,
         record: str | UUID | None = None,
         outcome: Outcome | None = None,
-        purpose: Purpose | None = None,
+        purpose: AuditPurpose | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
@@ -452,5 +452,5 @@ class AsyncWhoseClient:
 
     async def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
-    ) -> Page:
+    ) -> ScrollPage:
         return await self.send(calls.scroll(self.connection.collection, match, limit, after))

@@ -65,7 +65,7 @@ from langgraph.store.base import (
 )
 
 import sidecar.client.calls as calls
-from sidecar.client.calls import Call, Page
+from sidecar.client.calls import Call, ScrollPage
 from sidecar.client.clients import (
     DEFAULT_COLLECTION,
     DEFAULT_RETRIES,
@@ -219,7 +219,7 @@ def found(disclosed: Disclosed, tenant: str, options: Options) -> Found | None:
     return Found((tenant, holder, *path), key, value, at, disclosed.id, disclosed.score)
 
 
-def from_point(point: calls.Point) -> Disclosed | None:
+def from_point(point: calls.ScrolledPoint) -> Disclosed | None:
     """A record the Qdrant dialect served, as the native API's item: its payload is the
     stored record with `content` the attribution and `whose` the decision."""
     payload = point.payload
@@ -372,7 +372,7 @@ def listing_steps(
     after: UUID | None = None
     while scanned < options.scan_limit:
         size = min(options.recall_limit, options.scan_limit - scanned)
-        page: Page = yield calls.scroll(options.collection, match, size, after)
+        page: ScrollPage = yield calls.scroll(options.collection, match, size, after)
         scanned += len(page.points)
         for point in page.points:
             disclosed = from_point(point)

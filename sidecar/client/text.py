@@ -16,10 +16,10 @@ from sidecar.messages import (
     StoredRecords,
 )
 
-Answer = RecallResponse | PropositionResponse | MemoryResponse | HistoryResponse | StoredRecords
+ApiAnswer = RecallResponse | PropositionResponse | MemoryResponse | HistoryResponse | StoredRecords
 
 
-def as_text(answer: Answer) -> str:
+def as_text(answer: ApiAnswer) -> str:
     """Any answer of the native API, worded for a model."""
     if isinstance(answer, RecallResponse):
         return readout.recall(answer)

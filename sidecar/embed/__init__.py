@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from sidecar.errors import EmbeddingUnavailable as EmbeddingUnavailable
 
 # Some models embed a question differently from a passage (e5's "query: ").
-Purpose = Literal["query", "document"]
+EmbedPurpose = Literal["query", "document"]
 
 
 class Embedder(Protocol):
@@ -35,6 +35,8 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    async def embed_batch(self, texts: Sequence[str], purpose: Purpose) -> list[list[float]]: ...
+    async def embed_batch(
+        self, texts: Sequence[str], purpose: EmbedPurpose
+    ) -> list[list[float]]: ...
 
     async def close(self) -> None: ...

@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from sidecar.embed import Purpose
+from sidecar.embed import EmbedPurpose
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -27,7 +27,7 @@ class HashingEmbedder:
     def __init__(self, dim: int) -> None:
         self.dim = dim
 
-    async def embed_batch(self, texts: Sequence[str], purpose: Purpose) -> list[list[float]]:
+    async def embed_batch(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         # Microseconds a text: no reason to leave the event loop.
         return [self.embed(text) for text in texts]
 

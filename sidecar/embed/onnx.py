@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sidecar.embed import EmbeddingUnavailable, Purpose
+from sidecar.embed import EmbeddingUnavailable, EmbedPurpose
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -88,7 +88,7 @@ class OnnxEmbedder:
     async def close(self) -> None:
         self._model = None
 
-    async def embed_batch(self, texts: Sequence[str], purpose: Purpose) -> list[list[float]]:
+    async def embed_batch(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         model = self._model
         if model is None:
             raise EmbeddingUnavailable("the model is not loaded", ["model_not_loaded"])

@@ -28,7 +28,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from sidecar.embed import EmbeddingUnavailable, Purpose
+from sidecar.embed import EmbeddingUnavailable, EmbedPurpose
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class RemoteEmbedder:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def embed_batch(self, texts: Sequence[str], purpose: Purpose) -> list[list[float]]:
+    async def embed_batch(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch):
             vectors += await self._request(list(texts[start : start + self.batch]))

@@ -1,5 +1,5 @@
 """Which routes, and methods, the app serves on a path: what a 405 names in `Allow`
-(RFC 9110), for the native routes (http/app.py) and the Qdrant dialect's catch-all
+(RFC 9110), for the native routes (http/refusals.py) and the Qdrant dialect's catch-all
 refusal (http/qdrant/routes.py) alike. FastAPI keeps included routers nested; this
 walks them."""
 

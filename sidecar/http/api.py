@@ -1,38 +1,36 @@
 """The native HTTP API (`/v1`).
 
 Each route reads identity and its request, calls the one surface (memory.py), and
-shapes the answer; refusals are the error tree's, mapped once in http/app.py. Every
-record a route returns was decided by the disclosure policy; a record that may not be
-disclosed answers exactly like one that does not exist.
+serialises the answer; refusals are the error tree's, raised through and answered in
+one place (http/refusals.py). Every record a route returns was decided by the
+disclosure policy; a record that may not be disclosed answers exactly like one that
+does not exist.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from fastapi import APIRouter, Body, Path, Query
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from fastapi.responses import Response
 from starlette.convertors import PathConvertor, register_url_convertor
 
-from sidecar import metrics
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
+    MemoryWrites,
+    Observations,
     Problem,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
+    WitnessedEvent,
 )
-from sidecar.policy.opa import PolicyUnavailable
-from sidecar.record import MAX_PATH, Instant, MemoryWrite, Name
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
+from sidecar.record import MAX_PATH, Instant, Name
 
 router = APIRouter()
 
@@ -47,7 +45,7 @@ class _KeyConvertor(PathConvertor):
 register_url_convertor("key", _KeyConvertor())
 
 
-_errors = refusals(400, 401, 413, 422, 503)
+_errors = refusals(401, 413, 422, 503)
 
 
 @router.post(
@@ -58,7 +56,7 @@ _errors = refusals(400, 401, 413, 422, 503)
     responses=_errors,
 )
 async def write_memories(
-    body: Annotated[MemoryWrite | list[MemoryWrite], Body()], svc: Svc, who: Asker
+    body: Annotated[MemoryWrites, Body()], svc: Svc, who: Asker
 ) -> StoredRecords:
     """Store one record or an array of them: all, or (422 with reasons) none."""
     return await svc.memory.remember(who, body if isinstance(body, list) else [body])
@@ -72,28 +70,12 @@ async def write_memories(
     responses=_errors,
 )
 async def write_observation(
-    body: Annotated[dict[str, Any] | list[dict[str, Any]], Body()], svc: Svc, who: Asker
+    body: Annotated[Observations, Body()], svc: Svc, who: Asker
 ) -> StoredRecords:
     """Store what speakers said as each speaker's own views (see writes/observations.py):
     one observation (`{speaker, source_id, participants, said_at, claims}`) or an array
     of them, all of their claims or (422 with reasons) none."""
-    return await svc.memory.observe(who, _observations(body))
-
-
-_MANY = TypeAdapter(list[Observation])
-
-
-def _observations(body: dict[str, Any] | list[dict[str, Any]]) -> list[Observation]:
-    """Validated here rather than as a union parameter, so a single observation's
-    reasons name its own fields (`body.participants.1`), as for one record, and an
-    array's name the element (`body.0.participants.1`)."""
-    try:
-        if isinstance(body, list):
-            return _MANY.validate_python(body)
-        return [Observation.model_validate(body)]
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_input=False)]
-        raise RequestValidationError(errors) from None
+    return await svc.memory.observe(who, body if isinstance(body, list) else [body])
 
 
 @router.post(
@@ -113,16 +95,9 @@ async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> Stored
     "/v1/recall", response_model=RecallResponse, response_model_exclude_none=True, responses=_errors
 )
 async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
-    """Attributed beliefs, an answer, a conflict, or an abstention."""
-    try:
-        answer = await svc.memory.recall(who, request, "recall")
-    except PolicyUnavailable as exc:
-        # Fail closed, and say why: nothing is disclosed without a decision.
-        metrics.POLICY_UNAVAILABLE.inc()
-        refusal = RecallResponse(
-            verdict="abstain", items=[], decision_id=exc.decision_id or uuid4(), reason=exc.reason
-        )
-        return JSONResponse(refusal.model_dump(mode="json", exclude_none=True), status_code=503)
+    """Attributed beliefs, an answer, a conflict, or an abstention; 503
+    `policy_unavailable` (an abstention too) when nothing could be decided."""
+    answer = await svc.memory.recall(who, request, "recall")
     # Serialised once, as FastAPI would for `response_model` (kept for the OpenAPI
     # document), without validating again the model the read path just built.
     return Response(
@@ -202,7 +177,13 @@ async def proposition(
     as_of: Annotated[Instant | None, Query()] = None,
     depth: Annotated[
         int,
-        Query(ge=1, le=MAX_PATH, description="How deep `minds` nests (views derived included)."),
+        Query(
+            description="How deep `minds` nests (views derived included): 1 to "
+            "WHOSE_MAX_MIND_DEPTH (default 4).",
+            # Bounded by the setting, with one reason (memory.py); the schema says how
+            # far the setting may go.
+            json_schema_extra={"minimum": 1, "maximum": MAX_PATH},
+        ),
     ] = 1,
     observer: Annotated[Name | None, Query(description="Only this holder's views.")] = None,
     observed: Annotated[

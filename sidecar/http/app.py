@@ -1,4 +1,6 @@
-"""The FastAPI application: wiring of store, policy and identity, and error shapes.
+"""The FastAPI application: wiring of store, policy and identity, and which dialect
+answers a refusal where (http/refusals.py: the native API, Qdrant's under
+/collections).
 
 Start-up opens the store and reaches OPA (starting a local one on embedded
 defaults); shutdown closes both. Routes live in http/api.py (native), http/qdrant/routes.py
@@ -10,29 +12,22 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 from starlette.routing import Route
 
-from sidecar import __version__, metrics
+from sidecar import __version__
 from sidecar.auth.tokens import Authenticator
-from sidecar.errors import FilterRefused, Unavailable, WhoseError, validation_reasons
-from sidecar.http import admin, api, erasures
-from sidecar.http.allowed import methods_on
+from sidecar.http import admin, api, erasures, refusals
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
 from sidecar.http.qdrant import writes as proxy_writes
-from sidecar.http.qdrant.dialect import QdrantError, error_response
+from sidecar.http.qdrant.dialect import QDRANT, QdrantError, error_response
 from sidecar.http.request_metrics import RequestTimer, Traffic
 from sidecar.mcp import endpoint as mcp_endpoint
 from sidecar.mcp.tools import build as mcp_tools
-from sidecar.messages import Problem
-from sidecar.policy.opa import PolicyUnavailable
 from sidecar.services import open_services
 from sidecar.settings import Settings
 
@@ -43,6 +38,10 @@ def create_app(settings: Settings) -> FastAPI:
     # Fails before serving anything if no identity provider is configured.
     authenticate = Authenticator(settings)
     traffic = Traffic()
+    # Qdrant's dialect answers every refusal on its paths, the native API the rest.
+    answers = refusals.Refusals(
+        by_prefix={"/collections": QDRANT}, own={QdrantError: error_response}
+    )
     mcp = mcp_tools(lambda: app.state.services, mcp_endpoint.from_http_request)
     mcp_sessions = mcp_endpoint.http_manager(mcp, settings)
 
@@ -83,58 +82,17 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(proxy.router)
     # The MCP endpoint (streamable HTTP) and where a host learns which issuer to ask.
     app.router.routes.append(
-        Route(mcp_endpoint.PATH, mcp_endpoint.Endpoint(mcp_sessions, settings), methods=["POST"])
+        Route(
+            mcp_endpoint.PATH,
+            mcp_endpoint.Endpoint(mcp_sessions, settings, answers.respond),
+            methods=["POST"],
+        )
     )
     for path in (mcp_endpoint.METADATA_PATH, mcp_endpoint.METADATA_PATH + mcp_endpoint.PATH):
         app.add_route(
             path, mcp_endpoint.protected_resource, methods=["GET"], include_in_schema=False
         )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, respond=answers.respond)
     app.add_middleware(RequestTimer, traffic=traffic)
-    _install_error_shapes(app)
+    refusals.install(app, answers)
     return app
-
-
-def _problem(status: int, error: str, reasons: Sequence[object] = ()) -> JSONResponse:
-    return JSONResponse(
-        Problem(error=error, reasons=list(reasons)).model_dump(), status_code=status
-    )
-
-
-def _install_error_shapes(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _problem(422, "invalid_request", validation_reasons(exc.errors()))
-
-    @app.exception_handler(WhoseError)
-    async def refused(_: Request, exc: WhoseError) -> JSONResponse:
-        # The one error tree (errors.py): its code and status, its reasons.
-        if isinstance(exc, Unavailable):
-            if isinstance(exc, PolicyUnavailable):
-                metrics.POLICY_UNAVAILABLE.inc()
-            log.error("%s: %s", exc.code, exc)
-        return JSONResponse(exc.body(), status_code=exc.status)
-
-    @app.exception_handler(QdrantError)
-    async def qdrant_error(_: Request, exc: QdrantError) -> JSONResponse:
-        return error_response(exc)
-
-    @app.exception_handler(FilterRefused)
-    async def filter_refused(_: Request, exc: FilterRefused) -> JSONResponse:
-        # A filter only the engine could tell was bad (the proxy's checks,
-        # http/qdrant/caller_filter.py, admit the rest).
-        return error_response(QdrantError(400, str(exc), reasons=[exc.reason]))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if isinstance(exc.detail, dict):
-            body = exc.detail
-        else:
-            body = {"error": str(exc.detail).lower().replace(" ", "_")}
-        headers = exc.headers
-        if exc.status_code == 405:
-            # Starlette names the methods of the first route on the path only; a path
-            # served by several (GET and DELETE /v1/memories/{id}) names them all.
-            served = methods_on(request.app.routes, request.url.path)
-            headers = dict(headers or {}) | {"Allow": ", ".join(served)}
-        return JSONResponse(body, status_code=exc.status_code, headers=headers)

@@ -29,6 +29,6 @@ Asker = Annotated[Identity, Depends(asker)]
 
 def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI: these statuses answer the error tree's body (`Problem`), so clients and
-    the schema fuzzer know every answer a route gives. 400 is a body that is not JSON
-    at all (FastAPI's own refusal), 413 one too large (http/limits.py)."""
+    the schema fuzzer know every answer a route gives (http/refusals.py): 422 is also
+    a body that is not JSON at all, 413 one too large (http/limits.py)."""
     return {status: {"model": Problem} for status in statuses}

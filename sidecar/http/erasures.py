@@ -14,7 +14,7 @@ from sidecar.messages import ErasureProgress, ErasureRequest, Problem
 
 router = APIRouter(tags=["erasure"])
 
-_errors = refusals(400, 401, 403, 413, 422, 503)
+_errors = refusals(401, 403, 413, 422, 503)
 
 
 @router.post("/v1/erasures", status_code=202, response_model=ErasureProgress, responses=_errors)

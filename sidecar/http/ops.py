@@ -19,8 +19,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from redis.exceptions import RedisError
 
 from sidecar import __version__
+from sidecar.errors import StoreUnavailable
+from sidecar.http import refusals
 from sidecar.services import Services
-from sidecar.store import StoreUnavailable
 
 
 def create_ops_app(api: FastAPI) -> FastAPI:
@@ -66,4 +67,6 @@ def create_ops_app(api: FastAPI) -> FastAPI:
         state = ("ready" if all(checks.values()) else "degraded") if ready else "not_ready"
         return JSONResponse({"status": state, "checks": checks}, status_code=200 if ready else 503)
 
+    # A path or method it does not serve answers as the API's do.
+    refusals.install(ops, refusals.Refusals())
     return ops

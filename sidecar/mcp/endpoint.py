@@ -3,20 +3,20 @@ request, then handed to the SDK; RFC 9728 metadata naming the resource and its i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from fastapi import HTTPException
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from sidecar.auth.identity import (
     Identity,
 )
-from sidecar.errors import Unauthenticated
+from sidecar.errors import NotFound, Unauthenticated, WhoseError
 from sidecar.services import Services
 from sidecar.settings import Settings, is_loopback
 
@@ -24,6 +24,8 @@ PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 # Where the HTTP endpoint leaves the verified identity for the tools.
 IDENTITY = "whose.identity"
+# How the app answers a refusal on a path (http/refusals.py), headers added.
+RefusalAnswer = Callable[[str, WhoseError, Mapping[str, str]], Response]
 
 
 async def from_http_request(ctx: Context[Any, Any]) -> Identity:
@@ -57,25 +59,27 @@ def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSe
 
 class Endpoint:
     """ASGI app at /mcp: every HTTP request is authenticated like any API request (the
-    same Authenticator), then handed to the SDK with the identity in its scope."""
+    same Authenticator, refused the same way), then handed to the SDK with the
+    identity in its scope."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, settings: Settings) -> None:
+    def __init__(
+        self, manager: StreamableHTTPSessionManager, settings: Settings, respond: RefusalAnswer
+    ) -> None:
         self.manager = manager
         self.settings = settings
+        self.respond = respond
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         services: Services = request.app.state.services
         try:
             who = await services.authenticate(request)
-        except HTTPException as exc:
+        except Unauthenticated as exc:
             # RFC 9728 §5.1: tell an MCP host where to learn which issuer's token to get.
             challenge = "Bearer"
             if self.settings.jwt_issuer is not None:
                 challenge += f' resource_metadata="{metadata_url(request, self.settings)}"'
-            response = JSONResponse(
-                exc.detail, status_code=exc.status_code, headers={"WWW-Authenticate": challenge}
-            )
+            response = self.respond(request.url.path, exc, {"WWW-Authenticate": challenge})
             await response(scope, receive, send)
             return
         await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
@@ -112,7 +116,7 @@ async def protected_resource(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
     settings = services.settings
     if settings.jwt_issuer is None:
-        return JSONResponse({"error": "not_found"}, status_code=404)
+        raise NotFound("metadata")
     return JSONResponse(
         {
             "resource": resource_url(request, settings),

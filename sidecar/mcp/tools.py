@@ -5,8 +5,8 @@ Two transports, one server: streamable HTTP mounted on the sidecar at `/mcp` (en
 (stdio.py, `whose mcp`: identity from a token in the environment, verified per call, or a
 dev identity). Each tool calls the `Memory` method the matching HTTP route calls
 (memory.py: the one read path and the write path), so nothing is gated twice or
-differently (docs/design.md §5, §6); refusals are the error tree's (errors.py), worded
-here once.
+differently (docs/design.md §5, §6); refusals are the error tree's (errors.py), mapped
+here once (`tool_error`: every class of the tree has its words in `WORDS`).
 
 A tool result's text is what the model reads (answers/readout.py): attribution
 sentences with their obligations, the verdict in words. Its structured content
@@ -20,7 +20,7 @@ and replicas need no sticky routing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, cast
 from uuid import UUID
 
@@ -29,27 +29,47 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from sidecar import __version__, metrics
+from sidecar import __version__
 from sidecar.answers import readout
 from sidecar.auth.identity import (
     Identity,
 )
-from sidecar.errors import WhoseError, validation_reasons
+from sidecar.errors import (
+    AuditUnavailable,
+    EmbeddingUnavailable,
+    ErasureRefused,
+    ErasureRequestsUnavailable,
+    FilterRefused,
+    Forbidden,
+    InvalidRequest,
+    LockUnavailable,
+    MethodNotAllowed,
+    NotFound,
+    PolicyUnavailable,
+    RequestTooLarge,
+    StoreUnavailable,
+    Unauthenticated,
+    Unavailable,
+    WhoseError,
+    WriteRefused,
+    validation_reasons,
+)
 from sidecar.messages import (
+    Claim,
     ErasureResponse,
     HistoryResponse,
     MemoryResponse,
+    Observation,
     ObservedPath,
+    Present,
     PropositionResponse,
     RecallRequest,
     RecallResponse,
     StoredRecords,
     path_of,
 )
-from sidecar.policy.opa import PolicyUnavailable
 from sidecar.record import MAX_PATH, Instant, Name
 from sidecar.services import Services
-from sidecar.writes.observations import Claim, Observation, Present
 
 INSTRUCTIONS = """\
 whose is a memory that keeps track of whose claim each memory is, and who may hear it.
@@ -77,12 +97,42 @@ USE = (
 IdentityOf = Callable[[Context[Any, Any]], Awaitable[Identity]]
 
 
-def _problem(error: str, reasons: Sequence[object] = ()) -> CallToolResult:
+# What each refusal of the tree means, for the model reading it after its code.
+WORDS: dict[type[WhoseError], str] = {
+    WhoseError: "refused",
+    InvalidRequest: "the arguments are not valid",
+    NotFound: "no such memory, or none you may see",
+    Forbidden: "your role does not allow this",
+    FilterRefused: "the filter is not valid",
+    Unauthenticated: "not authenticated",
+    MethodNotAllowed: "not served here",
+    RequestTooLarge: "the request is too large",
+    WriteRefused: "the write was refused and nothing was stored",
+    ErasureRefused: "you may not erase this memory; nothing was erased",
+    Unavailable: "a dependency is unavailable; nothing was disclosed or stored",
+    EmbeddingUnavailable: "the text could not be embedded; try again later",
+    PolicyUnavailable: "the policy could not be asked: nothing may be disclosed; verify or abstain",
+    StoreUnavailable: "the memory store is unavailable; try again later",
+    LockUnavailable: "the memory is busy; try again later",
+    AuditUnavailable: "the audit log cannot be read now",
+    ErasureRequestsUnavailable: "erasure requests cannot be started or read now",
+}
+
+
+def tool_error(exc: WhoseError) -> CallToolResult:
+    """A refusal as a tool error: its code and words for the model, and as structured
+    content the problem the HTTP API answers (errors.py, messages.Problem)."""
+    words = next(WORDS[cls] for cls in type(exc).__mro__ if cls in WORDS)
+    body = exc.body()
     return CallToolResult(
-        content=[TextContent(type="text", text=readout.refusal(error, reasons))],
-        structured_content={"error": error, "reasons": list(reasons)},
+        content=[TextContent(type="text", text=readout.refusal(exc.code, words, body["reasons"]))],
+        structured_content=body,
         is_error=True,
     )
+
+
+def _invalid(exc: ValidationError, arguments: object) -> CallToolResult:
+    return tool_error(InvalidRequest("arguments", validation_reasons(exc.errors(), arguments)))
 
 
 def _result(text: str, answer: BaseModel) -> CallToolResult:
@@ -118,7 +168,7 @@ class _Server(MCPServer[Any]):
             try:
                 tool.fn_metadata.validate_arguments(arguments)
             except ValidationError as exc:
-                return _problem("invalid_request", validation_reasons(exc.errors()))
+                return _invalid(exc, arguments)
         return await super().call_tool(name, arguments, context)
 
 
@@ -131,12 +181,10 @@ async def _guarded(
         who = await server.identity_of(ctx)
         return await answer(server.services(), who)
     except ValidationError as exc:
-        return _problem("invalid_request", validation_reasons(exc.errors()))
+        # A request model built from arguments already checked: its own rules.
+        return _invalid(exc, None)
     except WhoseError as exc:
-        # The one error tree, worded as the HTTP API words it (http/app.py).
-        if isinstance(exc, PolicyUnavailable):
-            metrics.POLICY_UNAVAILABLE.inc()
-        return _problem(exc.code, exc.reasons)
+        return tool_error(exc)
 
 
 # --- the tools: each calls the Memory method its HTTP route calls --------------------
@@ -207,7 +255,15 @@ async def recall(
             " group:<name>): only what all of them may hear comes back.",
         ),
     ] = [],  # noqa: B006 (pydantic copies defaults)
-    limit: Annotated[int, Field(ge=1, le=1000, description="At most this many items.")] = 10,
+    limit: Annotated[
+        int,
+        Field(
+            description="At most this many items (1 to the sidecar's limit, 100 by default).",
+            # The bound is the sidecar's setting, refused as every transport refuses it
+            # (memory.py); the schema says how far the setting may go.
+            json_schema_extra={"minimum": 1, "maximum": 1000},
+        ),
+    ] = 10,
     observer: Annotated[
         Name | None, Field(description="Only views held by this person (whose mind).")
     ] = None,

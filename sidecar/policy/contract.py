@@ -255,12 +255,12 @@ def write_input(
     }
 
 
-# --- erasure and retention (rego/whose/erasure.rego, retention.rego) ----------------
+# --- erasure and retention (rego/whose/erasure/, retention/) ----------------
 
 # What an erasure request names: records by id (each one the asker may see), or every
 # record about a subject, from a source, or of the whole tenant (bulk requests).
 ErasureKind = Literal["records", "subject", "source", "tenant", "derived"]
-# What becomes of the records derived from an erased one (writes/erasure.py).
+# What becomes of the records derived from an erased one (writes/relink.py).
 DerivedChoice = Literal["flag", "withdraw", "erase"]
 
 

@@ -25,7 +25,7 @@ from sidecar.answers.wording import disclosed_item
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.reads.gate import Disclosure
-from sidecar.reads.reader import LINKS, Answer, Reader, Shown
+from sidecar.reads.reader import LINKS, ReadAnswer, Reader, Shown
 from sidecar.record import Stored
 from sidecar.store.scope import Absent, AnyOf, Condition, Match, NotAfter, Scope
 
@@ -84,7 +84,7 @@ class Minds:
         vector: list[float] | None,
         limit: int,
         history: bool,
-    ) -> Answer:
+    ) -> ReadAnswer:
         """The views of one chain of minds after the observer (`filters.observer`, or any
         holder), current as this question may see them (with `history`, every version,
         each marked), nearest to `vector` first (else by holder and time), at most
@@ -127,7 +127,7 @@ class Minds:
             scores = await self._scores(tenant, vector, [r for r, _, _ in shown])
         ranked = sorted(shown, key=lambda s: _rank(s, scores, vector is not None))[:limit]
         visible = {r.id for r, _, _ in ranked}
-        return Answer(
+        return ReadAnswer(
             shown=[
                 Shown(_links_within(r, visible), d, _scored(_linked(i, visible), r, scores))
                 for r, d, i in ranked
@@ -139,7 +139,7 @@ class Minds:
 
     async def views(
         self, question: DisclosureQuestion, route: str, scope: Scope, depth: int
-    ) -> tuple[Answer, Derived]:
+    ) -> tuple[ReadAnswer, Derived]:
         """Every disclosable current view of one proposition (`scope.about`), each
         holder's current one as this question may see it, and the views derived from
         what each holder witnessed or heard, to `depth` minds after the holder."""
@@ -170,7 +170,7 @@ class Minds:
             visible = {r.id for r, _, _ in kept}
             implied = [(r, d) for r, d in allowed if r.id in derived_ids]
             derived = [item for _, _, item in self._worded(disclosure, implied, at)]
-        answer = Answer(
+        answer = ReadAnswer(
             shown=[Shown(_links_within(r, visible), d, _linked(i, visible)) for r, d, i in kept],
             decision_id=disclosure.decision_id,
             vocabulary=disclosure.wording(),

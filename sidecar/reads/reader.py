@@ -77,7 +77,7 @@ class Shown:
 
 
 @dataclass
-class Answer:
+class ReadAnswer:
     shown: list[Shown]
     decision_id: uuid.UUID
     vocabulary: Vocabulary
@@ -115,7 +115,7 @@ class Reader:
         with_vector: bool = False,
         adaptive: bool = True,
         with_other_views: bool = False,
-    ) -> Answer:
+    ) -> ReadAnswer:
         """The `limit` nearest disclosable records (after `offset` of them): by the
         dense `vector`, the lexical match of `text`, or both fused (Store.search).
 
@@ -147,7 +147,7 @@ class Reader:
 
     async def listing(
         self, question: DisclosureQuestion, route: str, scope: Scope, limit: int
-    ) -> Answer:
+    ) -> ReadAnswer:
         """Disclosable records by filter alone, in store order, up to `limit` examined."""
         async with self.gate.begin(question, route) as disclosure:
             narrowed = (await disclosure.pushdown()).narrow(scope)
@@ -166,7 +166,7 @@ class Reader:
         limit: int,
         cursor: str | None,
         with_vector: bool = False,
-    ) -> Answer:
+    ) -> ReadAnswer:
         """A page of disclosable records in point-id order, and where the next starts.
 
         The next offset is given only when one more disclosable record exists, or
@@ -227,7 +227,7 @@ class Reader:
         route: str,
         ids: list[UUID],
         with_vector: bool = False,
-    ) -> Answer:
+    ) -> ReadAnswer:
         """The records asked for that may be disclosed, in the order asked; the rest
         are absent exactly as if they did not exist."""
         found = await self.store.get(question.asker.tenant, ids, with_vector=with_vector)
@@ -242,7 +242,7 @@ class Reader:
 
     async def version_at(
         self, question: DisclosureQuestion, route: str, record_id: UUID, as_of: datetime
-    ) -> Answer:
+    ) -> ReadAnswer:
         """The version of a record's chain that applied at `as_of`, provided the record
         asked for may itself be seen (else a forbidden id would answer differently
         from a missing one)."""
@@ -263,7 +263,7 @@ class Reader:
 
     async def history(
         self, question: DisclosureQuestion, route: str, record_id: UUID
-    ) -> Answer | None:
+    ) -> ReadAnswer | None:
         """The supersession chain through a record, oldest first, each version decided
         on its own; None when the record asked for may not be seen (or is missing)."""
         chain = await self._chain(question.asker.tenant, record_id)
@@ -395,9 +395,9 @@ class Reader:
         truncated: bool = False,
         next_offset: str | None = None,
         others: list[Item] | None = None,
-    ) -> Answer:
+    ) -> ReadAnswer:
         vocabulary = disclosure.wording()
-        return Answer(
+        return ReadAnswer(
             shown=[Shown(r, d, disclosed_item(r, d, vocabulary, at)) for r, d in shown],
             decision_id=disclosure.decision_id,
             vocabulary=vocabulary,

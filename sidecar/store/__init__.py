@@ -99,7 +99,7 @@ class Store(Protocol):
 
     async def clear(self, tenant: str, record_id: UUID, fields: list[str]) -> None:
         """Remove payload fields of one stored record (links and ends an erasure
-        relinks away, writes/erasure.py)."""
+        relinks away, writes/relink.py)."""
         ...
 
     async def tenants(self, limit: int) -> list[str]:

@@ -315,11 +315,11 @@ def _vectors(payload: dict[str, Any], vector: list[float]) -> dict[str, Any]:
     return {DENSE: vector, LEXICAL: qe.SparseVector(sparse.indices, sparse.values)}
 
 
-Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
+_Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
 
 
-def _indexes() -> list[tuple[str, Index]]:
-    indexes: list[tuple[str, Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
+def _indexes() -> list[tuple[str, _Index]]:
+    indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
     indexes += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_FIELDS]
     indexes += [(name, qe.PayloadSchemaType.Datetime) for name in DATETIME_FIELDS]
     indexes += [(name, qe.PayloadSchemaType.Float) for name in FLOAT_FIELDS]

@@ -451,12 +451,12 @@ def _point(tenant: str, payload: dict[str, Any], vector: list[float]) -> qm.Poin
     )
 
 
-Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
+_Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
 
 
-def _indexes() -> list[tuple[str, Index]]:
+def _indexes() -> list[tuple[str, _Index]]:
     tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
-    indexes: list[tuple[str, Index]] = [(TENANT_FIELD, tenant_index)]
+    indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, tenant_index)]
     indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
     indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]

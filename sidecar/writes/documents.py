@@ -45,10 +45,8 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from sidecar.errors import validation_reasons
-from sidecar.record import Library, MemoryWrite
+from sidecar.record import Library, MemoryWrite, Payload
 from sidecar.writes.writer import WriteRefused
-
-Payload = dict[str, Any]
 
 # The metadata keys of the convention, in the order they are looked for.
 AUDIENCE = "audience"
@@ -71,7 +69,7 @@ SERVED_ONLY = ("whose", "as_written", "_node_content", "_node_type")
 
 
 @dataclass(frozen=True)
-class Shape:
+class LibraryDocument:
     """What a payload says, read in its library's shape."""
 
     library: Library | None  # None: a memory record
@@ -80,22 +78,26 @@ class Shape:
     document_id: str | None = None
 
 
-def shape_of(payload: Payload) -> Shape:
+def library_document(payload: Payload) -> LibraryDocument:
     """Which library wrote the payload, its text, metadata and document id."""
     if "_node_content" in payload:
         return _llama_index(payload)
     if "meta" in payload and "id" in payload and isinstance(payload["meta"], dict | None):
         meta = payload["meta"] or {}
-        return Shape("haystack", _text(payload.get("content")), meta, _text(payload["id"]))
+        return LibraryDocument(
+            "haystack", _text(payload.get("content")), meta, _text(payload["id"])
+        )
     if _is_langchain(payload):
         text = payload.get("page_content", payload.get("content"))
         metadata = payload.get("metadata", payload.get("whose"))
-        return Shape("langchain", _text(text), metadata if isinstance(metadata, dict) else {})
+        return LibraryDocument(
+            "langchain", _text(text), metadata if isinstance(metadata, dict) else {}
+        )
     if "modality" in payload and "source_id" in payload:
-        return Shape(None, None, {})
+        return LibraryDocument(None, None, {})
     text = payload.get("content", payload.get("text"))
     rest = {k: v for k, v in payload.items() if k not in ("content", "text", *SERVED_ONLY)}
-    return Shape("plain", _text(text), rest)
+    return LibraryDocument("plain", _text(text), rest)
 
 
 def _is_langchain(payload: Payload) -> bool:
@@ -112,13 +114,13 @@ def _is_langchain(payload: Payload) -> bool:
     )
 
 
-def _llama_index(payload: Payload) -> Shape:
+def _llama_index(payload: Payload) -> LibraryDocument:
     try:
         node = json.loads(payload["_node_content"])
     except (TypeError, ValueError):
         node = None
     if not isinstance(node, dict):
-        return Shape("llamaindex", None, {})
+        return LibraryDocument("llamaindex", None, {})
     metadata = node.get("metadata")
     ref = (node.get("relationships") or {}).get("1") or {}
     document_id = ref.get("node_id") if isinstance(ref, dict) else None
@@ -126,7 +128,7 @@ def _llama_index(payload: Payload) -> Shape:
         document_id = _text(payload.get("ref_doc_id"))
     if document_id == "None":
         document_id = None
-    return Shape(
+    return LibraryDocument(
         "llamaindex",
         _text(node.get("text")),
         metadata if isinstance(metadata, dict) else {},
@@ -153,9 +155,9 @@ def to_write(
     `holder`'s (for a payload update, the changed version's), else the writer's.
     `was`: the document a payload update changed (its library and id carry over to
     the plain payload the update made, see `payload_of`)."""
-    found = shape_of(payload)
+    found = library_document(payload)
     if was is not None and found.library == "plain":
-        found = Shape(was["library"], found.text, found.metadata, was.get("id"))
+        found = LibraryDocument(was["library"], found.text, found.metadata, was.get("id"))
     if found.library is None:
         record = {k: v for k, v in payload.items() if k not in SERVED_ONLY}
         return _validated(index, point, {**record, "id": str(point), "vector": vector})

@@ -12,7 +12,7 @@ leave the store (docs/design.md §6, "How an erasure flows").
    (writes/lineage.py). This happens first, so an erasure cut short never leaves a
    derivation current over a premise that is gone.
 4. Under the chain locks: the erased records and their neighbours are read again,
-   the chains closed over the erased versions (writes/erasure.py), then the
+   the chains closed over the erased versions (writes/relink.py), then the
    records deleted, vector and payload, in one store operation.
 5. One audit entry: who, which ids, why, under which policy revision; never content.
 """
@@ -47,9 +47,9 @@ from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.reader import Reader
 from sidecar.record import Stored
 from sidecar.store import Store, StoreUnavailable
-from sidecar.writes.erasure import MAX_RUN, neighbours, relink
 from sidecar.writes.lineage import Lineage, chain_lock_key, derived_from
 from sidecar.writes.locks import ChainLocks, LockUnavailable
+from sidecar.writes.relink import MAX_RUN, neighbours, relink
 
 # Ids one request by id may name, and records one erasure erases in all (cascades
 # included): larger sets go through a bulk request, a step at a time.

@@ -161,7 +161,7 @@ def _scans(progress: ErasureProgress) -> list[Scope]:
             (Match("observer_id", subject),),
             (Match("observed_id", subject),),
             (Match("source.speaker", subject),),
-            # A claim without holder or speaker is its writer's (rego/whose/lib/subjects.rego).
+            # A claim without holder or speaker is its writer's (rego/whose/lib/subjects/).
             (
                 Match("provenance.writer", subject),
                 Absent("observer_id"),

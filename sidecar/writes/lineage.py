@@ -6,7 +6,7 @@ superseded (a new version of its chain), erased, withdrawn (its valid time ended
 without a successor) or narrowed (re-issued for fewer readers), every record derived
 from it gets a `premise_changes` entry: which premise, what became of it, and when.
 Its status is then `stale` (record.py), and the disclosure policy notes why
-(rego/whose/lib/lineage.rego) or withholds it (config.stale.withhold). A record
+(rego/whose/lib/lineage/lineage.rego) or withholds it (config.stale.withhold). A record
 derived from a marked one is marked in turn (`stale`), at most MAX_DEPTH levels and
 MAX_MARKED records deep.
 
@@ -24,16 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
-from sidecar.record import PremiseChange, Stored, iso
+from sidecar.record import Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.supersession import chain_of, predecessor_lock_key
-
-Payload = dict[str, Any]
 
 MAX_DEPTH = 8
 MAX_MARKED = 1000

@@ -43,10 +43,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sidecar.record import valid_time_covers
+from sidecar.record import Payload, valid_time_covers
 from sidecar.store.scope import Absent, Condition, Exactly, Match, Scope
-
-Payload = dict[str, Any]
 
 # How far a version without a valid_at of its own may move forward to follow its
 # predecessor (clocks of replicas disagree a little); beyond it, it is inserted

@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sidecar.auth.identity import Identity
+from sidecar.messages import Observation
 from sidecar.policy.contract import PolicyIdentity, TrustClaim, TrustHearer, TrustInput
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryWrite, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
-from sidecar.writes.observations import DEFAULT_CONFIDENCE, Observation
+from sidecar.writes.observations import DEFAULT_CONFIDENCE
 
 # The provenance method of an adopted belief.
 TESTIMONY = "testimony"

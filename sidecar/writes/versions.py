@@ -39,7 +39,7 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import InvalidRequest
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.reader import Reader
-from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Stored, iso
+from sidecar.record import MemoryRecord, MemoryWrite, Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Match, Scope
 from sidecar.writes.documents import payload_of, to_write
@@ -48,7 +48,6 @@ from sidecar.writes.lineage import Lineage, chain_lock_key
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.writer import MAX_BATCH, Writer, WriteRefused
 
-Payload = dict[str, Any]
 # The versions one chosen id may have (a lookup is bounded by this per id), and the
 # versions one lookup reads in all.
 _MAX_VERSIONS = 100
@@ -60,7 +59,7 @@ def _utcnow() -> datetime:
 
 
 @dataclass(frozen=True)
-class Point:
+class WrittenPoint:
     """One point a library wrote: its id, its dense vector, its payload."""
 
     id: UUID
@@ -148,7 +147,7 @@ class Versions:
     # --- writes -----------------------------------------------------------------------
 
     async def upsert(
-        self, who: Identity, points: Sequence[Point], route: WriteRoute
+        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute
     ) -> list[MemoryRecord]:
         """Each point as a new document or a new version of the one its id names:
         all or nothing (WriteRefused with every reason)."""
@@ -295,7 +294,7 @@ class Versions:
         return [s.record for s in answer.shown]
 
 
-def _converted(points: Sequence[Point], writer: str) -> list[MemoryWrite]:
+def _converted(points: Sequence[WrittenPoint], writer: str) -> list[MemoryWrite]:
     bodies: list[MemoryWrite] = []
     problems: list[dict[str, Any]] = []
     for index, point in enumerate(points):

@@ -18,87 +18,19 @@ the room, so each later event they witness supersedes their earlier view; every
 version of a chain is made at an event its whole audience witnessed, so nobody learns
 from a chain's links, status or end of a move they did not see; and an unnoticed
 witness is named in no record anyone else is told.
+
+The body (WitnessedEvent) is in messages.py, with every other request body.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
+from sidecar.messages import Announcement, WitnessedEvent
+from sidecar.record import Evidence, MemoryWrite
 
-from sidecar.record import Evidence, Instant, MemoryWrite, Name, Proposition
-from sidecar.writes.observations import Present
-
-# One record per witness (and one more for an announcement); 16 keeps an event small
-# and bounds the views `minds` derives from it (settings.max_mind_views).
-MAX_WITNESSES = 16
-MAX_READERS = 100
 # The evidence kind and provenance method that say a record came from witnessing.
 WITNESSED = "witnessed"
-
-
-def _keyed(proposition: Proposition) -> Proposition:
-    # Without a key there is no chain: a witness's view would never be superseded by
-    # what they see next, and they would hold every position the marble ever had.
-    if not proposition.key:
-        raise PydanticCustomError("proposition_key_required", "a witnessed proposition needs a key")
-    return proposition
-
-
-def _a_group(name: str) -> str:
-    if not name.startswith("group:") or name == "group:":
-        raise PydanticCustomError(
-            "announcement_to_a_group", "an announcement is made to a `group:` of the directory"
-        )
-    return name
-
-
-class Announcement(BaseModel):
-    """Who announced the proposition, to which directory group."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    speaker: Present
-    to: Annotated[Name, AfterValidator(_a_group)] = Field(
-        description="The directory group, as `group:<name>`, every member of which was present."
-    )
-
-
-class WitnessedEvent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    proposition: Annotated[Proposition, AfterValidator(_keyed)]
-    witnessed_by: list[Present] = Field(
-        min_length=1, max_length=MAX_WITNESSES, description="Everyone who was present."
-    )
-    unnoticed: list[Present] = Field(
-        default_factory=list,
-        max_length=MAX_WITNESSES,
-        description="Witnesses nobody else saw there (watching through a window): "
-        "they get their own view (and so their views of the others); nobody else's "
-        "record names them.",
-    )
-    at: Instant | None = None
-    source_id: Name
-    channel: Name | None = None
-    readers: list[Present] = Field(
-        default_factory=list,
-        max_length=MAX_READERS,
-        description="Who else may read every record of the event (a narrator). Keep them "
-        "the same across a story: a chain's audience is fixed (docs/design.md §4).",
-    )
-    access_scope: Name | None = None
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    announcement: Announcement | None = None
-
-    @model_validator(mode="after")
-    def _unnoticed_were_there(self) -> WitnessedEvent:
-        if not set(self.unnoticed) <= set(self.witnessed_by):
-            raise PydanticCustomError(
-                "unnoticed_not_a_witness", "everyone in `unnoticed` must be in `witnessed_by`"
-            )
-        return self
 
 
 def to_records(event: WitnessedEvent) -> list[MemoryWrite]:

@@ -42,7 +42,12 @@ def test_no_identity_is_401_with_a_reason(http: httpx.Client) -> None:
         http.post("/v1/memories", json=PUBLISHED),
     ):
         assert response.status_code == 401
-        assert response.json() == {"error": "unauthenticated", "reason": "missing_token"}
+        assert response.json() == {
+            "error": "unauthenticated",
+            "reasons": ["missing_token"],
+            "reason": "missing_token",
+        }
+        assert response.headers["www-authenticate"] == "Bearer"
 
 
 def test_forged_bearer_token_is_refused(http: httpx.Client) -> None:
@@ -116,8 +121,9 @@ def test_a_chosen_id_names_the_record_in_the_writers_own_namespace(http: httpx.C
 def test_recall_request_needs_exactly_one_of_query_and_vector(http: httpx.Client) -> None:
     assert recall(http, "alice").status_code == 422
     assert recall(http, "alice", query="x", vector=[0.0] * 384).status_code == 422
-    assert recall(http, "alice", query="x", limit=0).status_code == 422
-    assert recall(http, "alice", query="x", limit=101).json()["reasons"] == ["limit_above_100"]
+    for limit in (0, 101, 1001):
+        refused = recall(http, "alice", query="x", limit=limit)
+        assert (refused.status_code, refused.json()["reasons"]) == (422, ["limit_within_1..100"])
 
 
 def test_caller_supplied_vectors_are_searched(http: httpx.Client) -> None:

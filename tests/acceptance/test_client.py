@@ -35,10 +35,14 @@ from sidecar.client import (
     WriteRefused,
     as_text,
 )
-from sidecar.messages import ErasureRequest, ExplainRequest, RecallRequest
+from sidecar.messages import (
+    ErasureRequest,
+    ExplainRequest,
+    Observation,
+    RecallRequest,
+    WitnessedEvent,
+)
 from sidecar.record import MemoryWrite
-from sidecar.writes.observations import Observation
-from sidecar.writes.witnessed import WitnessedEvent
 from tests.acceptance.story import fresh_key
 from tests.conftest import Backend, free_port, metric, start_sidecar, stop
 
@@ -101,7 +105,7 @@ def test_alice_is_told_whose_it_is_and_bob_is_refused(alice: WhoseClient, bob: W
     assert as_text(refused) == "abstain: nothing you may be told: verify or abstain."
     with pytest.raises(NotFound) as missing:
         bob.get(stored.id)
-    assert missing.value.body() == {"error": "not_found"}
+    assert missing.value.body() == {"error": "not_found", "reasons": []}
 
 
 def test_a_flattening_write_is_refused_with_every_reason(alice: WhoseClient) -> None:
@@ -192,7 +196,7 @@ def test_refusals_are_the_error_trees(base: str, alice: WhoseClient) -> None:
     assert forbidden.value.reasons == ["role:auditor"]
     with pytest.raises(InvalidRequest) as invalid:
         alice.recall(RecallRequest(query="launch", limit=500))
-    assert invalid.value.reasons == ["limit_above_100"]
+    assert invalid.value.reasons == ["limit_within_1..100"]
 
 
 def test_delete_erases_and_answers_what_it_erased(alice: WhoseClient, bob: WhoseClient) -> None:

@@ -52,6 +52,41 @@ def test_get_and_write_fail_closed(no_opa: str) -> None:
     assert wrote.json()["error"] == "policy_unavailable"
 
 
+def test_each_refusal_is_counted_once_whichever_way_it_was_asked(no_opa: str) -> None:
+    """One count per refused request, at the surface every transport calls: the API,
+    the MCP tools, the Qdrant dialect's reads and the security team's explain."""
+    before = metric(no_opa, "whose_policy_unavailable_total")
+    recalled = httpx.post(f"{no_opa}/v1/recall", json={"query": "launch"}, headers=as_("alice"))
+    assert recalled.status_code == 503
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "launch"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    tool = httpx.post(f"{no_opa}/mcp", json=call, headers=as_("alice") | accept).json()["result"]
+    assert tool["isError"] is True
+    # The same answer as the API's: a refusal that is also an abstention.
+    assert tool["structuredContent"]["verdict"] == "abstain"
+    assert tool["structuredContent"]["error"] == recalled.json()["error"] == "policy_unavailable"
+    queried = httpx.post(
+        f"{no_opa}/collections/whose_memories/points/query",
+        json={"query": [0.1] * 384, "limit": 3},
+        headers=as_("alice"),
+    )
+    assert queried.status_code == 503
+    assert (queried.json()["error"], "status" in queried.json()) == ("policy_unavailable", True)
+    explained = httpx.post(
+        f"{no_opa}/v1/explain",
+        json={"asker": "bob", "record_id": str(uuid.uuid4())},
+        headers=as_("pat", roles="policy-admin"),
+    )
+    # No such record: explain asks the store first, and the policy never.
+    assert explained.status_code == 404
+    assert metric(no_opa, "whose_policy_unavailable_total") == before + 3
+
+
 def test_readyz_reports_opa_down(no_opa: str) -> None:
     ready = httpx.get(f"{ops(no_opa)}/readyz")
     assert ready.status_code == 503

@@ -184,7 +184,7 @@ def test_opa_stalled_past_the_timeout(world: World) -> None:
 
 def test_opa_answering_malformed_decisions(world: World) -> None:
     broken = policy_copy(world.tmp / f"broken-{uuid.uuid4().hex[:6]}")
-    rules = broken / "whose" / "disclosure.rego"
+    rules = broken / "whose" / "disclosure" / "disclosure.rego"
     original = "decisions := {record.id: decision(record) | some record in records}"
     text = rules.read_text()
     assert original in text

@@ -56,9 +56,9 @@ def visible(http: httpx.Client) -> int:
 def reason_of(response: httpx.Response) -> str:
     """The machine-readable part of a refusal, in either error shape."""
     body = response.json()
-    if "error" in body:  # the native Problem shape
-        return f"{body['error']} {json.dumps(body.get('reasons', []))}"
-    return str(body["status"]["error"])  # Qdrant's shape
+    if "status" in body:  # Qdrant's shape: its message, and whose's code and reasons
+        return f"{body['status']['error']} {body.get('error')} {json.dumps(body.get('reasons'))}"
+    return f"{body['error']} {json.dumps(body.get('reasons', []))}"  # the native problem
 
 
 def send(http: httpx.Client, method: str, path: str, body: Any) -> httpx.Response:
@@ -138,13 +138,14 @@ HOSTILE_WRITES: dict[str, tuple[str, str, Any, str]] = {
         "POST",
         "/v1/memories",
         b'{"content":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-        "there_was_an_error_parsing_the_body",
+        # As malformed JSON answers (tests/acceptance/test_hostile_input.py).
+        "json_invalid",
     ),
     "deeply nested proxy JSON": (
         "PUT",
         POINTS,
         b'{"points":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-        "there_was_an_error_parsing_the_body",
+        "Format error in JSON body",
     ),
     "control characters in a name": (
         "POST",
@@ -220,8 +221,10 @@ def test_a_body_without_length_is_cut_at_the_limit(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "reason"),
     [
-        ("/v1/recall", {"query": "x", "limit": 101}, "limit_above_100"),
-        ("/v1/recall", {"query": "x", "limit": 1001}, "less_than_equal"),
+        # One reason for a limit out of bounds, however far out.
+        ("/v1/recall", {"query": "x", "limit": 101}, "limit_within_1..100"),
+        ("/v1/recall", {"query": "x", "limit": 1001}, "limit_within_1..100"),
+        ("/v1/recall", {"query": "x", "limit": 0}, "limit_within_1..100"),
         ("/v1/recall", {"vector": [0.5] * 383}, "vector_dimension_must_be_384"),
         ("/v1/recall", {"query": "x", "audience": [f"p{i}" for i in range(101)]}, "too_long"),
         ("/v1/recall", {"query": "x" * 4001}, "string_too_long"),

@@ -204,17 +204,19 @@ async def test_another_tenant_sees_nothing(served: str) -> None:
 
 
 async def test_bad_arguments_are_refused_with_reasons(served: str) -> None:
-    refused = await call(served, "alice", "recall", {"query": "", "limit": 0})
+    refused = await call(served, "alice", "recall", {"query": "", "about": ""})
     assert refused.is_error
     assert refused.structured_content["error"] == "invalid_request"
-    assert {r["loc"][0] for r in refused.structured_content["reasons"]} == {"query", "limit"}
+    assert {r["loc"][0] for r in refused.structured_content["reasons"]} == {"query", "about"}
     assert text_of(refused).startswith("invalid_request: ")
-    # A bound only the sidecar knows (WHOSE_MAX_LIMIT), refused as the API refuses it.
-    too_many = await call(served, "alice", "recall", {"query": "launch", "limit": 500})
-    assert too_many.structured_content == {
-        "error": "invalid_request",
-        "reasons": ["limit_above_100"],
-    }
+    # A bound only the sidecar knows (WHOSE_MAX_LIMIT), refused as the API refuses it,
+    # with one reason however far out.
+    for limit in (0, 500, 5000):
+        too_many = await call(served, "alice", "recall", {"query": "launch", "limit": limit})
+        assert too_many.structured_content == {
+            "error": "invalid_request",
+            "reasons": ["limit_within_1..100"],
+        }
     not_an_id = await call(served, "alice", "get_memory", {"id": "not-a-uuid"})
     assert not_an_id.structured_content["error"] == "invalid_request"
 
@@ -258,7 +260,7 @@ def test_no_tool_without_a_verified_token(
     accept = {"Accept": "application/json, text/event-stream"}
     answer = httpx.post(f"{served}/mcp", json=call, headers=headers | accept)
     assert answer.status_code == 401
-    assert answer.json() == {"error": "unauthenticated", "reason": reason}
+    assert answer.json() == {"error": "unauthenticated", "reasons": [reason], "reason": reason}
     # RFC 9728: the challenge names the metadata, and the metadata names the issuer.
     challenge = answer.headers["www-authenticate"]
     metadata_url = f"{served}/.well-known/oauth-protected-resource/mcp"

@@ -57,7 +57,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def edited(folder: Path) -> Iterator[str]:
     policy = policy_copy(folder / "rego")
-    denials = policy / "whose" / "disclosure" / "denials.rego"
+    denials = policy / "whose" / "disclosure" / "denials" / "denials.rego"
     denials.write_text(denials.read_text() + AGE_RULE)
     # An hour-long bucket: were anything cached, the second ask would come from it.
     env = {"WHOSE_POLICY_DIR": str(policy), "WHOSE_CACHE_BUCKET_S": "3600"}

@@ -75,7 +75,7 @@ def test_forbidden_and_missing_records_look_the_same_to_bob(http: httpx.Client) 
         forbidden = http.get(path.format(record["id"]), headers=as_("bob"))
         absent = http.get(path.format(missing), headers=as_("bob"))
         assert forbidden.status_code == absent.status_code == 404
-        assert forbidden.json() == absent.json() == {"error": "not_found"}
+        assert forbidden.json() == absent.json() == {"error": "not_found", "reasons": []}
 
 
 def test_bob_in_the_audience_of_alices_answer_blocks_it(http: httpx.Client) -> None:

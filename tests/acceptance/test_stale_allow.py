@@ -108,7 +108,7 @@ def test_policy_and_directory_changes_take_effect_at_once(world: World) -> None:
     assert metric(world.base, "whose_decision_cache_total", result="hit") > hits
 
     # A Rego edit: an embargo on Carol.
-    rules = world.policy / "whose" / "disclosure" / "denials.rego"
+    rules = world.policy / "whose" / "disclosure" / "denials" / "denials.rego"
     original = rules.read_text()
     rules.write_text(original + EMBARGO)
     world.ship()

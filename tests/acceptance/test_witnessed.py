@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from sidecar.embed.hashing import HashingEmbedder
-from sidecar.writes.witnessed import MAX_WITNESSES
+from sidecar.messages import MAX_WITNESSES
 from tests.acceptance.story import fresh_key
 from tests.conftest import as_
 

@@ -109,7 +109,7 @@ def test_example_passes_fmt_check_and_tests_at_full_coverage(patched: Path) -> N
 
 def test_example_tests_can_fail(patched: Path) -> None:
     # Drop the private-session guard: the example's own tests must catch it.
-    rule = patched / "rego" / "whose" / "lib" / "reports.rego"
+    rule = patched / "rego" / "whose" / "lib" / "reports" / "reports.rego"
     text = rule.read_text()
     guard = "\trecord.source.channel in config.reports.work_channels\n"
     assert guard in text

@@ -374,6 +374,6 @@ def test_an_edited_policy_never_ships_under_the_same_revision(
 
     first = revision_of_a_build("first")
     assert revision_of_a_build("again") == first  # the same content, the same name
-    rule = policy / "whose" / "disclosure.rego"
+    rule = policy / "whose" / "disclosure" / "disclosure.rego"
     rule.write_text(rule.read_text() + "\n# an edit that changes nothing but the file\n")
     assert revision_of_a_build("edited") != first

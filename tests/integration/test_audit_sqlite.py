@@ -24,9 +24,9 @@ from sidecar.audit import (
     AuditedRecord,
     AuditedWrite,
     AuditEntry,
+    AuditPurpose,
     AuditQuery,
     Outcome,
-    Purpose,
     audited_write,
     write_entry,
 )
@@ -128,7 +128,7 @@ OUTCOMES: list[Outcome | None] = [
     "refused",
     "policy_unavailable",
 ]
-PURPOSES: list[Purpose | None] = [None, "recall", "get", "history", "explain", "write"]
+PURPOSES: list[AuditPurpose | None] = [None, "recall", "get", "history", "explain", "write"]
 RANGES = [
     (None, None),
     (T0 + timedelta(minutes=3), None),

@@ -1,5 +1,5 @@
 """Stale propagation on both store backends, with a real OPA (writes/lineage.py,
-rego/whose/lib/lineage.rego): a record derived from a premise since superseded,
+rego/whose/lib/lineage/lineage.rego): a record derived from a premise since superseded,
 erased or narrowed is not served as current, its notes say why, the policy may
 withhold it, and a new derivation from a premise that no longer applies is refused.
 The Governed Shared Memory study's venue example: Alice's "Hall A" replaced by
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sidecar.auth.identity import Identity
-from sidecar.writes.versions import Point
+from sidecar.writes.versions import WrittenPoint
 from sidecar.writes.writer import WriteRefused
 from tests.integration.lifecycle import (
     DIM,
@@ -76,11 +76,15 @@ async def test_a_narrowed_premise_makes_its_derivation_stale(world: Core) -> Non
     shared = {"content": "the venue is Hall A", "audience": ["alice", "bob"], "source": "s"}
     vector = embedder.embed("the venue is Hall A")
     assert len(vector) == DIM
-    [premise] = await world.versions.upsert(ALICE, [Point(point, vector, shared)], "proxy.upsert")
+    [premise] = await world.versions.upsert(
+        ALICE, [WrittenPoint(point, vector, shared)], "proxy.upsert"
+    )
     [chosen] = await world.write("alice", summary(premise.id))
     # The document again, for Alice alone: a new line; the old version withdrawn.
     narrowed = shared | {"audience": ["alice"]}
-    [again] = await world.versions.upsert(ALICE, [Point(point, vector, narrowed)], "proxy.upsert")
+    [again] = await world.versions.upsert(
+        ALICE, [WrittenPoint(point, vector, narrowed)], "proxy.upsert"
+    )
     assert again.id != premise.id
     old = (await world.stored(premise.id))[str(premise.id)]
     assert "invalid_at" in old

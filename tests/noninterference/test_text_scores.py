@@ -93,7 +93,9 @@ def variant(
     if request.param == "pushdown off":
         settings["WHOSE_PUSHDOWN"] = "false"
     else:
-        (policy / "whose" / "disclosure" / "low_confidence.rego").write_text(LOW_CONFIDENCE)
+        (policy / "whose" / "disclosure" / "denials" / "low_confidence.rego").write_text(
+            LOW_CONFIDENCE
+        )
     for stores in start_stores(folder, policy, TenantPool(8), store_backend, settings):
         yield request.param, stores
 

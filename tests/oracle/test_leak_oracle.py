@@ -703,7 +703,7 @@ def test_the_oracle_catches_a_broken_policy(tmp_path: Path) -> None:
     """With a scope check broken in the Rego, a small world shows the leak."""
     policies = tmp_path / "rego"
     shutil.copytree(POLICY_DIR, policies)
-    visibility = policies / "whose" / "lib" / "visibility.rego"
+    visibility = policies / "whose" / "lib" / "visibility" / "visibility.rego"
     check = "\trecord.access_scope in sight.scopes\n"  # visible_to's scope check
     assert visibility.read_text().count(check) == 1
     visibility.write_text(visibility.read_text().replace(check, ""))

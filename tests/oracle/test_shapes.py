@@ -95,7 +95,7 @@ def as_stored(body: dict[str, Any], draw: st.DrawFn) -> dict[str, Any] | None:
         },
     }
     if draw(st.booleans()):
-        # A derived record whose premise changed (set by the sidecar; lib/lineage.rego).
+        # A derived record whose premise changed (set by the sidecar; lib/lineage/lineage.rego).
         extras["premise_changes"] = [
             {
                 "premise": str(uuid.uuid4()),

@@ -158,9 +158,10 @@ def test_refusals_read_back_by_code() -> None:
     assert isinstance(refused, WriteRefused)
     assert refused.problems == [{"index": 0, "reasons": ["writer_not_holder"]}]
     decision = uuid.uuid4()
+    # Recall failing closed: the refusal, an abstention too, names its decision.
     abstained = calls.refusal(
-        f'{{"verdict":"abstain","items":[],"reason":"policy_unavailable",'
-        f'"decision_id":"{decision}"}}'.encode()
+        f'{{"error":"policy_unavailable","reasons":[],"verdict":"abstain","items":[],'
+        f'"reason":"policy_unavailable","decision_id":"{decision}"}}'.encode()
     )
     assert isinstance(abstained, PolicyUnavailable)
     assert abstained.decision_id == decision

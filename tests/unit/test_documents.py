@@ -18,7 +18,7 @@ from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from sidecar.record import MemoryRecord
-from sidecar.writes.documents import payload_of, shape_of, to_write
+from sidecar.writes.documents import library_document, payload_of, to_write
 from sidecar.writes.writer import WriteRefused
 
 POINT = uuid.UUID("7a3c5e1e-8f7b-4c1d-9a43-2f1e0b9c8d7a")
@@ -48,7 +48,7 @@ def test_langchain_default_keys() -> None:
 
 
 def test_langchain_as_the_readme_configures_it() -> None:
-    assert shape_of({"content": "x", "whose": READERS}).library == "langchain"
+    assert library_document({"content": "x", "whose": READERS}).library == "langchain"
     assert written({"content": "x", "whose": READERS})["audience"] == ["alice", "bob"]
 
 

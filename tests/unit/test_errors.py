@@ -1,13 +1,16 @@
 """The error tree: every refusal the core raises is a WhoseError with a code of its
-own, and the HTTP and MCP transports word each the same way (errors.py)."""
+own, served as a problem that reads back as its class (errors.py). How each transport
+maps every class: tests/unit/test_refusals.py."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 import uuid
+from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 import sidecar
 from sidecar.errors import (
@@ -18,7 +21,9 @@ from sidecar.errors import (
     WhoseError,
     WriteRefused,
     refusal_class,
+    validation_reasons,
 )
+from sidecar.messages import MemoryWrites, RecallRequest
 
 
 def every_error() -> list[type[WhoseError]]:
@@ -34,18 +39,25 @@ def every_error() -> list[type[WhoseError]]:
     return found
 
 
-def test_each_refusal_has_its_own_code_and_an_error_status() -> None:
+def test_each_refusal_has_its_own_code() -> None:
     errors = every_error()
     names = {error.__name__ for error in errors}
     # The core's refusals are in the tree, not beside it.
     assert {"StoreUnavailable", "PolicyUnavailable", "LockUnavailable", "WriteRefused"} <= names
     codes = [error.code for error in errors]
     assert len(codes) == len(set(codes)), codes
-    assert all(400 <= error.status <= 599 for error in errors if error is not WhoseError)
+
+
+def test_every_refusal_is_a_problem() -> None:
+    # One shape: a code and its reasons, whatever else a class adds.
+    for cls in every_error():
+        body = sample(cls).body()
+        assert body["error"] == cls.code
+        assert isinstance(body["reasons"], list)
 
 
 def test_not_found_says_nothing_but_its_code() -> None:
-    assert NotFound("memory", ["anything"]).body() == {"error": "not_found"}
+    assert NotFound("memory", ["anything"]).body() == {"error": "not_found", "reasons": []}
 
 
 def test_every_refusal_lives_in_errors_py() -> None:
@@ -83,14 +95,54 @@ def test_a_write_refusal_reads_back_with_every_reason() -> None:
     assert "known_without_evidence" in str(back)
 
 
-def test_recall_failing_closed_reads_back_with_its_decision() -> None:
-    decision = uuid.uuid4()
-    body = {"verdict": "abstain", "reason": "policy_unavailable", "decision_id": str(decision)}
+def test_failing_closed_is_an_abstention_that_names_its_decision() -> None:
+    refused = PolicyUnavailable("OPA answered 500")
+    refused.decision_id = uuid.uuid4()
+    body = refused.body()
+    assert (body["verdict"], body["items"], body["reason"]) == ("abstain", [], "policy_unavailable")
+    assert "OPA" not in str(body)
     back = PolicyUnavailable.from_body(body)
     assert isinstance(back, PolicyUnavailable)
-    assert back.decision_id == decision
+    assert back.decision_id == refused.decision_id
 
 
 def test_an_unknown_code_names_no_class() -> None:
     assert refusal_class("no_such_code") is None
     assert refusal_class(None) is None
+
+
+def reasons_for(model: Any, sent: Any) -> list[list[Any]]:
+    try:
+        TypeAdapter(model).validate_python(sent)
+    except ValidationError as exc:
+        return [r["loc"] for r in validation_reasons(exc.errors(), sent)]
+    raise AssertionError("validated")
+
+
+def test_a_reason_says_where_in_what_was_sent() -> None:
+    record = {"content": "x", "observer_id": "a", "source_id": "s", "modality": "gossip"}
+    # pydantic names the union branches it tried; what was sent has no such keys.
+    assert reasons_for(MemoryWrites, record) == [["modality"]]
+    assert reasons_for(MemoryWrites, [record, record]) == [[0, "modality"], [1, "modality"]]
+    assert reasons_for(RecallRequest, {"query": "x", "observed": 5}) == [["observed"]] * 2
+    assert reasons_for(RecallRequest, {"query": "x", "observed": ["a", 7]}) == [
+        ["observed"],
+        ["observed", 1],
+    ]
+    # A field that was not sent is named all the same.
+    missing = {k: v for k, v in record.items() if k != "source_id"} | {"modality": "asserted"}
+    assert reasons_for(MemoryWrites, missing) == [["source_id"]]
+
+
+def test_only_the_document_s_reasons_are_walked() -> None:
+    errors: list[dict[str, Any]] = [
+        {"loc": ("query", "as_of"), "type": "datetime_from_date_parsing", "msg": "bad"},
+        {"loc": ("body", "one", "limit"), "type": "int_type", "msg": "bad"},
+        {"loc": ("body", 3), "type": "json_invalid", "msg": "JSON decode error"},
+    ]
+    sent = {"limit": "x"}
+    assert [r["loc"] for r in validation_reasons(errors, sent, within="body")] == [
+        ["query", "as_of"],
+        ["body", "limit"],
+        ["body", 3],
+    ]

@@ -18,11 +18,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from fastapi import HTTPException
 from starlette.requests import Request
 
 from sidecar.auth.identity import Identity
 from sidecar.auth.tokens import Authenticator
+from sidecar.errors import Unauthenticated
 from sidecar.settings import Settings
 
 SECRET = "a-test-secret-of-at-least-32-bytes!!"
@@ -47,12 +47,10 @@ async def identify(auth: Authenticator, headers: dict[str, str]) -> Identity:
 
 
 async def reason(auth: Authenticator, headers: dict[str, str]) -> str:
-    with pytest.raises(HTTPException) as refused:
+    with pytest.raises(Unauthenticated) as refused:
         await identify(auth, headers)
-    assert refused.value.status_code == 401
-    detail = refused.value.detail
-    assert detail["error"] == "unauthenticated"  # type: ignore[index]
-    return str(detail["reason"])  # type: ignore[index]
+    assert refused.value.reasons == [refused.value.reason]
+    return refused.value.reason
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.writes.witnessed import MAX_WITNESSES, WitnessedEvent, to_records
+from sidecar.messages import MAX_WITNESSES, WitnessedEvent
+from sidecar.writes.witnessed import to_records
 
 
 def event(**fields: Any) -> WitnessedEvent:

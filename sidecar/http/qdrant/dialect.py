@@ -5,6 +5,11 @@ Qdrant lives here: parsing bodies with qdrant-client's own models, refusing what
 the sidecar does not serve (with Qdrant's error shape), checking vectors, and
 shaping a disclosed record as a Qdrant point whose payload carries the `whose`
 object and whose `content` is the attribution sentence.
+
+Every refusal on the dialect's paths is answered in Qdrant's shape
+(`{"status": {"error": ...}, "time": ...}`): the error tree's (`QDRANT`, the
+dialect's table, chosen for its paths in http/refusals.py) and the dialect's own
+(`QdrantError`).
 """
 
 from __future__ import annotations
@@ -18,14 +23,32 @@ from uuid import UUID
 
 import orjson
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import FilterRefused
+from sidecar.errors import (
+    AuditUnavailable,
+    EmbeddingUnavailable,
+    ErasureRefused,
+    ErasureRequestsUnavailable,
+    FilterRefused,
+    Forbidden,
+    InvalidRequest,
+    LockUnavailable,
+    MethodNotAllowed,
+    NotFound,
+    PolicyUnavailable,
+    RequestTooLarge,
+    StoreUnavailable,
+    Unauthenticated,
+    Unavailable,
+    WhoseError,
+    WriteRefused,
+)
 from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.memory import Memory
-from sidecar.messages import Item, Problem
+from sidecar.messages import Item
 from sidecar.reads.reader import Shown
 from sidecar.record import has_usable_length
 from sidecar.store.schema import point_id
@@ -39,20 +62,16 @@ class QdrantProblem(BaseModel):
 
     status: dict[str, str]
     time: float
+    error: str | None = Field(
+        default=None, description="whose's refusal code (errors.py), for one of whose's own."
+    )
     reasons: list[Any] | None = None
 
 
 # Documented so that clients (and the schema fuzzer) know every answer a route gives:
-# Qdrant-shaped refusals, and the app's Problem shape for 401, a body that is not
-# JSON (400) or too large (413), 422 from body parsing, and 503 from a policy or
-# store that is down.
+# every refusal on the dialect's paths has Qdrant's shape.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": QdrantProblem | Problem},
-    401: {"model": Problem},
-    404: {"model": QdrantProblem},
-    413: {"model": Problem},
-    422: {"model": QdrantProblem | Problem},
-    503: {"model": Problem},
+    status: {"model": QdrantProblem} for status in (400, 401, 404, 413, 422, 503)
 }
 
 
@@ -65,19 +84,102 @@ class QdrantError(Exception):
         message: str,
         reasons: list[Any] | None = None,
         headers: dict[str, str] | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
         self.reasons = reasons
         self.headers = headers
+        self.code = code
+
+
+def error_body(exc: QdrantError) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": {"error": exc.message}, "time": 0.0}
+    if exc.code is not None:
+        body["error"] = exc.code
+    if exc.reasons is not None:
+        body["reasons"] = exc.reasons
+    return body
 
 
 def error_response(exc: QdrantError) -> JSONResponse:
-    body: dict[str, Any] = {"status": {"error": exc.message}, "time": 0.0}
-    if exc.reasons is not None:
-        body["reasons"] = exc.reasons
-    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(error_body(exc), status_code=exc.status_code, headers=exc.headers)
+
+
+# The dialect's status for each refusal of the tree: Qdrant answers a body it will not
+# run with 400, so an invalid request is a 400 here (a document the write policy or
+# the convention refuses stays a 422, an erasure refused a 403).
+QDRANT_STATUS: dict[type[WhoseError], int] = {
+    WhoseError: 500,
+    InvalidRequest: 400,
+    NotFound: 404,
+    Forbidden: 403,
+    FilterRefused: 400,
+    Unauthenticated: 401,
+    MethodNotAllowed: 405,
+    RequestTooLarge: 413,
+    WriteRefused: 422,
+    ErasureRefused: 403,
+    Unavailable: 503,
+    EmbeddingUnavailable: 503,
+    PolicyUnavailable: 503,
+    StoreUnavailable: 503,
+    LockUnavailable: 503,
+    AuditUnavailable: 503,
+    ErasureRequestsUnavailable: 503,
+}
+
+
+class Qdrant:
+    """The error tree in Qdrant's error shape (a dialect of http/refusals.py): the
+    message says what to fix, `error` and `reasons` are the tree's own."""
+
+    statuses = QDRANT_STATUS
+
+    def body(self, error: WhoseError) -> dict[str, Any]:
+        reasons = error.body().get("reasons", [])
+        return error_body(QdrantError(0, _message(error, reasons), reasons, code=error.code))
+
+
+QDRANT = Qdrant()
+
+
+def _message(error: WhoseError, reasons: list[Any]) -> str:
+    # What the route added on the way (a batch: which operation), said first.
+    where = "".join(f"{note}: " for note in getattr(error, "__notes__", ()))
+    return where + _what(error, reasons)
+
+
+def _what(error: WhoseError, reasons: list[Any]) -> str:
+    if isinstance(error, FilterRefused):
+        return str(error)
+    summary = _summary(reasons)
+    if isinstance(error, InvalidRequest):
+        validated = bool(reasons) and all(isinstance(r, dict) and "loc" in r for r in reasons)
+        what = "Format error in JSON body" if validated else str(error)
+        return f"{what}: {summary}" if summary else what
+    # Unavailable's message may name internals: only its code and reasons are said.
+    words = error.code.replace("_", " ")
+    return f"{words}: {summary}" if summary else words
+
+
+def _summary(reasons: list[Any]) -> str:
+    def one(reason: Any) -> str:
+        if isinstance(reason, dict) and "reasons" in reason:
+            named = reason.get("id", reason.get("index"))
+            return f"{named}: " + ", ".join(_words(r) for r in reason["reasons"])
+        return _words(reason)
+
+    return "; ".join(one(r) for r in reasons)
+
+
+def _words(reason: Any) -> str:
+    if isinstance(reason, dict):
+        key = reason.get("metadata_key")
+        where = ".".join(str(p) for p in reason.get("loc", ()))
+        return f"{where}: {reason.get('msg')}" + (f" (metadata key `{key}`)" if key else "")
+    return str(reason)
 
 
 def ok(result: Any, started: float) -> JSONResponse:
@@ -96,19 +198,12 @@ def parse(model: type[M], body: Any) -> M:
         raise QdrantError(400, f"Format error in JSON body: {where}: {first['msg']}") from None
 
 
-def checked_filter(raw: Any, tenant: str) -> qm.Filter | None:
-    """The caller's filter, bounded and tenant-scoped (http/qdrant/caller_filter.py), or a 400."""
-    try:
-        return caller_filter(raw, tenant)
-    except FilterRefused as exc:
-        raise QdrantError(400, str(exc), reasons=[exc.reason]) from None
-
-
 async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter | None:
-    """`checked_filter`, with each `has_id` id also naming what it names for the asker:
-    the current version of a document the asker wrote under that id
+    """The caller's filter, bounded and tenant-scoped (http/qdrant/caller_filter.py; a
+    FilterRefused otherwise), with each `has_id` id also naming what it names for the
+    asker: the current version of a document the asker wrote under that id
     (writes/versions.py), so the ids a library remembers still find its documents."""
-    checked = checked_filter(raw, who.tenant)
+    checked = caller_filter(raw, who.tenant)
     wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(raw)) if r is not None]
     if checked is None or not wanted:
         return checked

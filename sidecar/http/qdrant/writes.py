@@ -7,10 +7,10 @@ them as perspective records by one convention, and writes/versions.py keeps the 
 the library chose naming its documents: upserting an id makes a new version,
 deleting one erases every version. Each operation here parses Qdrant's body, names
 the points (ids, or a filter over the current points), and calls memory.py.
-Refusals answer in Qdrant's error shape with the reasons: 422 for a document the
-policy or the convention refuses (which metadata key to add), 403 for an erasure
-the policy refuses, 400 for what the sidecar does not do (vectors alone, nested
-payload keys). An id or a filter match the caller may not see is left alone and
+Refusals answer in Qdrant's error shape with the reasons (http/qdrant/dialect.py):
+422 for a document the policy or the convention refuses (which metadata key to add),
+403 for an erasure the policy refuses, 400 for what the sidecar does not do (vectors
+alone, nested payload keys). An id or a filter match the caller may not see is left alone and
 answers exactly as a missing one: `completed`, nothing changed.
 """
 
@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import ErasureRefused, InvalidRequest, WhoseError
+from sidecar.errors import WhoseError
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.dialect import (
     ERRORS,
@@ -41,7 +41,7 @@ from sidecar.http.qdrant.dialect import (
 from sidecar.services import Services
 from sidecar.store.scope import Scope
 from sidecar.writes.eraser import MAX_IDS
-from sidecar.writes.versions import Change, Point
+from sidecar.writes.versions import Change, WrittenPoint
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
 RawBody = Annotated[dict[str, Any], Body()]
@@ -133,6 +133,10 @@ async def batch_update(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
         except QdrantError as exc:
             exc.message = f"operation {index} ({kind}): {exc.message}"
             raise
+        except WhoseError as exc:
+            # Answered in Qdrant's shape, this said first (http/qdrant/dialect.py).
+            exc.add_note(f"operation {index} ({kind})")
+            raise
         results.append(DONE)
     return ok(results, started)
 
@@ -148,19 +152,13 @@ async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
         record = point_as_record_id(point)
         if record is None:
             raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
-        points.append(Point(record, dense_vector(vector), payload))
-    try:
-        await svc.memory.upsert_points(who, points)
-    except WhoseError as exc:
-        raise _refusal(exc) from None
+        points.append(WrittenPoint(record, dense_vector(vector), payload))
+    await svc.memory.upsert_points(who, points)
 
 
 async def _delete(svc: Services, who: Identity, body: dict[str, Any]) -> None:
     targets = await _selected(svc, who, body)
-    try:
-        await svc.memory.delete_points(who, targets)
-    except WhoseError as exc:
-        raise _refusal(exc) from None
+    await svc.memory.delete_points(who, targets)
 
 
 async def _set_payload(
@@ -192,10 +190,7 @@ async def _update(
     svc: Services, who: Identity, body: dict[str, Any], change: Change, route: Any
 ) -> None:
     targets = await _selected(svc, who, body)
-    try:
-        await svc.memory.update_points(who, targets, change, route)
-    except WhoseError as exc:
-        raise _refusal(exc) from None
+    await svc.memory.update_points(who, targets, change, route)
 
 
 async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[UUID] | Scope:
@@ -221,35 +216,6 @@ def _no_conditions(body: dict[str, Any]) -> None:
     for name in ("shard_key", "update_filter", "update_mode"):
         if body.get(name) is not None:
             raise QdrantError(400, f"{name} is not supported by whose")
-
-
-def _refusal(exc: WhoseError) -> QdrantError:
-    """A refusal of the core in Qdrant's shape, with its reasons."""
-    if isinstance(exc, ErasureRefused):
-        return QdrantError(403, f"erasure refused: {_summary(exc.reasons)}", exc.reasons)
-    if isinstance(exc, InvalidRequest):
-        return QdrantError(400, f"{exc}: {_summary(exc.reasons)}", exc.reasons)
-    if exc.code == "write_refused":
-        return QdrantError(422, f"write refused: {_summary(exc.reasons)}", exc.reasons)
-    raise exc
-
-
-def _summary(reasons: list[Any]) -> str:
-    def one(reason: Any) -> str:
-        if isinstance(reason, dict) and "reasons" in reason:
-            named = reason.get("id", reason.get("index"))
-            return f"{named}: " + ", ".join(_words(r) for r in reason["reasons"])
-        return _words(reason)
-
-    return "; ".join(one(r) for r in reasons)
-
-
-def _words(reason: Any) -> str:
-    if isinstance(reason, dict):
-        key = reason.get("metadata_key")
-        where = ".".join(str(p) for p in reason.get("loc", ()))
-        return f"{where}: {reason.get('msg')}" + (f" (metadata key `{key}`)" if key else "")
-    return str(reason)
 
 
 def _operation(index: int, operation: Any) -> tuple[str, dict[str, Any]]:

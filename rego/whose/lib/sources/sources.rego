@@ -1,6 +1,7 @@
-# Which sources carry authority and which announcements make common knowledge.
 # METADATA
 # scope: package
+# description: |
+#   Which sources carry authority and which announcements make common knowledge.
 # schemas:
 #   - data.whose.config: schema.config
 #   - data.whose.directory: schema.directory

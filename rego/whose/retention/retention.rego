@@ -1,13 +1,14 @@
-# Retention: which records have outlived the longest time they may be kept?
-#
-# Input: {records, now}. The sweeper (`whose sweep`, and the server on a schedule)
-# asks about a page of stored records at a time and erases those that expire. A
-# rule in config.retention.rules names a maximum age in days after `recorded_at`
-# and, optionally, the tenant, modality, source kind, source id and access scope it
-# covers; the shortest rule that covers a record applies, and a record no rule
-# covers is kept. A legal hold (data.whose.holds) keeps a record whatever its age.
 # METADATA
 # scope: package
+# description: |
+#   Retention: which records have outlived the longest time they may be kept?
+#
+#   Input: {records, now}. The sweeper (`whose sweep`, and the server on a schedule)
+#   asks about a page of stored records at a time and erases those that expire. A
+#   rule in config.retention.rules names a maximum age in days after `recorded_at`
+#   and, optionally, the tenant, modality, source kind, source id and access scope it
+#   covers; the shortest rule that covers a record applies, and a record no rule
+#   covers is kept. A legal hold (data.whose.holds) keeps a record whatever its age.
 # schemas:
 #   - input: schema.retention_input
 #   - data.whose.config: schema.config

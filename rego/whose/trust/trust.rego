@@ -1,29 +1,30 @@
-# Trust: does a hearer take what they were told as their own belief?
-#
-# A claim made to hearers gives each hearer the speech act (they heard the speaker
-# say p) and their model of the speaker's belief (B_hearer(B_speaker p)), derived
-# from the statement at read time. Whether the hearer also comes to believe p
-# themselves is decided here, per claim and hearer, when the statement is written
-# (sidecar/writes/testimony.py): an adopted claim is stored as the hearer's belief,
-# told to the hearer alone, with a `testimony` source naming the speaker.
-#
-# By default nobody adopts anything: a statement can be a lie, and a hearer's own
-# view is what they saw. Two shipped examples, each switched on by policy data
-# (data.whose.config.trust), never by code:
-#   adopt_from_roles: ["authority"]   adopt from a teller the directory gives one of
-#                                     these roles;
-#   adopt_more_recent_evidence: true  adopt from a teller whose own evidence about the
-#                                     key (their latest perception of it, when they
-#                                     spoke) is more recent than the hearer's. This
-#                                     tells the hearer, by what they come to believe,
-#                                     that the teller saw the key after they did
-#                                     (docs/security.md, "Testimony").
-#
-# Input: {claims: [{teller, hearers: [{id, evidence_at?}], key, hedged, about,
-# said_at, teller_evidence_at?}]}; answer: for each claim, in order, the ids of the
-# hearers who adopt it.
 # METADATA
 # scope: package
+# description: |
+#   Trust: does a hearer take what they were told as their own belief?
+#
+#   A claim made to hearers gives each hearer the speech act (they heard the speaker
+#   say p) and their model of the speaker's belief (B_hearer(B_speaker p)), derived
+#   from the statement at read time. Whether the hearer also comes to believe p
+#   themselves is decided here, per claim and hearer, when the statement is written
+#   (sidecar/writes/testimony.py): an adopted claim is stored as the hearer's belief,
+#   told to the hearer alone, with a `testimony` source naming the speaker.
+#
+#   By default nobody adopts anything: a statement can be a lie, and a hearer's own
+#   view is what they saw. Two shipped examples, each switched on by policy data
+#   (data.whose.config.trust), never by code:
+#     adopt_from_roles: ["authority"]   adopt from a teller the directory gives one of
+#                                       these roles;
+#     adopt_more_recent_evidence: true  adopt from a teller whose own evidence about the
+#                                       key (their latest perception of it, when they
+#                                       spoke) is more recent than the hearer's. This
+#                                       tells the hearer, by what they come to believe,
+#                                       that the teller saw the key after they did
+#                                       (docs/security.md, "Testimony").
+#
+#   Input: {claims: [{teller, hearers: [{id, evidence_at?}], key, hedged, about,
+#   said_at, teller_evidence_at?}]}; answer: for each claim, in order, the ids of the
+#   hearers who adopt it.
 # schemas:
 #   - input: schema.trust_input
 #   - data.whose.config: schema.config

@@ -1,6 +1,7 @@
-# Valid time: when a claim applied. Timestamps are RFC 3339 strings.
 # METADATA
 # scope: package
+# description: |
+#   Valid time: when a claim applied. Timestamps are RFC 3339 strings.
 # schemas:
 #   - data.whose.config: schema.config
 #   - data.whose.directory: schema.directory

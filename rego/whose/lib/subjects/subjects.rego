@@ -1,13 +1,14 @@
-# Whose a record is, who it concerns, and which records a legal hold keeps.
-#
-# A record concerns the person who holds the view (observer_id), the person whose
-# mind it describes (observed_id) and whoever said it (source.speaker); a claim
-# with neither holder nor speaker (world state an authority wrote) is its
-# writer's. A subject erasure request and a legal hold on a person reach every
-# record that names them in one of those places. People who were merely present
-# (source.participants) or may read it (audience) are not what it is about.
 # METADATA
 # scope: package
+# description: |
+#   Whose a record is, who it concerns, and which records a legal hold keeps.
+#
+#   A record concerns the person who holds the view (observer_id), the person whose
+#   mind it describes (observed_id) and whoever said it (source.speaker); a claim
+#   with neither holder nor speaker (world state an authority wrote) is its
+#   writer's. A subject erasure request and a legal hold on a person reach every
+#   record that names them in one of those places. People who were merely present
+#   (source.participants) or may read it (audience) are not what it is about.
 # schemas:
 #   - data.whose.holds: schema.holds
 package whose.lib.subjects

@@ -1,11 +1,12 @@
-# Who is in which group and who holds which clearance or role.
-#
-# An identity is {"id", "tenant"} plus, for a verified token's bearer, the
-# token's "groups", "scopes" and "roles" claims. Everyone else is known only
-# through the tenant directory in data.whose.directory: a token speaks for its
-# bearer alone.
 # METADATA
 # scope: package
+# description: |
+#   Who is in which group and who holds which clearance or role.
+#
+#   An identity is {"id", "tenant"} plus, for a verified token's bearer, the
+#   token's "groups", "scopes" and "roles" claims. Everyone else is known only
+#   through the tenant directory in data.whose.directory: a token speaks for its
+#   bearer alone.
 # schemas:
 #   - data.whose.config: schema.config
 #   - data.whose.directory: schema.directory

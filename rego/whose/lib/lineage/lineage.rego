@@ -1,12 +1,13 @@
-# Lineage: what became of the premises a derived record was made from.
-#
-# The sidecar marks a derived record (`premise_changes`) when one of its premises
-# is superseded, erased, withdrawn or narrowed (sidecar/writes/lineage.py). Such a
-# record is no longer served as current: the sidecar says `stale`, and the
-# disclosure notes say why, one note per kind of change. config.stale.withhold
-# names the changes after which it is not disclosed at all (none by default).
 # METADATA
 # scope: package
+# description: |
+#   Lineage: what became of the premises a derived record was made from.
+#
+#   The sidecar marks a derived record (`premise_changes`) when one of its premises
+#   is superseded, erased, withdrawn or narrowed (sidecar/writes/lineage.py). Such a
+#   record is no longer served as current: the sidecar says `stale`, and the
+#   disclosure notes say why, one note per kind of change. config.stale.withhold
+#   names the changes after which it is not disclosed at all (none by default).
 # schemas:
 #   - data.whose.config: schema.config
 package whose.lib.lineage

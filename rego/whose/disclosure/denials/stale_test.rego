@@ -1,7 +1,10 @@
-# Stale propagation (docs/design.md §4): a derivation from a premise that no longer
-# applies is refused; a stale derivation is disclosed as such, or withheld when the
-# config says so.
-package whose.lineage_test
+# METADATA
+# scope: package
+# description: |
+#   Stale propagation (docs/design.md §4): a derivation from a premise that no longer
+#   applies is refused; a stale derivation is disclosed as such, or withheld when the
+#   config says so.
+package whose.disclosure.denials_test
 
 import data.whose.disclosure
 import data.whose.ingest

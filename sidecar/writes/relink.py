@@ -1,4 +1,4 @@
-"""Erasure, decided without I/O: how a chain closes over the versions it loses.
+"""How a chain closes over the versions an erasure takes out of it, decided without I/O.
 
 Erasing a version takes it out of its chain as if it had never been written
 (docs/design.md §4, "Erasure"): the versions on either side are linked to each other
@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-Payload = dict[str, Any]
+from sidecar.record import Payload
 
 # How far `relink` walks through erased versions to a surviving neighbour.
 MAX_RUN = 100

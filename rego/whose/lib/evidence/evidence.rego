@@ -1,20 +1,21 @@
-# The evidence policy: what makes "X knows p" more than somebody's belief.
-#
-# A holder's own knowledge ("I know p") rests on evidence for p: an item of a
-# kind that attests by itself (a change record, an announcement), or the
-# holder's own acknowledgement. A claim that someone else knows p (the knower
-# is observed_id, not the record's holder) establishes only the holder's belief
-# about them (docs/design.md §1): it is knowledge only with evidence tied to that
-# knower, an item whose `by` names them (their acknowledgement, or the change
-# record or announcement that reached them). Which kinds count, and which only
-# when the knower gave them, is config data (config.evidence).
-#
-# Evidence is asked about an instant: disclosure asks at as_of (default now),
-# ingest at the record's own valid_at. An item dated (`at`) after that instant
-# did not exist yet and does not count; an undated item counts at any instant,
-# and an item whose `at` does not parse never counts.
 # METADATA
 # scope: package
+# description: |
+#   The evidence policy: what makes "X knows p" more than somebody's belief.
+#
+#   A holder's own knowledge ("I know p") rests on evidence for p: an item of a
+#   kind that attests by itself (a change record, an announcement), or the
+#   holder's own acknowledgement. A claim that someone else knows p (the knower
+#   is observed_id, not the record's holder) establishes only the holder's belief
+#   about them (docs/design.md §1): it is knowledge only with evidence tied to that
+#   knower, an item whose `by` names them (their acknowledgement, or the change
+#   record or announcement that reached them). Which kinds count, and which only
+#   when the knower gave them, is config data (config.evidence).
+#
+#   Evidence is asked about an instant: disclosure asks at as_of (default now),
+#   ingest at the record's own valid_at. An item dated (`at`) after that instant
+#   did not exist yet and does not count; an undated item counts at any instant,
+#   and an item whose `at` does not parse never counts.
 # schemas:
 #   - data.whose.config: schema.config
 #   - data.whose.directory: schema.directory

@@ -1,4 +1,4 @@
-package whose.visible_to_test
+package whose.lib.visibility_test
 
 import data.whose.disclosure
 import data.whose.lib.visibility

@@ -1,15 +1,16 @@
-# Why a record may not be disclosed. Every rule of this package is a denial: a
-# set of reasons per record id (of data.whose.disclosure.records). The decision
-# allows a record only when no rule here gives it a reason, and explain lists
-# each rule by its name: a new rule needs no registration anywhere.
-#
-# Whether a hearer may see a record at all is lib/visibility.rego's
-# `visible_to`: `hearers` denies exactly when it fails for someone, and the rest
-# depend on the question alone or on time, so the store filter derived from
-# `visible_to` keeps out exactly the records denied here (docs/design.md,
-# "Pushdown").
 # METADATA
 # scope: package
+# description: |
+#   Why a record may not be disclosed. Every rule of this package is a denial: a
+#   set of reasons per record id (of data.whose.disclosure.records). The decision
+#   allows a record only when no rule here gives it a reason, and explain lists
+#   each rule by its name: a new rule needs no registration anywhere.
+#
+#   Whether a hearer may see a record at all is lib/visibility/visibility.rego's
+#   `visible_to`: `hearers` denies exactly when it fails for someone, and the rest
+#   depend on the question alone or on time, so the store filter derived from
+#   `visible_to` keeps out exactly the records denied here (docs/design.md,
+#   "Pushdown").
 # schemas:
 #   - input: schema.disclosure_input
 #   - data.whose.config: schema.config

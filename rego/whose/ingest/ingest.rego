@@ -1,11 +1,12 @@
-# Ingest: may this record be stored as written?
-#
-# The write path's job is to keep points of view apart: a statement by Alice
-# may create Alice's belief, never Bob's belief or knowledge, and never a fact.
-# Input: {writer, record, premises} for one record, or {writer, records,
-# premises} for a batch; `decisions` applies `decision` to each record.
 # METADATA
 # scope: package
+# description: |
+#   Ingest: may this record be stored as written?
+#
+#   The write path's job is to keep points of view apart: a statement by Alice
+#   may create Alice's belief, never Bob's belief or knowledge, and never a fact.
+#   Input: {writer, record, premises} for one record, or {writer, records,
+#   premises} for a batch; `decisions` applies `decision` to each record.
 # schemas:
 #   - input: schema.ingest_input
 #   - data.whose.config: schema.config

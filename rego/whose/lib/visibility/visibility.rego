@@ -1,15 +1,16 @@
-# Who may see a record at all: the hard constraints every disclosure and every
-# write that reads records (premises, the writer's own record) shares.
-#
-# A person sees a record when it is of their tenant, its audience admits them
-# (by name or through a group), and they are cleared for its access scope. The
-# disclosure policy denies exactly when this fails for the asker or someone in
-# the audience (besides time and the question's own shape), so the store filter
-# the sidecar derives from `visible_to` (OPA's Compile API) keeps out exactly the
-# records nobody in the audience may see, and nothing else: docs/design.md,
-# "Pushdown".
 # METADATA
 # scope: package
+# description: |
+#   Who may see a record at all: the hard constraints every disclosure and every
+#   write that reads records (premises, the writer's own record) shares.
+#
+#   A person sees a record when it is of their tenant, its audience admits them
+#   (by name or through a group), and they are cleared for its access scope. The
+#   disclosure policy denies exactly when this fails for the asker or someone in
+#   the audience (besides time and the question's own shape), so the store filter
+#   the sidecar derives from `visible_to` (OPA's Compile API) keeps out exactly the
+#   records nobody in the audience may see, and nothing else: docs/design.md,
+#   "Pushdown".
 # schemas:
 #   - data.whose.config: schema.config
 #   - data.whose.directory: schema.directory

@@ -1,17 +1,18 @@
-# Erasure: may the asker make this erasure request, may each record be erased, and
-# what becomes of the records derived from an erased one?
-#
-# Input: {asker, request: {kind, subject?, source?}, records, now}. `kind` is
-# `records`: ids the asker named. The sidecar asks the disclosure policy first and
-# answers for a record the asker may not see exactly as for a missing one, so every
-# record here is one the asker may see. `subject`, `source` and `tenant` are bulk
-# requests: they reach records the asker may not see, so only an erasure officer
-# (config.erasure.officer_roles) may make them, and each record must be what the
-# request names (the sidecar's scan is not trusted for that). `derived`: records
-# derived from one being erased, when its decision chose `erase` for them: the
-# erasure of their premise stands for them, and only the tenant and holds apply.
 # METADATA
 # scope: package
+# description: |
+#   Erasure: may the asker make this erasure request, may each record be erased, and
+#   what becomes of the records derived from an erased one?
+#
+#   Input: {asker, request: {kind, subject?, source?}, records, now}. `kind` is
+#   `records`: ids the asker named. The sidecar asks the disclosure policy first and
+#   answers for a record the asker may not see exactly as for a missing one, so every
+#   record here is one the asker may see. `subject`, `source` and `tenant` are bulk
+#   requests: they reach records the asker may not see, so only an erasure officer
+#   (config.erasure.officer_roles) may make them, and each record must be what the
+#   request names (the sidecar's scan is not trusted for that). `derived`: records
+#   derived from one being erased, when its decision chose `erase` for them: the
+#   erasure of their premise stands for them, and only the tenant and holds apply.
 # schemas:
 #   - input: schema.erasure_input
 #   - data.whose.config: schema.config

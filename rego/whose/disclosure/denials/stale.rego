@@ -1,6 +1,7 @@
-# Stale derivations: a denial of whose.disclosure.denials (see denials.rego), in a
-# file of its own beside the lineage it reads (lib/lineage.rego).
 package whose.disclosure.denials
+
+# Stale derivations: a denial of whose.disclosure.denials (see denials.rego), in a
+# file of its own beside the lineage it reads (lib/lineage/lineage.rego).
 
 import data.whose.lib.lineage
 

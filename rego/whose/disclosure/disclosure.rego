@@ -1,15 +1,16 @@
-# Disclosure: may this record be shown to the asker and everyone in the
-# response audience, and as what?
-#
-# Input: {asker, audience, purpose, now, as_of, records} (or one `record`, for
-# explain). The sidecar asks once per candidate batch (`batch`); `decision` is
-# the one rule for one record, applied to each.
-#
-# A record is denied for every reason any rule of package
-# whose.disclosure.denials gives it (denials.rego): adding a rule there adds a
-# denial, to decisions and to explain alike, with no list to keep in step.
 # METADATA
 # scope: package
+# description: |
+#   Disclosure: may this record be shown to the asker and everyone in the
+#   response audience, and as what?
+#
+#   Input: {asker, audience, purpose, now, as_of, records} (or one `record`, for
+#   explain). The sidecar asks once per candidate batch (`batch`); `decision` is
+#   the one rule for one record, applied to each.
+#
+#   A record is denied for every reason any rule of package
+#   whose.disclosure.denials gives it (denials/denials.rego): adding a rule there adds a
+#   denial, to decisions and to explain alike, with no list to keep in step.
 # schemas:
 #   - input: schema.disclosure_input
 #   - data.whose.config: schema.config

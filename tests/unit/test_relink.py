@@ -1,4 +1,4 @@
-"""How a chain closes over erased versions (writes/erasure.py), and how lineage marks
+"""How a chain closes over erased versions (writes/relink.py), and how lineage marks
 a derived record (writes/lineage.py): pure, no store."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.writes.erasure import neighbours, relink
 from sidecar.writes.lineage import marked
+from sidecar.writes.relink import neighbours, relink
 
 
 def chain(n: int) -> dict[str, dict[str, Any]]:
