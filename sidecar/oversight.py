@@ -22,7 +22,7 @@ from sidecar.errors import AuditUnavailable, Forbidden, NotFound
 from sidecar.memory import door
 from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse
 from sidecar.policy.contract import DisclosureQuestion
-from sidecar.policy.opa import PolicyClient
+from sidecar.policy.engine import PolicyEngine
 from sidecar.store import Store
 
 AUDITOR = "auditor"
@@ -36,7 +36,7 @@ def _require(who: Identity, role: str) -> None:
 
 @door
 class Oversight:
-    def __init__(self, store: Store, policy: PolicyClient, audit: AuditLog) -> None:
+    def __init__(self, store: Store, policy: PolicyEngine, audit: AuditLog) -> None:
         self.store = store
         self.policy = policy
         self.audit_log = audit
