@@ -264,8 +264,10 @@ class Whose:
     gate: Gate
     bounds: QueryBounds = field(default_factory=QueryBounds)
     reader_bounds: Bounds = field(default_factory=lambda: Bounds(4, 4, 1000))
-    # Whether a bound stopped the last request short (reads/query/ `truncated`).
+    # Whether a bound stopped the last request short (reads/query/ `truncated`), and
+    # the last request's refusal.
     truncated: bool = False
+    error: WhoseError | None = None
 
     @classmethod
     def build(
@@ -282,10 +284,11 @@ class Whose:
         return cls(store, gate, bounds or QueryBounds())
 
     async def ask(self, request: Ask) -> Answer:
-        self.truncated = False
+        self.truncated, self.error = False, None
         try:
             return await self._ask(request)
         except WhoseError as exc:
+            self.error = exc
             return _refusal(exc.status, str(exc))
 
     async def _ask(self, request: Ask) -> Answer:

@@ -32,7 +32,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from qdrant_client.http import models as qm
 
+from sidecar.store import probes
+from sidecar.store.scope import Scope
 from tests.conftest import POLICY_DIR
 from tests.integration.conftest import BACKENDS, backend
 from tests.noninterference.test_text_scores import LOW_CONFIDENCE
@@ -161,3 +164,70 @@ def test_records_the_asker_may_not_see_change_no_answer(
     event("a bound stopped a request short under an inexact pushdown")
     assert worlds.b.truncated, drawn.ask
     assert _within(in_b, in_a), (drawn.ask, in_a, in_b)
+
+
+def _library_requests(worlds: Worlds, seed: int) -> list[Ask]:
+    """Hybrid search as the libraries send it: LangChain's `RetrievalMode.HYBRID` (two
+    prefetches, each with the same filter as the root, fused by RRF) and LlamaIndex's
+    `enable_hybrid` (a batch of a dense and a sparse query, each with the filter, fused
+    by the client); on this collection's vectors ("" and `lexical`)."""
+    rng = random.Random(seed)
+    dense = vector(rng)
+    terms = rng.sample(worlds.pools.terms, 3)
+    sparse = qm.SparseVector(indices=terms, values=[1.0, 0.7, 0.4])
+    flt = qm.Filter(
+        must=[qm.FieldCondition(key="modality", match=qm.MatchAny(any=["believed", "asserted"]))]
+    )
+    k = 4
+    langchain = qm.QueryRequest(
+        prefetch=[
+            qm.Prefetch(using="", query=dense, filter=flt, limit=k),
+            qm.Prefetch(using="lexical", query=sparse, filter=flt, limit=k),
+        ],
+        query=qm.FusionQuery(fusion=qm.Fusion.RRF),
+        filter=flt,
+        limit=k,
+        with_payload=True,
+        with_vector=False,
+    )
+    llama = qm.QueryRequestBatch(
+        searches=[
+            qm.QueryRequest(query=dense, using="", limit=k, filter=flt, with_payload=True),
+            qm.QueryRequest(query=sparse, using="lexical", limit=k, filter=flt, with_payload=True),
+        ]
+    )
+    return [
+        Ask("query", langchain.model_dump(mode="json", exclude_none=True, by_alias=True)),
+        Ask("query_batch", llama.model_dump(mode="json", exclude_none=True, by_alias=True)),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_hybrid_as_the_libraries_send_it_draws_each_branch_from_what_bob_may_see(
+    worlds: Worlds, seed: int
+) -> None:
+    for ask in _library_requests(worlds, seed):
+        in_a, in_b = worlds.ask(worlds.a, ask), worlds.ask(worlds.b, ask)
+        assert in_a, ask
+        assert in_a == in_b, ask
+        assert not set(worlds.pools.absent) & {p for answer in [in_b] for p in _ids(answer)}
+
+
+def _ids(answer: Answer) -> set[str]:
+    if isinstance(answer, list) and answer and isinstance(answer[0], list):
+        return {p for part in answer for p, _ in part}
+    return {p for p, _ in answer} if isinstance(answer, list) else set()
+
+
+def test_the_hidden_records_rank_among_bobs_in_the_branches(worlds: Worlds) -> None:
+    """Not vacuous: without the policy, B's store ranks hidden records among the top of
+    the branches the hybrid requests send."""
+    everyone: set[str] = set()
+    for seed in range(8):
+        rng = random.Random(seed)
+        probe = probes.Nearest(vector(rng))
+        found = worlds.loop.run_until_complete(
+            worlds.b.store.probe(probe, "", Scope(tenant=TENANT), 10)
+        )
+        everyone |= {f.record.id for f in found}
+    assert everyone - set(worlds.pools.ids), "no hidden record ranks in B"
