@@ -164,7 +164,7 @@ async def run(url: str, folder: Path, points: int, queries: int) -> None:
     audit = AuditLog(SqliteSink(folder / "audit.sqlite3"), None, 100_000)
     await audit.start()
     gate = Gate(counted_policy, LocalCache(100_000, ttl_s=600), audit, bucket_s=60)  # type: ignore[arg-type]
-    reader = Reader(counted_store, gate, Bounds(4, 4, 1000))  # type: ignore[arg-type]
+    reader = Reader(counted_store, gate, Bounds(4, 4, 1000))
     engine = QueryEngine(QueryBounds())
 
     def check(flt: qm.Filter) -> qm.Filter:

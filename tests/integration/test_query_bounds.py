@@ -85,7 +85,7 @@ def setup(
     loop.run_until_complete(policy.start())
     plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
     counted = Counted(store)
-    whose = Whose.build(counted, policy, folder)  # type: ignore[arg-type]
+    whose = Whose.build(counted, policy, folder)
     try:
         yield Setup(loop, counted, whose, plain, [p["id"] for p, _ in items])
     finally:
@@ -263,3 +263,28 @@ async def _plain_vectors(plain: Plain, body: dict[str, Any]) -> dict[str, Any]:
         response = await c.post("/points/query", json=body)
     points = response.json()["result"]["points"]
     return {plain.records[str(p["id"])]: p["vector"] for p in points}
+
+
+REFUSED_AS_BAD = [
+    # A scroll offset is a point id the scroll returned, never an integer here.
+    ("scroll", {"offset": 5, "limit": 3}),
+    # A grouping filters on its key every round: it needs an index (content has a text one).
+    ("query_groups", {"query": Q, "group_by": "content"}),
+    ("query_groups", {"query": Q, "group_by": "no_such_field"}),
+    # An order_by key needs a range index, a facet key a keyword, integer, uuid or bool one.
+    ("query", {"query": {"order_by": "observer_id"}}),
+    ("facet", {"key": "confidence"}),
+]
+
+
+@pytest.mark.parametrize(("route", "body"), REFUSED_AS_BAD)
+def test_a_request_the_collection_cannot_run_as_asked_is_a_400_not_a_503(
+    setup: Setup, route: str, body: dict[str, Any]
+) -> None:
+    before = setup.store.calls
+    answer = setup.ask(Ask(route, body))
+    assert answer[0] == "refused", answer
+    assert isinstance(setup.whose.error, QueryRefused)
+    assert setup.whose.error.status == 400
+    assert setup.whose.error.reasons == ["bad_request"]
+    assert setup.store.calls == before

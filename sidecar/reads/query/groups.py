@@ -43,6 +43,11 @@ FILL_ROUNDS = 5
 DEFAULT_GROUP_SIZE = 3
 
 GroupKey = str | int
+GROUP_INDEXES = (
+    qm.PayloadSchemaType.KEYWORD,
+    qm.PayloadSchemaType.INTEGER,
+    qm.PayloadSchemaType.UUID,
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,14 @@ async def query_groups(
         raise too_costly("groups", f"a grouped query may return at most {bounds.max_groups} groups")
     if size > bounds.max_group_size:
         raise too_costly("group_size", f"a group may hold at most {bounds.max_group_size} points")
+    if collection.schema.indexes.get(request.group_by) not in GROUP_INDEXES:
+        # A grouping filters on its key in every round: on a field without an index the
+        # store would read every point's payload (the caller's filters are held to
+        # indexed fields for the same reason).
+        raise refused(
+            f"Wrong input: No keyword, integer or uuid index for `group_by` key: "
+            f"`{request.group_by}`. Please create one to group by it."
+        )
     planned = engine.plan(collection, request, limit_factor=size, root_limit=groups * size)
     if isinstance(planned.root.query, Mmr | Order):
         raise unsupported("grouping an mmr or order_by query")

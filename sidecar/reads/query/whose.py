@@ -26,6 +26,7 @@ from uuid import UUID
 
 from qdrant_client.http import models as qm
 
+from sidecar.errors import QueryRefused
 from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.gate import Disclosure
@@ -195,7 +196,7 @@ class WhoseCollection:
         """Reader.scroll's rule: the next offset is the next allowed point, or (when
         the budget stops the page after some were shown) the point just after the
         last one shown; never a point the asker may not see."""
-        cursor = None if offset is None else str(offset)
+        cursor = None if offset is None else _cursor(offset)
         shown: list[Hit[Decided]] = []
         next_offset: str | None = None
         store = self.reader.store
@@ -240,6 +241,16 @@ class WhoseCollection:
         """The final hits as the answer shows them: each record's version links kept
         only to versions the asker may get, worded (answers/wording.py)."""
         return await self.reader.shown(self.disclosure, [h.item for h in hits])
+
+
+def _cursor(offset: PointId) -> str:
+    """A scroll offset: a point id this collection's scroll returned (a UUID)."""
+    try:
+        return str(UUID(str(offset)))
+    except ValueError:
+        raise QueryRefused(
+            "bad_request", "offset must be a next_page_offset this endpoint returned"
+        ) from None
 
 
 def _record_ids(points: frozenset[PointId]) -> list[UUID]:
