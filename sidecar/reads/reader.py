@@ -333,6 +333,7 @@ class Reader:
         cap: int | None = None,
         smaller_better: bool = False,
         whole_ties: bool = False,
+        bounded_rounds: bool = True,
     ) -> Rounds[F]:
         """The over-fetch loop of every search (this reader's, and the query engine's
         leaves, reads/query/): `fetch(batch, seen)` asks the store for the next `batch`
@@ -350,7 +351,10 @@ class Reader:
         candidate fetched are left out, since the store chose which of the points of
         that score to return (its internal order, which points the asker may not see
         can shift, and which the bound cut): what is kept is every allowed record of
-        a better score, all of which were fetched."""
+        a better score, all of which were fetched. `bounded_rounds` False: only the
+        candidates cap stops it, not `max_rounds` (the rounds double, so there are at
+        most about log2(cap / first round) of them), so a tie as large as the cap is
+        still resolved by id."""
         bounds = self.bounds
         limit = bounds.max_candidates if cap is None else min(cap, bounds.max_candidates)
         rate = await disclosure.allow_rate() if adaptive else None
@@ -379,7 +383,7 @@ class Reader:
                 len(ranked) >= wanted and not _tie_at_cut(ranked, wanted, records, record_of)
             ):
                 return Rounds(ranked, rounds, truncated=False, examined=len(seen))
-            if rounds >= bounds.max_rounds or len(seen) >= limit:
+            if (bounded_rounds and rounds >= bounds.max_rounds) or len(seen) >= limit:
                 if whole_ties and records:
                     boundary = records[-1].score
                     ranked = [a for a in ranked if record_of(a[0]).score != boundary]

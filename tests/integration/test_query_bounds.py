@@ -288,3 +288,40 @@ def test_a_request_the_collection_cannot_run_as_asked_is_a_400_not_a_503(
     assert setup.whose.error.status == 400
     assert setup.whose.error.reasons == ["bad_request"]
     assert setup.store.calls == before
+
+
+def test_with_lookup_finds_the_point_a_group_key_names_when_the_asker_may_see_it(
+    setup: Setup,
+) -> None:
+    """Grouped by the records' own `id` field, each group's key names its point: the
+    lookup (in this collection, by name) finds it; a key that is no point id, none."""
+    from qdrant_client.http import models as qm
+
+    from sidecar.policy.contract import DisclosureQuestion
+    from sidecar.reads.query import whose as whose_collection
+    from sidecar.reads.query.engine import QueryEngine
+    from sidecar.reads.query.groups import query_groups
+    from sidecar.reads.reader import Reader
+    from tests.query_engine import ASKER, COLLECTION, NOW
+
+    async def grouped(key: str) -> list[tuple[Any, Any]]:
+        reader = Reader(setup.whose.store, setup.whose.gate, setup.whose.reader_bounds)
+        question = DisclosureQuestion(asker=ASKER, audience=[], purpose="recall", now=NOW)
+        async with whose_collection.opened(
+            reader, question, "t", lambda f: f, COLLECTION, DIM
+        ) as coll:
+
+            async def lookup(name: str) -> None:
+                return None
+
+            body = {"query": Q, "group_by": key, "limit": 3, "with_lookup": COLLECTION}
+            request = qm.QueryGroupsRequest.model_validate(body)
+            answer = await query_groups(QueryEngine(setup.whose.bounds), coll, request, lookup)
+        return [(g.key, g.lookup.id if g.lookup else None) for g in answer.groups]
+
+    by_id = setup.loop.run_until_complete(grouped("id"))
+    assert len(by_id) == 3
+    assert all(key == found for key, found in by_id)
+    by_holder = setup.loop.run_until_complete(grouped("observer_id"))
+    assert by_holder
+    assert all(found is None for _, found in by_holder)

@@ -16,7 +16,7 @@ id), so a ranked answer is compared up to ties; groups and their members, facet
 counts, counts, scroll pages and offsets; and a refusal with the same status (and,
 for a missing point, the same words). A fusion whose branches tie inside their limit
 is skipped: which of the tied points a branch keeps, and so their ranks, is Qdrant's
-choice there.
+choice there; so is grouping an RRF fusion (its tied ranks decide every later round).
 """
 
 from __future__ import annotations
@@ -213,4 +213,4 @@ def check(setup: Setup, drawn: Drawn) -> None:
 )
 @given(data=st.data())
 def test_every_kind_of_query_answers_as_qdrant_does(setup: Setup, data: st.DataObject) -> None:
-    check(setup, data.draw(strategies(setup.pools)))
+    check(setup, data.draw(strategies(setup.pools, rank_ties=False)))

@@ -25,7 +25,9 @@ rest on them; docs/design.md, "The query engine"):
    the `Where` (ties in `point_order` of their ids), best first: largest score first,
    smallest for a nearest probe on a Euclid or Manhattan vector. It over-fetches in
    rounds, excluding what it has seen, until `limit` are allowed and no tie straddles
-   the cut, or the candidates run out (reads/reader.py `Reader.rounds`).
+   the cut, or the candidates run out (reads/reader.py `Reader.rounds`). When its
+   candidates cap (or the budget) stops it, the allowed points tied with the last
+   candidate it fetched are left out whole: the store chose which of them it returned.
 3. A hit's score is a function of the point and the probe alone: the collection's
    distance, or Qdrant's recommend/discover/context score of its vector. (A sparse
    vector with Qdrant's `idf` modifier is not: its weights count other points. Such a

@@ -132,7 +132,14 @@ class WhoseCollection:
             )
 
         found = await self.reader.rounds(
-            self.disclosure, fetch, _record, limit, adaptive=False, cap=budget.left, whole_ties=True
+            self.disclosure,
+            fetch,
+            _record,
+            limit,
+            adaptive=False,
+            cap=budget.left,
+            whole_ties=True,
+            bounded_rounds=False,
         )
         budget.spend(found.examined, found.truncated)
         return [_hit(f, d) for f, d in found.allowed[:limit]]
@@ -181,6 +188,7 @@ class WhoseCollection:
             cap=budget.left,
             smaller_better=ascending,
             whole_ties=True,
+            bounded_rounds=False,
         )
         budget.spend(found.examined, found.truncated)
         return Page([_hit(f, d) for f, d in found.allowed[:limit]])
