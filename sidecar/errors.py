@@ -92,6 +92,54 @@ class FilterRefused(WhoseError):
         return cls(reason, reason)
 
 
+class QueryRefused(WhoseError):
+    """A Qdrant query the engine will not run as asked (reads/query/): an input Qdrant
+    itself refuses (`reason` `bad_request`, the message Qdrant's own words), or a query
+    kind whose does not serve (`unsupported`, naming it). Decided on the request and
+    the collection's schema alone, before the store or the policy is asked."""
+
+    code = "query_refused"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, [reason])
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        reasons = _listed(body.get("reasons"))
+        reason = str(reasons[0]) if reasons else cls.code
+        return cls(reason, reason)
+
+
+class QueryTooCostly(QueryRefused):
+    """A query over one of the engine's bounds (WHOSE_QUERY_*: prefetch depth and
+    count, a level's limit, candidates in all, examples, batch size, groups, facet
+    limit); `reason` names the bound. Checked before the store is asked."""
+
+    code = "query_too_costly"
+
+
+class QueryMissing(WhoseError):
+    """A point a query names (by id, as its vector) or a collection it looks up in
+    (`lookup_from`, `with_lookup`) is missing, or is one the asker may not see: the two
+    answer alike (the message is Qdrant's for a missing one). `reason`: `point`,
+    `vector` or `collection`."""
+
+    code = "query_not_found"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, [reason])
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        reasons = _listed(body.get("reasons"))
+        reason = str(reasons[0]) if reasons else cls.code
+        return cls(reason, reason)
+
+
 class Unauthenticated(WhoseError):
     """No verified identity: a missing, expired or unverifiable token, or dev headers
     that are not accepted (auth/tokens.py). `reason` says which."""

@@ -35,6 +35,8 @@ from sidecar.policy.opa import PolicyClient
 from sidecar.policy.readset import ReadSet
 from sidecar.reads.allow_rate import LocalAllowRates, RedisAllowRates
 from sidecar.reads.gate import Gate
+from sidecar.reads.query.engine import QueryEngine
+from sidecar.reads.query.plan import Bounds as QueryBounds
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
 from sidecar.store import Search, Store, hybrid
@@ -68,6 +70,27 @@ class Services:
     authenticate: Authenticator
     memory: Memory
     oversight: Oversight
+    # Qdrant's Query API over disclosable points (reads/query/): the transports pass it
+    # a collection (reads/query/whose.py for the whose collection).
+    queries: QueryEngine
+
+
+def query_bounds(settings: Settings) -> QueryBounds:
+    """What one Qdrant query may ask (WHOSE_QUERY_*, WHOSE_FACET_*)."""
+    return QueryBounds(
+        max_depth=settings.query_max_depth,
+        max_prefetches=settings.query_max_prefetches,
+        max_level_limit=settings.query_max_level_limit,
+        max_limit=settings.max_limit,
+        max_candidates=settings.query_max_candidates,
+        max_examples=settings.query_max_examples,
+        max_batch=settings.query_max_batch,
+        max_groups=settings.query_max_groups,
+        max_group_size=settings.query_max_group_size,
+        max_facet_limit=settings.facet_max_limit,
+        max_facet_scan=settings.facet_max_scan,
+        max_count_scan=settings.max_count_scan,
+    )
 
 
 def open_embedder(settings: Settings) -> Embedder:
@@ -339,4 +362,5 @@ async def open_services(
             authenticate=authenticate,
             memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
             oversight=Oversight(store, policy, audit),
+            queries=QueryEngine(query_bounds(settings)),
         )

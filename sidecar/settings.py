@@ -150,6 +150,24 @@ class Settings(BaseSettings):
     # The proxy's count examines at most this many matching points (see http/qdrant/routes.py).
     max_count_scan: int = Field(default=10_000, ge=1, le=1_000_000)
 
+    # The query engine (reads/query/, docs/design.md "The query engine"): Qdrant's Query
+    # API over what the asker may see. Each bound is checked on the request before the
+    # store is asked (400 query_too_costly, naming it): how deep prefetches nest and
+    # how many there are in one query; a level's limit (a prefetch's, MMR's
+    # candidates); the candidates one request may examine (decide) in all, across its
+    # branches; point ids and vectors used as examples; queries in one batch; groups
+    # and points per group; values one facet returns, and points one facet examines.
+    query_max_depth: int = Field(default=4, ge=1, le=64)
+    query_max_prefetches: int = Field(default=16, ge=1, le=256)
+    query_max_level_limit: int = Field(default=1000, ge=1, le=10_000)
+    query_max_candidates: int = Field(default=5000, ge=1, le=100_000)
+    query_max_examples: int = Field(default=64, ge=1, le=1000)
+    query_max_batch: int = Field(default=16, ge=1, le=256)
+    query_max_groups: int = Field(default=100, ge=1, le=10_000)
+    query_max_group_size: int = Field(default=100, ge=1, le=10_000)
+    facet_max_limit: int = Field(default=1000, ge=1, le=100_000)
+    facet_max_scan: int = Field(default=10_000, ge=1, le=1_000_000)
+
     # Erasure requests (writes/erasure_requests.py): records one step reads, and how
     # often the server looks for requests left running (by a restart, another replica).
     erasure_step: int = Field(default=200, ge=1, le=1000)

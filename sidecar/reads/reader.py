@@ -21,9 +21,10 @@ the policy about the versions its links name (one batch, purpose `get`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Generic, TypeVar
 from uuid import UUID
 
 from sidecar import metrics
@@ -36,6 +37,8 @@ from sidecar.record import Stored
 from sidecar.store import Store
 from sidecar.store.schema import point_id
 from sidecar.store.scope import AnyOf, Scope
+
+F = TypeVar("F")
 
 LINKS = ("supersedes", "superseded_by")
 # The longest supersession chain a history or an as-of read follows.
@@ -65,6 +68,18 @@ class Candidates:
     allowed: list[tuple[Stored, Decision]]
     rounds: int
     truncated: bool
+
+
+@dataclass
+class Rounds(Generic[F]):
+    """What an over-fetch loop (`Reader.rounds`) found: the allowed candidates, best
+    first (ties in record-id order); the rounds; whether a bound stopped it; how many
+    candidates it examined (decided)."""
+
+    allowed: list[tuple[F, Decision]]
+    rounds: int
+    truncated: bool
+    examined: int
 
 
 @dataclass(frozen=True)
@@ -292,14 +307,9 @@ class Reader:
     ) -> Candidates:
         """Rounds of store search and policy decisions until `wanted` are allowed, the
         candidates run out, or the bounds stop it (then: truncated)."""
-        bounds = self.bounds
-        rate = await disclosure.allow_rate() if adaptive else None
-        batch = first_batch(wanted, rate, bounds.overfetch_factor, bounds.max_candidates)
-        rounds = 0
-        seen: set[str] = set()
-        allowed: list[tuple[Stored, Decision]] = []
-        while True:
-            found = await self.store.search(
+
+        async def fetch(batch: int, seen: frozenset[str]) -> list[Stored]:
+            return await self.store.search(
                 vector,
                 scope,
                 batch,
@@ -308,20 +318,85 @@ class Reader:
                 score_threshold=score_threshold,
                 with_vector=with_vector,
             )
+
+        found = await self.rounds(disclosure, fetch, _itself, wanted, adaptive=adaptive)
+        return _counted(Candidates(found.allowed, found.rounds, found.truncated))
+
+    async def rounds(
+        self,
+        disclosure: Disclosure,
+        fetch: Callable[[int, frozenset[str]], Awaitable[list[F]]],
+        record_of: Callable[[F], Stored],
+        wanted: int,
+        *,
+        adaptive: bool = True,
+        cap: int | None = None,
+        smaller_better: bool = False,
+        whole_ties: bool = False,
+        bounded_rounds: bool = True,
+    ) -> Rounds[F]:
+        """The over-fetch loop of every search (this reader's, and the query engine's
+        leaves, reads/query/): `fetch(batch, seen)` asks the store for the next `batch`
+        best candidates leaving out the record ids `seen`, best first; each round is
+        decided in one batch; it widens (doubling) until `wanted` are allowed and no
+        tie straddles the cut, the candidates run out, or `max_rounds` or the
+        candidates cap (`cap`, at most `max_candidates`) stops it (then: truncated).
+
+        Ties are ranked in record-id order, so the allowed records it returns, best
+        first, are the `wanted` best of all the store would find within its scope,
+        whatever the size of each round; `smaller_better` for a distance (Euclid,
+        Manhattan), where the best scores are the smallest.
+
+        `whole_ties`: when a bound stops it, the allowed records that score as the last
+        candidate fetched are left out, since the store chose which of the points of
+        that score to return (its internal order, which points the asker may not see
+        can shift, and which the bound cut): what is kept is every allowed record of
+        a better score, all of which were fetched. `bounded_rounds` False: only the
+        candidates cap stops it, not `max_rounds` (the rounds double, so there are at
+        most about log2(cap / first round) of them), so a tie as large as the cap is
+        still resolved by id."""
+        bounds = self.bounds
+        limit = bounds.max_candidates if cap is None else min(cap, bounds.max_candidates)
+        rate = await disclosure.allow_rate() if adaptive else None
+        batch = first_batch(wanted, rate, bounds.overfetch_factor, max(limit, 1))
+        rank = _rank_ascending if smaller_better else _rank
+        rounds = 0
+        seen: set[str] = set()
+        allowed: list[tuple[F, Decision]] = []
+        while True:
+            if limit <= 0:
+                return Rounds(allowed, rounds, truncated=True, examined=len(seen))
+            found = await fetch(batch, frozenset(seen))
             rounds += 1
             exhausted = len(found) < batch
-            seen.update(r.id for r in found)
+            records = [record_of(f) for f in found]
+            seen.update(r.id for r in records)
             # Asked even for an empty batch: with the policy down, "nothing found"
             # and "nothing allowed" must look the same.
-            decisions = await disclosure.decide(found)
-            round_allowed = [(r, decisions[r.id]) for r in found if decisions[r.id].allow]
+            decisions = await disclosure.decide(records)
+            round_allowed = [(f, decisions[record_of(f).id]) for f in found]
+            round_allowed = [(f, d) for f, d in round_allowed if d.allow]
             disclosure.overfetched(len(found), len(round_allowed))
             allowed += round_allowed
-            if exhausted or (len(allowed) >= wanted and not _tie_at_cut(allowed, wanted, found)):
-                return _counted(Candidates(allowed, rounds, truncated=False))
-            if rounds >= bounds.max_rounds or len(seen) >= bounds.max_candidates:
-                return _counted(Candidates(allowed, rounds, truncated=True))
-            batch = min(batch * 2, bounds.max_candidates - len(seen))
+            ranked = sorted(allowed, key=lambda a: rank(record_of(a[0])))
+            if exhausted or (
+                len(ranked) >= wanted and not _tie_at_cut(ranked, wanted, records, record_of)
+            ):
+                return Rounds(ranked, rounds, truncated=False, examined=len(seen))
+            if (bounded_rounds and rounds >= bounds.max_rounds) or len(seen) >= limit:
+                if whole_ties and records:
+                    boundary = records[-1].score
+                    ranked = [a for a in ranked if record_of(a[0]).score != boundary]
+                return Rounds(ranked, rounds, truncated=True, examined=len(seen))
+            batch = min(batch * 2, limit - len(seen))
+
+    async def shown(
+        self, disclosure: Disclosure, allowed: list[tuple[Stored, Decision]]
+    ) -> list[Shown]:
+        """Allowed records as an answer shows them (the query engine's, reads/query/):
+        links kept only to versions shown or that the asker may get, each worded."""
+        kept = await self._decided_links(disclosure, allowed)
+        return self._answer(disclosure, kept, disclosure.question.at).shown
 
     async def _other_views(
         self, disclosure: Disclosure, scope: Scope, page: list[tuple[Stored, Decision]]
@@ -424,20 +499,33 @@ def _links_within(
     return kept
 
 
-def _tie_at_cut(allowed: list[tuple[Stored, Decision]], wanted: int, found: list[Stored]) -> bool:
+def _tie_at_cut(
+    ranked: list[tuple[F, Decision]],
+    wanted: int,
+    found: list[Stored],
+    record_of: Callable[[F], Stored],
+) -> bool:
     """Whether points the store has not returned yet may score as the `wanted`-th
     allowed record: the engine chooses which of equally scored points fill a fetch,
     and ties are shown in id order (docs/security.md, "ordering"), so a cut inside a
-    tie would let each page see a different part of it."""
+    tie would let each page see a different part of it. `ranked`: best first."""
     if wanted <= 0 or not found:
         return False
-    cut = sorted(allowed, key=_rank)[wanted - 1][0].score
+    cut = record_of(ranked[wanted - 1][0]).score
     return found[-1].score == cut
 
 
-def _rank(allowed: tuple[Stored, Decision]) -> tuple[float, str]:
-    record = allowed[0]
+def _rank(allowed: tuple[Stored, Decision] | Stored) -> tuple[float, str]:
+    record = allowed if isinstance(allowed, Stored) else allowed[0]
     return (-(record.score or 0.0), record.id)
+
+
+def _rank_ascending(record: Stored) -> tuple[float, str]:
+    return ((record.score or 0.0), record.id)
+
+
+def _itself(record: Stored) -> Stored:
+    return record
 
 
 def _has_value(record: Stored) -> bool:

@@ -9,12 +9,16 @@ a payload that is not a record is left out.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
+from qdrant_client.http import models as qm
+
 from sidecar.errors import StoreUnavailable as StoreUnavailable
 from sidecar.record import Stored
+from sidecar.store import probes
+from sidecar.store.probes import Probe, Vector
 from sidecar.store.scope import Scope
 
 
@@ -41,6 +45,16 @@ class Page:
     records: list[Stored]
     # Where the next page starts (an opaque point id), or None at the end.
     next_offset: str | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """A record a probe, an ordered scroll or a fetch found: with the named vectors
+    asked for, and (ordered scrolls) the value it was ordered by."""
+
+    record: Stored
+    vectors: dict[str, Vector]
+    order_value: int | float | None = None
 
 
 class Store(Protocol):
@@ -77,6 +91,42 @@ class Store(Protocol):
         """Records of this tenant by record id; unknown ids are left out."""
         ...
 
+    async def probe(
+        self,
+        probe: Probe,
+        using: str,
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        """Records within scope scored by `probe` (store/probes.py) on the vector named
+        `using` ("" the dense one, "lexical" the BM25 one), best first, leaving out the
+        `exclude` record ids: the query engine's leaf search (reads/query/)."""
+        ...
+
+    async def ordered(
+        self,
+        scope: Scope,
+        limit: int,
+        order_by: qm.OrderBy,
+        exclude: Collection[str] = (),
+        *,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        """Records within scope in the order of a payload field's value (Qdrant's
+        `order_by`: key, direction, start_from), leaving out the `exclude` record ids."""
+        ...
+
+    async def fetch(
+        self, tenant: str, record_ids: list[UUID], names: frozenset[str]
+    ) -> list[Found]:
+        """Records of this tenant by record id, with the named vectors in `names`;
+        unknown ids are left out."""
+        ...
+
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False
     ) -> Page:
@@ -105,6 +155,22 @@ class Store(Protocol):
     async def tenants(self, limit: int) -> list[str]:
         """Up to `limit` tenants that hold records (the retention sweep walks them)."""
         ...
+
+
+def rescore(found: list[Found], probe: Probe, using: str, wanted: frozenset[str]) -> list[Found]:
+    """`found` with the exact score of a sparse nearest probe (store/probes.py
+    `rescored_exactly`), best first, and only the vectors `wanted`."""
+    if not probes.rescored_exactly(probe):
+        return found
+    assert isinstance(probe, probes.Nearest)
+    assert isinstance(probe.vector, qm.SparseVector)
+    rescored = []
+    for f in found:
+        own = f.vectors.get(using)
+        score = probes.sparse_dot(probe.vector, own) if isinstance(own, qm.SparseVector) else 0.0
+        vectors = {n: v for n, v in f.vectors.items() if n in wanted}
+        rescored.append(Found(replace(f.record, score=score), vectors, f.order_value))
+    return sorted(rescored, key=lambda f: -(f.record.score or 0.0))
 
 
 def records(

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -32,11 +33,14 @@ from sidecar.embed.lexical import ENCODER
 from sidecar.errors import FilterRefused
 from sidecar.record import Stored, iso
 from sidecar.store import (
+    Found,
     Page,
     Search,
     StoreUnavailable,
     hybrid,
+    probes,
     records,
+    rescore,
 )
 from sidecar.store.schema import (
     DATETIME_FIELDS,
@@ -179,6 +183,67 @@ class EdgeStore:
         )
         return {"query": formula, "prefetches": prefetches}
 
+    async def probe(
+        self,
+        probe: probes.Probe,
+        using: str,
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        flt = _edge_filter(scope, exclude)
+        query = probes.edge(probe, using)
+        fetched = with_vectors | {using} if probes.rescored_exactly(probe) else with_vectors
+
+        def run() -> list[Any]:
+            request = qe.QueryRequest(
+                limit=limit,
+                query=query,
+                filter=flt,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=sorted(fetched) or False,
+                params=self._params(flt),
+            )
+            return list(self.shard.query(request))
+
+        return rescore(_found(await self._run(run), fetched), probe, using, with_vectors)
+
+    async def ordered(
+        self,
+        scope: Scope,
+        limit: int,
+        order_by: qm.OrderBy,
+        exclude: Collection[str] = (),
+        *,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        direction = (
+            qe.Direction.Desc if order_by.direction == qm.Direction.DESC else qe.Direction.Asc
+        )
+        raw = order_by.start_from
+        start = raw.isoformat() if isinstance(raw, datetime | date) else raw
+        request = qe.ScrollRequest(
+            limit=limit,
+            filter=_edge_filter(scope, exclude),
+            with_payload=True,
+            with_vector=sorted(with_vectors) or False,
+            order_by=qe.OrderBy(order_by.key, direction=direction, start_from=start),
+        )
+        found, _ = await self._run(self.shard.scroll, request)
+        return _found(found, with_vectors)
+
+    async def fetch(
+        self, tenant: str, record_ids: list[UUID], names: frozenset[str]
+    ) -> list[Found]:
+        ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
+        found = await self._run(self.shard.retrieve, ids, True, sorted(names) or False)
+        mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
+        return _found(mine, names)
+
     def _params(self, flt: qe.Filter) -> qe.SearchParams | None:
         """Exact search when the filter matches few enough points (the payload indexes'
         estimate, tens of microseconds): see `Search`."""
@@ -299,6 +364,17 @@ class EdgeStore:
         finally:
             self._calls_in_flight -= 1
             self._last_call = time.monotonic()
+
+
+def _found(points: list[Any], names: frozenset[str]) -> list[Found]:
+    """The records among the points a query, scroll or retrieve returned."""
+    found = []
+    for point in points:
+        record = Stored.from_payload(point.payload, getattr(point, "score", None))
+        if record is not None:
+            vectors = probes.vectors_out(point.vector, names)
+            found.append(Found(record, vectors, point.order_value))
+    return found
 
 
 def edge_config(index: IndexSpec) -> qe.EdgeConfig:

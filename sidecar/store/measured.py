@@ -8,9 +8,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID
 
+from qdrant_client.http import models as qm
+
 from sidecar import metrics
 from sidecar.record import Stored
-from sidecar.store import Page, Store
+from sidecar.store import Found, Page, Store
+from sidecar.store.probes import Probe
 from sidecar.store.scope import Scope
 
 
@@ -64,6 +67,48 @@ class MeasuredStore:
     ) -> list[Stored]:
         async with _timed("get"):
             return await self.inner.get(tenant, record_ids, with_vector=with_vector)
+
+    async def probe(
+        self,
+        probe: Probe,
+        using: str,
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        async with _timed("probe"):
+            return await self.inner.probe(
+                probe,
+                using,
+                scope,
+                limit,
+                exclude,
+                score_threshold=score_threshold,
+                with_vectors=with_vectors,
+            )
+
+    async def ordered(
+        self,
+        scope: Scope,
+        limit: int,
+        order_by: qm.OrderBy,
+        exclude: Collection[str] = (),
+        *,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        async with _timed("ordered"):
+            return await self.inner.ordered(
+                scope, limit, order_by, exclude, with_vectors=with_vectors
+            )
+
+    async def fetch(
+        self, tenant: str, record_ids: list[UUID], names: frozenset[str]
+    ) -> list[Found]:
+        async with _timed("fetch"):
+            return await self.inner.fetch(tenant, record_ids, names)
 
     async def find(
         self, scope: Scope, limit: int, *, offset: str | None = None, with_vector: bool = False

@@ -43,11 +43,14 @@ from tenacity import (
 from sidecar.embed.lexical import ENCODER
 from sidecar.record import Stored
 from sidecar.store import (
+    Found,
     Page,
     Search,
     StoreUnavailable,
     hybrid,
+    probes,
     records,
+    rescore,
 )
 from sidecar.store.schema import (
     DATETIME_FIELDS,
@@ -276,6 +279,72 @@ class ServerStore:
         )
         return records([(p.payload, p.score, dense(p.vector)) for p in response.points])
 
+    async def probe(
+        self,
+        probe: probes.Probe,
+        using: str,
+        scope: Scope,
+        limit: int,
+        exclude: Collection[str] = (),
+        *,
+        score_threshold: float | None = None,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        await self._ensure_collection()
+        query_filter = to_qdrant(scope, exclude)
+        params = await self._params(query_filter)
+        fetched = with_vectors | {using} if probes.rescored_exactly(probe) else with_vectors
+        response = await self._call(
+            lambda c: c.query_points(
+                self.collection,
+                query=probes.server(probe),
+                using=using or None,
+                query_filter=query_filter,
+                limit=limit,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vectors=sorted(fetched) or False,
+                search_params=params,
+            )
+        )
+        return rescore(_found(response.points, fetched), probe, using, with_vectors)
+
+    async def ordered(
+        self,
+        scope: Scope,
+        limit: int,
+        order_by: qm.OrderBy,
+        exclude: Collection[str] = (),
+        *,
+        with_vectors: frozenset[str] = frozenset(),
+    ) -> list[Found]:
+        await self._ensure_collection()
+        scroll_filter = to_qdrant(scope, exclude)
+        found, _ = await self._call(
+            lambda c: c.scroll(
+                self.collection,
+                scroll_filter=scroll_filter,
+                limit=limit,
+                order_by=order_by,
+                with_payload=True,
+                with_vectors=sorted(with_vectors) or False,
+            )
+        )
+        return _found(found, with_vectors)
+
+    async def fetch(
+        self, tenant: str, record_ids: list[UUID], names: frozenset[str]
+    ) -> list[Found]:
+        await self._ensure_collection()
+        ids: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
+        found = await self._call(
+            lambda c: c.retrieve(
+                self.collection, ids=ids, with_payload=True, with_vectors=sorted(names) or False
+            )
+        )
+        mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
+        return _found(mine, names)
+
     async def _params(self, query_filter: qm.Filter) -> qm.SearchParams | None:
         """Exact search when the filter matches few enough points (Qdrant's estimate
         from the payload indexes: one more round trip, no scan): see `Search`."""
@@ -411,6 +480,17 @@ class ServerStore:
             # Concurrent failures on one node move on once, not once each.
             self._current = (index + 1) % len(self.clients)
             log.warning("Qdrant node %d failed (%s); trying the next", index, _describe(exc))
+
+
+def _found(points: list[Any], names: frozenset[str]) -> list[Found]:
+    """The records among the points a query, scroll or retrieve returned."""
+    found = []
+    for point in points:
+        record = Stored.from_payload(point.payload, getattr(point, "score", None))
+        if record is not None:
+            vectors = probes.vectors_out(point.vector, names)
+            found.append(Found(record, vectors, getattr(point, "order_value", None)))
+    return found
 
 
 def _transient(exc: BaseException) -> bool:

@@ -39,6 +39,9 @@ from sidecar.errors import (
     MethodNotAllowed,
     NotFound,
     PolicyUnavailable,
+    QueryMissing,
+    QueryRefused,
+    QueryTooCostly,
     RequestTooLarge,
     StoreUnavailable,
     Unauthenticated,
@@ -116,6 +119,9 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     NotFound: 404,
     Forbidden: 403,
     FilterRefused: 400,
+    QueryRefused: 400,
+    QueryTooCostly: 400,
+    QueryMissing: 404,
     Unauthenticated: 401,
     MethodNotAllowed: 405,
     RequestTooLarge: 413,
@@ -152,7 +158,8 @@ def _message(error: WhoseError, reasons: list[Any]) -> str:
 
 
 def _what(error: WhoseError, reasons: list[Any]) -> str:
-    if isinstance(error, FilterRefused):
+    if isinstance(error, FilterRefused | QueryRefused | QueryMissing):
+        # Their messages are Qdrant's own words (reads/query/), as a client expects them.
         return str(error)
     summary = _summary(reasons)
     if isinstance(error, InvalidRequest):
