@@ -22,7 +22,7 @@ import yaml
 
 from sidecar.settings import Settings
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_, start_sidecar, stop
-from tests.unit.test_rego_reasons import _reasons
+from tests.integration.test_rego_reasons import _reasons
 
 DOCS = REPO / "docs"
 EXAMPLE = DOCS / "examples" / "manager-reports.patch"
