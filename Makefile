@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 OPA := bin/opa
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock
 
-.PHONY: install install-dev linked-opa opa redis qdrant serve demo test check unit rego-check \
+.PHONY: install install-dev linked-opa opa model redis qdrant serve demo test check unit rego-check \
 	lint typecheck pytest schemas lock load clean test-tools deploy-check bundle compose-prep
 
 install: $(VENV)/.installed linked-opa  ## what `make serve` needs
@@ -37,6 +37,12 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 opa: bin/.opa-$(OPA_VERSION)
+
+# The test model as the folder WHOSE_EMBED_MODEL_DIR names (docs/api.md, embedders).
+MODEL_DIR := build/models/all-MiniLM-L6-v2
+model: install-dev  ## $(MODEL_DIR): the small real embedding model, for WHOSE_EMBED_MODEL_DIR
+	$(BIN)/python -c 'from pathlib import Path; from tests.models import minilm_folder; \
+	  print(minilm_folder(Path("$(MODEL_DIR)")))'
 
 bin/.opa-$(OPA_VERSION):
 	scripts/install-opa.sh $(OPA_VERSION)
@@ -99,8 +105,12 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
-pytest:  ## the suite; the slowest tests are listed at the end, to keep it under 12 minutes
-	$(BIN)/pytest --durations=15
+# Two workers (pytest-xdist), each test file on one of them, so a module's sidecar is
+# shared by its tests as it is in a plain run; the slowest tests are listed at the end,
+# to keep the suite under 12 minutes on two cores.
+PYTEST_WORKERS ?= 2
+pytest:  ## the suite
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 deploy-check: install-dev test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy

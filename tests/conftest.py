@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -61,6 +63,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(REPO / "tests").parts[0]
         if folder in KINDS:
             item.add_marker(getattr(pytest.mark, folder))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist (`make test` runs two workers) each worker checks part of the
+    # suite: its lines travel to the controller, which prints them all.
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["whose_report"] = json.dumps(REPORT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: a worker finished; keep what it checked."""
+    REPORT.extend(json.loads(getattr(node, "workeroutput", {}).get("whose_report", "[]")))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

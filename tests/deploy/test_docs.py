@@ -63,6 +63,34 @@ def test_readme_links_the_deploy_docs() -> None:
         assert (REPO / target).exists(), target
 
 
+def test_the_readme_is_a_front_page_that_maps_every_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for page in DOCS.glob("*.md"):
+        assert f"](docs/{page.name})" in readme, f"the README's map does not list {page.name}"
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_and_their_anchors_resolve() -> None:
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *DOCS.glob("*.md")]
+    for page in pages:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = page.parent / path if path else page
+            assert linked.exists(), f"{page.name}: {target}"
+            if anchor and linked.suffix == ".md":
+                text = re.sub(r"```.*?```", "", linked.read_text(), flags=re.S)
+                headings = {slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+                assert anchor in headings, f"{page.name}: {target}"
+
+
 def test_doc_links_point_at_files_that_exist() -> None:
     for doc in DOCS.glob("*.md"):
         for target in re.findall(r"\]\(((?:\.\./)?[\w./-]+)\)", doc.read_text()):
