@@ -40,7 +40,8 @@ from mcp.types import TextContent
 
 from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
-from tests.conftest import REPO, as_, start_sidecar, stop
+from tests.conftest import REPO, as_
+from tests.factories import served as served_sidecar
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -197,11 +198,10 @@ def test_the_comparison_can_fail() -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`make serve` with a key, as docs/rag-proxy.md sets it up."""
-    base, process = start_sidecar(
-        tmp_path_factory.mktemp("readme"), env={"WHOSE_JWT_HS256_SECRET": SECRET}
-    )
-    yield base
-    stop(process)
+    with served_sidecar(
+        tmp_path_factory.mktemp("readme"), {"WHOSE_JWT_HS256_SECRET": SECRET}
+    ) as base:
+        yield base
 
 
 def test_see_it_refuse_bob(served: str) -> None:
@@ -221,8 +221,7 @@ def test_the_audit_log_and_explain_say_why(served: str) -> None:
 def test_erasure_snippets(tmp_path: Path) -> None:
     """Erasing one record, then an officer's request for everything of Alice's, on a
     sidecar of their own (the README's belief stored first, and something she said)."""
-    base, process = start_sidecar(tmp_path / "sidecar")
-    try:
+    with served_sidecar(tmp_path / "sidecar") as base:
         check_shell("bob-store", base)
         said = {
             "speaker": "alice",
@@ -234,8 +233,6 @@ def test_erasure_snippets(tmp_path: Path) -> None:
         assert stored.status_code == 201, stored.text
         check_shell("erase-one", base)
         [progress] = check_shell("erasure-request", base)
-    finally:
-        stop(process)
     assert json.loads(progress)["erased"] >= 1  # what Alice said
 
 
