@@ -9,11 +9,11 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 RUN python -m venv /opt/whose
-COPY pyproject.toml requirements.lock README.md ./
+COPY pyproject.toml requirements.lock README.md LICENSE ./
 COPY sidecar ./sidecar
-# The runtime dependencies only, every one pinned by the lock (used as a constraints
-# file, so the test-only packages it also pins are not installed), then the package.
-RUN /opt/whose/bin/pip install -c requirements.lock . \
+# What serving needs only (the `server` extra), every one pinned by the lock (used as a
+# constraints file, so the test-only packages it also pins are not installed).
+RUN /opt/whose/bin/pip install -c requirements.lock '.[server]' \
     && /opt/whose/bin/pip check
 
 FROM ${PYTHON_IMAGE}

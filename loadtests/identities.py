@@ -3,7 +3,7 @@
 Two modes, chosen by configuration (no code change between them):
 
 - **dev** (default): the `X-Whose-Asker` / `X-Whose-Tenant` headers that `whose serve --dev`
-  accepts on loopback. Tenant from `WHOSE_LOAD_TENANT` (default `acme`).
+  accepts on loopback. Tenant from `WHOSE_LOAD_TENANT` (default `loadtest`).
 - **bearer**: as soon as any token is configured, every identity must have one, and requests
   carry `Authorization: Bearer <token>` (the tenant is then the token's claim). Tokens come
   from `WHOSE_LOAD_TOKEN_<NAME>` (name upper-cased, `-` as `_`: `WHOSE_LOAD_TOKEN_EXTRACTOR_BOT`)
@@ -24,6 +24,9 @@ from pathlib import Path
 DEFAULT_ASKERS = ("alice", "bob", "carol")
 DEFAULT_EXTRACTOR = "extractor-bot"
 DEFAULT_GROUP = "group:launch-team"
+# A tenant of its own (the demo directory gives it the demo tenant's people), so a load run
+# against `make serve` writes nothing into `acme`, where the README's story lives.
+TENANT = "loadtest"
 
 
 def token_variable(name: str) -> str:
@@ -87,6 +90,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Identities:
         askers=askers,
         extractor=extractor,
         group=env.get("WHOSE_LOAD_GROUP", DEFAULT_GROUP),
-        tenant=env.get("WHOSE_LOAD_TENANT", "acme"),
+        tenant=env.get("WHOSE_LOAD_TENANT", TENANT),
         tokens=tokens,
     )

@@ -3,13 +3,45 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
+from pydantic import SecretStr, ValidationError
 
 from sidecar.settings import Settings, is_loopback
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+def settings_from_environment(**overrides: Any) -> Settings:
+    """The WHOSE_* settings with the flags given (None: not given), or exit 2 with one
+    line naming each setting that is wrong (pydantic's report is a dozen lines)."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        typer.echo(f"configuration error: {settings_problems(exc)}", err=True)
+        raise typer.Exit(code=2) from None
+
+
+def settings_problems(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        why = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:  # a check across settings: its message names them
+            problems.append(why)
+            continue
+        name = str(error["loc"][0])
+        field = Settings.model_fields.get(name)
+        secret = field is not None and SecretStr in (field.annotation, *get_args(field.annotation))
+        shown = "" if secret or "input" not in error else f"={error['input']}"
+        problems.append(f"WHOSE_{name.upper()}{shown}: {why[:1].lower()}{why[1:]}")
+    return "; ".join(problems)
+
+
+def refuse(doing: str, exc: BaseException) -> typer.Exit:
+    """Exit 2 after one line saying why `doing` could not start."""
+    typer.echo(f"{doing}: {exc}", err=True)
+    return typer.Exit(code=2)
 
 
 @app.command()
@@ -34,14 +66,9 @@ def serve(
     from sidecar import logs
     from sidecar.serving import serve as run
 
-    overrides: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "ops_port": ops_port,
-        "data_dir": data_dir,
-        "workers": workers,
-    }
-    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = settings_from_environment(
+        host=host, port=port, ops_port=ops_port, data_dir=data_dir, workers=workers
+    )
     if dev:
         settings = settings.model_copy(update={"dev": True})
     if settings.dev and not is_loopback(settings.host):
@@ -55,25 +82,18 @@ def serve(
         try:
             status = serve_workers(settings, settings.workers)
         except ValueError as exc:
-            typer.echo(f"configuration error: {exc}", err=True)
-            raise typer.Exit(code=2) from exc
+            raise refuse("configuration error", exc) from None
         except OSError as exc:  # a socket that could not be bound (serving.listen)
-            typer.echo(f"cannot serve: {exc}", err=True)
-            raise typer.Exit(code=2) from exc
+            raise refuse("cannot serve", exc) from None
         if status:
             typer.echo("cannot serve: a worker failed to start (see the log above)", err=True)
         raise typer.Exit(code=status)
     try:
         asyncio.run(run(settings))
     except ValueError as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    except OSError as exc:
-        typer.echo(f"cannot serve: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    except SystemExit as exc:  # uvicorn's exit when the application's startup failed
-        typer.echo("cannot serve: the sidecar failed to start (see the log above)", err=True)
-        raise typer.Exit(code=2) from exc
+        raise refuse("configuration error", exc) from None
+    except OSError as exc:  # a port (serving.listen), the store's folder (store/edge.py)
+        raise refuse("cannot serve", exc) from None
 
 
 @app.command()
@@ -93,15 +113,14 @@ def mcp(
     with --dev the --asker and --tenant given. The store and policy are opened as by
     `whose serve` (embedded defaults: its own store under --data-dir)."""
     import asyncio
+    import logging
     import os
 
     from sidecar import logs
     from sidecar.auth.identity import Refused, dev_identity
     from sidecar.mcp.stdio import serve_stdio
 
-    settings = Settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = settings_from_environment(data_dir=data_dir)
     if dev:
         settings = settings.model_copy(update={"dev": True})
     logs.configure(settings)  # to stderr: stdout carries the protocol
@@ -117,13 +136,12 @@ def mcp(
                     "invalid dev identity: names are 1..200 characters, unpadded, no group as"
                     " --asker, at most 100 groups and roles"
                 ) from None
+        logging.getLogger("whose").info("MCP on stdio (data dir %s)", settings.data_dir)
         asyncio.run(serve_stdio(settings, os.environ.get("WHOSE_TOKEN"), who))
     except ValueError as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    except OSError as exc:
-        typer.echo(f"cannot serve: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+        raise refuse("configuration error", exc) from None
+    except OSError as exc:  # the store's folder held by another process (store/edge.py)
+        raise refuse("cannot serve", exc) from None
 
 
 @app.command()
@@ -149,9 +167,7 @@ def repair(
     from sidecar.services import chain_locks, open_redis, open_store
     from sidecar.writes.repair import repair as repair_chains
 
-    settings = Settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = settings_from_environment(data_dir=data_dir)
 
     async def run() -> int:
         store = open_store(settings)
@@ -162,7 +178,13 @@ def repair(
         finally:
             await store.close()
 
-    typer.echo(f"repaired {asyncio.run(run())} field updates in tenant {tenant}")
+    try:
+        repaired = asyncio.run(run())
+    except ValueError as exc:
+        raise refuse("configuration error", exc) from None
+    except OSError as exc:  # the store's folder held by another process (store/edge.py)
+        raise refuse("cannot repair", exc) from None
+    typer.echo(f"repaired {repaired} field updates in tenant {tenant}")
 
 
 @app.command()
@@ -199,9 +221,7 @@ def sweep(
     from sidecar.auth.tokens import Authenticator
     from sidecar.services import open_services
 
-    settings = Settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = settings_from_environment(data_dir=data_dir)
     logs.configure(settings)
     at = None
     if now is not None:
@@ -239,8 +259,9 @@ def sweep(
     try:
         typer.echo(json.dumps(asyncio.run(run())))
     except ValueError as exc:
-        typer.echo(f"configuration error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+        raise refuse("configuration error", exc) from None
+    except OSError as exc:  # the store's folder held by another process (store/edge.py)
+        raise refuse("cannot sweep", exc) from None
 
 
 @app.command()
@@ -261,9 +282,7 @@ def reindex(
     from sidecar.store.reindex import reindex_edge, reindex_server
     from sidecar.store.server import Layout
 
-    settings = Settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = settings_from_environment(data_dir=data_dir)
     logs.configure(settings)
 
     async def run() -> int:
@@ -297,9 +316,8 @@ def reindex(
 
     try:
         copied = asyncio.run(run())
-    except ValueError as exc:
-        typer.echo(f"cannot reindex: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+    except (ValueError, OSError) as exc:  # OSError: the store's folder is held (store/edge.py)
+        raise refuse("cannot reindex", exc) from None
     typer.echo(f"reindexed: {copied} records copied by this run")
 
 

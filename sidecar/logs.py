@@ -1,4 +1,5 @@
-"""Logging set-up: one JSON object per line by default, uvicorn's access log included.
+"""Logging set-up: one JSON object per line for a log collector, plain lines for a
+person at a terminal (WHOSE_LOG_FORMAT: auto, json, text), uvicorn's access log included.
 
 Fields passed with `extra=` (decision_id, asker, route ...) become JSON keys, so
 a disclosure can be followed from the access log to the audit entry.
@@ -7,6 +8,7 @@ a disclosure can be followed from the access log to the audit entry.
 from __future__ import annotations
 
 import logging
+import sys
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -15,7 +17,7 @@ from sidecar.settings import Settings
 
 def configure(settings: Settings) -> None:
     handler = logging.StreamHandler()
-    if settings.log_format == "json":
+    if as_json(settings.log_format, sys.stderr.isatty()):
         handler.setFormatter(
             JsonFormatter(
                 "{levelname}{name}{message}",
@@ -36,3 +38,8 @@ def configure(settings: Settings) -> None:
         logger.propagate = True
     # httpx logs every request at INFO: with the server store, every Qdrant call.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def as_json(log_format: str, terminal: bool) -> bool:
+    """JSON unless asked for text, or left to "auto" with a person reading (a terminal)."""
+    return log_format == "json" or (log_format == "auto" and not terminal)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -103,14 +103,20 @@ ScalarValue = Annotated[
 ]
 
 
+# The least value float32 rounds to infinity (its largest finite value plus half an ulp).
+_FLOAT32_ROUNDS_TO_INFINITY = 2.0**128 - 2.0**103
+
+
 def has_usable_length(vector: list[float]) -> bool:
     """Whether cosine search can normalise the vector: Qdrant does so in 32-bit
     floats, where a huge component overflows and a tiny one underflows to zero
     (either way the record could never be found, nor a query find anything)."""
-    with np.errstate(over="ignore", under="ignore"):
-        squares = np.square(np.asarray(vector, dtype=np.float64).astype(np.float32))
-        total = float(np.sum(squares, dtype=np.float32))
-    return 0.0 < total < math.inf
+    # Each component and its square rounded to float32 as Qdrant computes them (array
+    # "f" rounds, to inf past float32's range and to 0 below it); summed exactly, then
+    # held to what a float32 sum can hold. Pure Python: the client validates with these
+    # models and must not need numpy.
+    squares = array("f", [x * x for x in array("f", vector)])
+    return 0.0 < math.fsum(squares) < _FLOAT32_ROUNDS_TO_INFINITY
 
 
 def _usable_vector(vector: list[float]) -> list[float]:

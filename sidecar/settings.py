@@ -11,6 +11,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The operations listener's default port, from the API's: 8080 -> 9180.
+OPS_PORT_OFFSET = 1100
 
 
 def _default_opa_library() -> Path:
@@ -30,11 +32,14 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WHOSE_", extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = Field(default=8080, ge=0, le=65535)
     # The operations listener (health, readiness, metrics): never the API's port, so
-    # per-record metrics stay off the listener callers reach. Default host: `host`.
+    # per-record metrics stay off the listener callers reach. Default host: `host`;
+    # default port: the API's + OPS_PORT_OFFSET (9180 beside 8080), so moving the API
+    # (`WHOSE_PORT=18080`) moves both and a second sidecar on one machine needs one
+    # setting. Read it as `operations_port`.
     ops_host: str | None = None
-    ops_port: int = 9180
+    ops_port: int | None = Field(default=None, ge=0, le=65535)
     data_dir: Path = Path("data")
     # Header identity (X-Whose-Asker ...) for local development, loopback only.
     dev: bool = False
@@ -124,8 +129,10 @@ class Settings(BaseSettings):
     # past it they are dropped and counted (a full volume would take the pod with it).
     audit_spill_max_bytes: int = Field(default=32 * 2**20, ge=0)
 
-    # Logs: one JSON object per line (with decision_id on disclosures), or plain text.
-    log_format: Literal["json", "text"] = "json"
+    # Logs: one JSON object per line (with decision_id on disclosures), or plain text;
+    # "auto": text when stderr is a terminal (a person reads it), JSON otherwise (a
+    # collector does).
+    log_format: Literal["auto", "json", "text"] = "auto"
     log_level: str = "INFO"
 
     # Recall bounds: the first round fetches about 1.5 * limit / (the asker's recent
@@ -203,6 +210,23 @@ class Settings(BaseSettings):
     # request came in on, elsewhere the bind address (an unchecked Host header is
     # never echoed). Set it behind a proxy that terminates TLS or rewrites the host.
     mcp_resource_url: str | None = None
+
+    @property
+    def operations_port(self) -> int:
+        """The operations listener's port: WHOSE_OPS_PORT, else the API's + the offset
+        (an ephemeral port when the API's is)."""
+        if self.ops_port is not None:
+            return self.ops_port
+        return self.port + OPS_PORT_OFFSET if self.port else 0
+
+    @model_validator(mode="after")
+    def _operations_port_exists(self) -> Settings:
+        if self.operations_port > 65535:
+            raise ValueError(
+                f"WHOSE_PORT={self.port} leaves no default for WHOSE_OPS_PORT"
+                f" ({self.port} + {OPS_PORT_OFFSET} > 65535): set WHOSE_OPS_PORT"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dense_dimension(self) -> Settings:

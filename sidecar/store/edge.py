@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable, Collection
 from datetime import date, datetime
@@ -56,6 +59,54 @@ from sidecar.store.vectors import DENSE, LEXICAL, SPEC_KEY, IndexSpec, check, de
 log = logging.getLogger(__name__)
 
 
+class StoreInUse(OSError):
+    """Another process has the embedded store's folder open (the engine allows one)."""
+
+
+def claim(path: Path) -> int:
+    """Hold the store folder `path` for this process: an open file descriptor, locked
+    until it is closed (or the process ends), that says which process holds it.
+
+    The engine's own WAL lock refuses a second process too, but with a traceback that
+    names neither the process nor the setting; this lock is taken first, beside the
+    folder, and its file names the holder (pid and command line) for the one line a
+    second `whose serve`, `mcp`, `sweep`, `repair` or `reindex` prints instead."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".owner"), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 1024, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise in_use(path, holder) from None
+    program = os.path.basename(sys.argv[0])
+    # `python -m sidecar` is `whose` by another name.
+    program = "whose" if program == "__main__.py" else program
+    command = " ".join([program, *sys.argv[1:]])[:300]
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"process {os.getpid()} ({command})".encode(), 0)
+    return fd
+
+
+def in_use(path: Path, holder: str = "") -> StoreInUse:
+    by = f" by {holder}" if holder else " by another process"
+    return StoreInUse(
+        f"the store {path} is in use{by}: stop it, or give this one another"
+        " WHOSE_DATA_DIR (--data-dir); to share one store, use a Qdrant server"
+        " (WHOSE_STORE=server)"
+    )
+
+
+def load_shard(path: Path) -> qe.EdgeShard:
+    try:
+        return qe.EdgeShard.load(str(path))
+    except Exception as exc:
+        # The engine's WAL lock, held by a process that took no claim (an older whose).
+        if "WouldBlock" in str(exc):
+            raise in_use(path) from None
+        raise
+
+
 class EdgeStore:
     def __init__(
         self,
@@ -82,9 +133,15 @@ class EdgeStore:
         self._dirty = asyncio.Event()
         self._optimizer: asyncio.Task[None] | None = None
         self._optimizing: asyncio.Future[None] | None = None
+        self._claim: int | None = None
 
     async def open(self) -> None:
-        self._shard = await asyncio.to_thread(self._open_shard)
+        self._claim = claim(self.path)
+        try:
+            self._shard = await asyncio.to_thread(self._open_shard)
+        except BaseException:
+            self._release()
+            raise
         self._optimizer = asyncio.create_task(self._optimize_after_writes())
         # Whatever an earlier process stored but did not index, indexed before serving
         # (nothing to do, and instant, when it is all indexed).
@@ -103,7 +160,7 @@ class EdgeStore:
                 recorded = IndexSpec.from_json(json.loads(spec_file.read_text()))
             # Before the engine opens the folder: a refusal leaves no lock behind.
             check(f"the store {self.path}", recorded, self.index)
-            shard = qe.EdgeShard.load(str(self.path))
+            shard = load_shard(self.path)
         else:
             shard = qe.EdgeShard.create(str(self.path), edge_config(self.index))
             spec_file.write_text(json.dumps(self.index.as_json()))
@@ -128,6 +185,12 @@ class EdgeStore:
             shard, self._shard = self._shard, None
             await asyncio.to_thread(shard.flush)
             await asyncio.to_thread(shard.close)
+        self._release()
+
+    def _release(self) -> None:
+        if self._claim is not None:
+            fd, self._claim = self._claim, None
+            os.close(fd)
 
     @property
     def shard(self) -> qe.EdgeShard:

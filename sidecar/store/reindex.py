@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +35,7 @@ from qdrant_client import models as qm
 from sidecar.embed import Embedder
 from sidecar.embed.indexed import indexed_text
 from sidecar.store import Store
-from sidecar.store.edge import EdgeStore
+from sidecar.store.edge import EdgeStore, claim, load_shard
 from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import IndexSpec
 
@@ -88,9 +89,19 @@ async def reindex_edge(
     if progress.exists():
         offset = json.loads(progress.read_text()).get("next_offset")
         report(f"resuming into {target_path}")
-    source = qe.EdgeShard.load(str(path))
+    held = claim(path)
+    try:
+        source = load_shard(path)
+    except BaseException:
+        os.close(held)
+        raise
     target = EdgeStore(target_path, index.dim, index=index)
-    await target.open()
+    try:
+        await target.open()
+    except BaseException:
+        source.close()
+        os.close(held)
+        raise
     try:
 
         async def pages(at: str | None) -> tuple[list[Any], str | None]:
@@ -105,6 +116,7 @@ async def reindex_edge(
     finally:
         await target.close()
         source.close()
+        os.close(held)
     kept = _put_in_place(path, target_path, progress)
     report(f"{path} now holds vectors of {index.describe()}; the old store is in {kept}")
     return copied

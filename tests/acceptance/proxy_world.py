@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 
 from sidecar.embed.hashing import HashingEmbedder
+from tests.conftest import Backend
+from tests.factories import served
 
 SECRET = "proxy-tests-hs256-secret-of-32-bytes!!"
 ISSUER, AUDIENCE = "https://idp.test", "whose"
@@ -63,3 +67,12 @@ def seed(base: str) -> dict[str, dict[str, Any]]:
             # stored one (writes.record_id).
             body["id"] = response.json()["records"][0]["id"]
     return world
+
+
+def served_world(
+    data_dir: Path, backend: Backend
+) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
+    """The proxy tests' sidecar on `backend` (verified JWTs) with `seed`'s world in it:
+    a module fixture's body (`yield from`), the sidecar reaped when the module ends."""
+    with served(data_dir, JWT_ENV | backend.env()) as base:
+        yield base, seed(base)

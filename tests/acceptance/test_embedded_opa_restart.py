@@ -173,8 +173,9 @@ def restarts_logged(sidecar: Sidecar) -> list[dict[str, Any]]:
 def stop_and_assert_clean(sidecar: Sidecar) -> None:
     """The sidecar stops promptly and cleanly, and takes every OPA it started with it."""
     stop(sidecar.process)
-    # uvicorn re-raises the SIGTERM it shut down on: -SIGTERM is a clean stop, not
-    # the SIGKILL that conftest's stop() falls back to after 10 s.
+    # The sidecar re-raises the SIGTERM it shut down on (serving.py, as uvicorn does):
+    # -SIGTERM is a clean stop, not the SIGKILL that conftest's stop() falls back to
+    # after 10 s.
     assert sidecar.process.returncode == -signal.SIGTERM, tail(sidecar)
     assert opa_pids(sidecar.bundle) == [], "an OPA process outlived the sidecar"
     text = sidecar.log.read_text(errors="replace")
@@ -184,8 +185,8 @@ def stop_and_assert_clean(sidecar: Sidecar) -> None:
     # shutdown has begun (a restart loop already running may still log an attempt
     # until the lifespan reaches OPA), and nothing at all once shutdown is complete.
     messages = [line["message"] for line in log_lines(sidecar)]
-    during = messages[messages.index("Waiting for application shutdown.") :]
-    after = messages[messages.index("Application shutdown complete.") :]
+    during = messages[messages.index("stopping on SIGTERM") :]
+    after = messages[messages.index("stopped: store, policy and audit closed") :]
     crash_or_restart = ("local OPA exited unexpectedly", "local OPA restarted")
     assert not [m for m in during if m.startswith(crash_or_restart)], during
     assert not [m for m in after if "OPA" in m], after

@@ -32,8 +32,8 @@ from haystack_integrations.components.retrievers.qdrant import (
 from haystack_integrations.document_stores.qdrant import QdrantDocumentStore
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, seed, token
-from tests.conftest import Backend, start_sidecar, stop
+from tests.acceptance.proxy_world import COLLECTION, embed, served_world, token
+from tests.conftest import Backend
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -44,16 +44,18 @@ pytestmark = pytest.mark.filterwarnings(
 def served(
     tmp_path_factory: pytest.TempPathFactory, store_backend: Backend
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    env = JWT_ENV | store_backend.env()
-    base, process = start_sidecar(tmp_path_factory.mktemp("haystack"), env=env)
-    yield base, seed(base)
+    yield from served_world(tmp_path_factory.mktemp("haystack"), store_backend)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compatibility_checks_finished(served: tuple[str, dict[str, Any]]) -> Iterator[None]:
+    yield
     # qdrant-client checks the server's version on a daemon thread, and Haystack gives no way
     # to turn that off: let every check finish while the sidecar still answers it, or the
     # last one fails "connection refused" after the sidecar stops.
     for thread in threading.enumerate():
         if "_check_compatibility" in thread.name:
             thread.join(timeout=15)
-    stop(process)
 
 
 def store_for(base: str, who: str) -> QdrantDocumentStore:

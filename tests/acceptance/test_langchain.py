@@ -20,8 +20,8 @@ from langchain_qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, seed, token
-from tests.conftest import Backend, start_sidecar, stop
+from tests.acceptance.proxy_world import COLLECTION, embed, served_world, token
+from tests.conftest import Backend
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -42,10 +42,7 @@ class SidecarEmbeddings(Embeddings):
 def served(
     tmp_path_factory: pytest.TempPathFactory, store_backend: Backend
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    env = JWT_ENV | store_backend.env()
-    base, process = start_sidecar(tmp_path_factory.mktemp("langchain"), env=env)
-    yield base, seed(base)
-    stop(process)
+    yield from served_world(tmp_path_factory.mktemp("langchain"), store_backend)
 
 
 def store_for(base: str, who: str) -> QdrantVectorStore:

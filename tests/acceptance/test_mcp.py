@@ -33,7 +33,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from tests.acceptance.proxy_world import AUDIENCE, ISSUER, JWT_ENV, SECRET, token
-from tests.conftest import REPO, start_sidecar, stop
+from tests.conftest import REPO
+from tests.factories import served as served_sidecar
 
 DATE_WORDS = ("October 17", "2026-10-17")
 LAUNCH = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
@@ -69,9 +70,8 @@ def everything(result: CallToolResult) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # Not --dev: only verified tokens reach the tools.
-    base, process = start_sidecar(tmp_path_factory.mktemp("mcp-http"), env=JWT_ENV, dev=False)
-    yield base
-    stop(process)
+    with served_sidecar(tmp_path_factory.mktemp("mcp-http"), JWT_ENV, dev=False) as base:
+        yield base
 
 
 @asynccontextmanager

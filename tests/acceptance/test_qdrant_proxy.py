@@ -20,8 +20,14 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from sidecar.auth.identity import Identity
 from sidecar.writes.writer import new_record_id
-from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed, record, seed, token
-from tests.conftest import Backend, start_sidecar, stop
+from tests.acceptance.proxy_world import (
+    COLLECTION,
+    embed,
+    record,
+    served_world,
+    token,
+)
+from tests.conftest import Backend
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -34,11 +40,7 @@ def served(
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     # On both backends: the proxy's scroll and count page by point id and filter
     # on the store, where the server and the embedded engine could differ.
-    env = JWT_ENV | store_backend.env()
-    base, process = start_sidecar(tmp_path_factory.mktemp("proxy"), env=env)
-    world = seed(base)
-    yield base, world
-    stop(process)
+    yield from served_world(tmp_path_factory.mktemp("proxy"), store_backend)
 
 
 def client(base: str, who: str, tenant: str = "acme") -> QdrantClient:

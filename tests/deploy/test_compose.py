@@ -165,7 +165,7 @@ def test_dockerfile_is_multi_stage_slim_and_pinned() -> None:
 
 def test_dockerfile_installs_the_lock_without_dev_extras() -> None:
     runs = " ".join(rest for keyword, rest in instructions() if keyword == "RUN")
-    assert "-c requirements.lock ." in runs
+    assert "-c requirements.lock '.[server]'" in runs
     assert "[dev]" not in runs
     assert "-e " not in runs
 

@@ -22,7 +22,7 @@ import yaml
 
 from sidecar.settings import Settings
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_, start_sidecar, stop
-from tests.unit.test_rego_reasons import _reasons
+from tests.integration.test_rego_reasons import _reasons
 
 DOCS = REPO / "docs"
 EXAMPLE = DOCS / "examples" / "manager-reports.patch"
@@ -61,6 +61,34 @@ def test_readme_links_the_deploy_docs() -> None:
     for target in ("docs/operations.md", "docs/policies.md", "deploy/compose.yaml"):
         assert f"]({target}" in readme, target
         assert (REPO / target).exists(), target
+
+
+def test_the_readme_is_a_front_page_that_maps_every_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for page in DOCS.glob("*.md"):
+        assert f"](docs/{page.name})" in readme, f"the README's map does not list {page.name}"
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_and_their_anchors_resolve() -> None:
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *DOCS.glob("*.md")]
+    for page in pages:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = page.parent / path if path else page
+            assert linked.exists(), f"{page.name}: {target}"
+            if anchor and linked.suffix == ".md":
+                text = re.sub(r"```.*?```", "", linked.read_text(), flags=re.S)
+                headings = {slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+                assert anchor in headings, f"{page.name}: {target}"
 
 
 def test_doc_links_point_at_files_that_exist() -> None:

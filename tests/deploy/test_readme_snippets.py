@@ -1,11 +1,15 @@
-"""The README's integration snippets, run as written against a sidecar like `make serve`'s.
+"""The README's and the docs' snippets, run as written against a sidecar like `make serve`'s.
 
-Each snippet is the fenced block after a `<!-- snippet: NAME -->` line. The Python
-ones (LlamaIndex, Haystack, the whose client, LangGraph) run with the names the README
-says to bring (`user_token`, `embed_model`, `query_embedding`, a LangGraph `builder`);
-the MCP host configs are read as a host reads them and connected to with the real MCP
-client. The only substitutions:
-the sidecar's port, the checkout's path, a data folder, and the token.
+A snippet is the fenced block after a `<!-- snippet: NAME -->` line, in README.md or a
+page of docs/. Shell snippets run in bash, each `curl` against a served sidecar, and what
+each prints is compared with the `# {...}` comment under it (`…` stands for what varies:
+ids, times, the rest of a long answer). Python snippets run as written: every name they
+use they define (the token from the key `make serve` was given, the embedder the
+collection's vectors were made with). The MCP host configs are read as a host reads them
+and connected to with the real MCP client. The only substitutions: the sidecar's port
+(8080 in the docs), the checkout's path, a data folder, and the principal a snippet asks
+as. Every other fenced block is checked too: a Python block must be one of these
+snippets, and every shell command names a program, make target or file that exists.
 """
 
 from __future__ import annotations
@@ -17,18 +21,18 @@ os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 
 import json
 import re
+import shlex
+import shutil
 import subprocess
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import httpx
 import httpx2
 import jwt
 import pytest
-from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import BaseStore
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -36,88 +40,303 @@ from mcp.types import TextContent
 
 from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
-from sidecar.embed.hashing import HashingEmbedder
-from tests.acceptance.test_llamaindex import SidecarEmbedding
-from tests.conftest import REPO, as_, start_sidecar, stop
+from tests.conftest import REPO, as_
+from tests.factories import served as served_sidecar
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
 )
 
-README = (REPO / "README.md").read_text()
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SECRET = "readme-snippets-hs256-secret-32-bytes!!"
 SERVED = "http://127.0.0.1:8080"
-embed = HashingEmbedder(384).embed
 ATTRIBUTED = "alice believes that the launch is October 17 — source private-session-42"
 
 
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    name: str | None
+    language: str
+    code: str
+
+
+def blocks() -> list[Block]:
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        fences = r"(?:<!-- snippet: ([\w-]+) -->\n)?^```(\w*)\n(.*?)^```"
+        for match in re.finditer(fences, text, re.S | re.M):
+            line = text[: match.start()].count("\n") + 1
+            found.append(Block(page, line, match.group(1), match.group(2), match.group(3)))
+    return found
+
+
 def snippet(name: str) -> str:
-    found = re.search(rf"<!-- snippet: {name} -->\n```\w+\n(.*?)```", README, re.S)
-    assert found, f"README has no snippet {name!r}"
-    return found.group(1)
+    named = [b for b in blocks() if b.name == name]
+    assert len(named) == 1, f"{len(named)} snippets named {name!r}"
+    return named[0].code
 
 
-def user_token(who: str) -> str:
-    # As the README mints it for `make serve`.
-    claims = {"sub": who, "tenant": "acme", "exp": int(time.time()) + 3600}
-    return jwt.encode(claims, SECRET)
+# Every named snippet and the test that runs it (a new snippet must be added here).
+RUN = {
+    "bob-store": "test_see_it_refuse_bob",
+    "bob-alice-asks": "test_see_it_refuse_bob",
+    "bob-asks": "test_see_it_refuse_bob",
+    "bob-flattened": "test_see_it_refuse_bob",
+    "extractor": "test_an_extractor_posts_what_was_said",
+    "audit-explain": "test_the_audit_log_and_explain_say_why",
+    "erase-one": "test_erasure_snippets",
+    "erasure-request": "test_erasure_snippets",
+    "sally-anne": "test_sally_anne_snippet",
+    "proxy-serve": "test_the_set_up_commands_exist",
+    "client-install": "test_the_set_up_commands_exist",
+    "langchain": "test_langchain_snippet_writes_retrieves_and_deletes",
+    "llamaindex": "test_llamaindex_snippet",
+    "llamaindex-ingest": "test_llamaindex_ingest_snippet",
+    "haystack": "test_haystack_snippet",
+    "haystack-ingest": "test_haystack_ingest_snippet",
+    "python-client": "test_python_client_snippet",
+    "langgraph": "test_langgraph_snippet",
+    "mcp-http": "test_mcp_http_config",
+    "mcp-stdio": "test_mcp_stdio_config",
+}
+
+
+def test_every_snippet_is_run_and_every_python_block_is_a_snippet() -> None:
+    named = [b.name for b in blocks() if b.name]
+    assert len(named) == len(set(named)), "two snippets share a name"
+    assert set(named) == set(RUN), set(named) ^ set(RUN)
+    assert set(RUN.values()) <= set(globals()), "a snippet's test is missing"
+    for block in blocks():
+        if block.language == "python":
+            assert block.name, f"{block.page.name}:{block.line}: a Python block no test runs"
+
+
+# --- shell: what each command prints -------------------------------------------------
+
+
+def squeezed(text: str) -> str:
+    """JSON as curl prints it and as the docs wrap it: no space after , : [ { or
+    before ] }, other runs of white space one space."""
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"([,:\[{]) ", r"\1", text)
+    return re.sub(r" ([\]}])", r"\1", text).strip()
+
+
+def expected_answers(code: str) -> list[str]:
+    """The answers a block's comments show, in order: a comment line starting `# {` and
+    the indented comment lines under it."""
+    answers: list[str] = []
+    current: list[str] | None = None
+    for line in code.splitlines():
+        if line.startswith(("# {", "# [")):
+            current = [line[2:]]
+            answers.append("")
+        elif current is not None and re.match(r"#\s{2,}\S", line):
+            current.append(line[1:])
+        else:
+            current = None
+        if current is not None:
+            answers[-1] = " ".join(current)
+    return answers
+
+
+def matches(expected: str, actual: str) -> bool:
+    """Each part of `expected` between two `…` is in `actual`, in order."""
+    at = 0
+    for part in (p.strip() for p in re.split(r"…|\.\.\.", squeezed(expected))):
+        if not part:
+            continue
+        found = squeezed(actual).find(part, at)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
+def run_shell(code: str, base: str) -> list[str]:
+    """The block in bash against `base`, each command's output on its own: an `echo`
+    of a marker after every line that is followed by an answer comment."""
+    lines = code.replace("localhost:8080", base.removeprefix("http://")).splitlines()
+    script = []
+    for i, line in enumerate(lines):
+        script.append(line)
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if following.startswith(("# {", "# [")):
+            script.append("echo; echo '@@answer@@'")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("@@answer@@")[:-1]
+
+
+def check_shell(name: str, base: str) -> list[str]:
+    code = snippet(name)
+    expected = expected_answers(code)
+    actual = run_shell(code, base)
+    assert len(actual) == len(expected) > 0, (name, actual)
+    for shown, got in zip(expected, actual, strict=True):
+        assert matches(shown, got), f"{name}: the docs show\n{shown}\nit answered\n{got}"
+    return actual
+
+
+def test_the_comparison_can_fail() -> None:
+    answer = '{"verdict":"abstain","items":[],"decision_id":"d1"}'
+    assert matches('{"verdict":"abstain","items":[],…}', answer)
+    assert not matches('{"verdict":"attributed",…}', answer)
+    assert not matches('{"items":[],"verdict":"abstain"…}', answer)  # order matters
+    shown = expected_answers('curl x\n# {"a":1,\n#   "b":2}\n# a note\n')
+    assert [squeezed(a) for a in shown] == ['{"a":1,"b":2}']
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`make serve` with a key, as the README's "Drop-in for Qdrant" sets it up, and
-    the README's story: Alice's belief from her private session."""
-    base, process = start_sidecar(
-        tmp_path_factory.mktemp("readme"), env={"WHOSE_JWT_HS256_SECRET": SECRET}
+    """`make serve` with a key, as docs/rag-proxy.md sets it up."""
+    with served_sidecar(
+        tmp_path_factory.mktemp("readme"), {"WHOSE_JWT_HS256_SECRET": SECRET}
+    ) as base:
+        yield base
+
+
+def test_see_it_refuse_bob(served: str) -> None:
+    """The README's story, each command as written and each answer as shown."""
+    for name in ("bob-store", "bob-alice-asks", "bob-asks", "bob-flattened"):
+        check_shell(name, served)
+
+
+def test_an_extractor_posts_what_was_said(served: str) -> None:
+    check_shell("extractor", served)
+
+
+def test_the_audit_log_and_explain_say_why(served: str) -> None:
+    check_shell("audit-explain", served)
+
+
+def test_erasure_snippets(tmp_path: Path) -> None:
+    """Erasing one record, then an officer's request for everything of Alice's, on a
+    sidecar of their own (the README's belief stored first, and something she said)."""
+    with served_sidecar(tmp_path / "sidecar") as base:
+        check_shell("bob-store", base)
+        said = {
+            "speaker": "alice",
+            "source_id": "private-session-42",
+            "participants": ["alice"],
+            "claims": [{"proposition": {"text": "the launch is October 17"}}],
+        }
+        stored = httpx.post(f"{base}/v1/observations", json=said, headers=as_("alice"))
+        assert stored.status_code == 201, stored.text
+        check_shell("erase-one", base)
+        [progress] = check_shell("erasure-request", base)
+    assert json.loads(progress)["erased"] >= 1  # what Alice said
+
+
+def test_the_set_up_commands_exist() -> None:
+    for name in ("proxy-serve", "client-install"):
+        done = subprocess.run(["bash", "-n", "-c", snippet(name)], capture_output=True)
+        assert done.returncode == 0, done.stderr
+
+
+# Programs the docs may name that are not ours (they install separately, or run in a
+# deployment): anything else must be a make target, a file of the checkout, or .venv/bin.
+EXTERNAL = {
+    "curl", "docker", "kubectl", "kill", "openssl", "python3", "python3.11", "claude",
+    "mkdir", "cd", "export", "echo", "for", "done", "do", "sleep", "cat", "ls", "sqlite3",
+    "sha256sum", "tar", "opa", "qdrant", "run_node", "marble", "set", "then", "fi", "if",
+}  # fmt: skip
+
+
+def commands(code: str) -> Iterator[str]:
+    """The first word of each command of a shell block (lines inside a quoted string and
+    variable assignments before a command passed over; `name=$(program …)` is the
+    program)."""
+    inside = False
+    for line in code.replace("\\\n", " ").splitlines():
+        starts = line.strip() and not line.startswith((" ", "\t", "}", "#"))
+        if starts and not inside:
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:  # a quote closed on a later line
+                words = line.split()
+            while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0], re.S):
+                value = words.pop(0).split("=", 1)[1]
+                if value.startswith("$("):
+                    words.insert(0, value[2:])
+                    break
+            if words:
+                yield words[0].split("(")[0]
+        if inside or not line.lstrip().startswith("#"):
+            inside ^= line.count("'") % 2 == 1
+
+
+def targets() -> set[str]:
+    makefile = (REPO / "Makefile").read_text()
+    return set(re.findall(r"^([\w-]+):", makefile, re.M))
+
+
+@pytest.mark.parametrize("block", [b for b in blocks() if b.language in ("sh", "bash")])
+def test_every_shell_command_exists(block: Block) -> None:
+    where = f"{block.page.name}:{block.line}"
+    for program in commands(block.code):
+        if program == "make":
+            continue
+        assert program != "whose", f"{where}: `whose` is .venv/bin/whose after `make serve`"
+        if program.startswith((".venv/bin/", "agent-env/bin/")):
+            tool = program.removeprefix("agent-env/bin/").removeprefix(".venv/bin/")
+            assert tool in {"pip", "python"} or (REPO / ".venv" / "bin" / tool).exists(), where
+        elif "/" in program:
+            assert (REPO / program).exists(), f"{where}: {program} does not exist"
+        else:
+            assert program in EXTERNAL or shutil.which(program), f"{where}: {program}?"
+    for made in re.findall(r"\bmake ([\w-]+)", block.code):
+        assert made in targets(), f"{where}: no make target {made!r}"
+    assert "pip install 'whose" not in block.code, f"{where}: whose is not on an index"
+
+
+def test_the_commands_parse_can_fail() -> None:
+    code = (
+        "curl -s x -d '{\n  \"a\": 1}'\n# Alice's\nWHOSE_X=1 .venv/bin/whose serve \\\n"
+        "  --dev\nwhose demo\nid=$(curl -s y)\n"
     )
-    # The README's first record: Alice's belief, stored by hand (not a statement: an
-    # observation would be worded "alice said that …").
-    belief = {
-        "content": "Alice believes the launch is October 17",
-        "proposition": {
-            "text": "the launch is October 17",
-            "key": "launch.date",
-            "value": "2026-10-17",
-        },
-        "observer_id": "alice",
-        "source_id": "private-session-42",
-        "source": {"kind": "conversation", "speaker": "alice"},
-        "modality": "reported_belief",
-        "confidence": 0.78,
-        "audience": ["alice"],
-    }
-    stored = httpx.post(f"{base}/v1/memories", json=belief, headers=as_("alice"))
-    assert stored.status_code == 201, stored.text
-    yield base
-    stop(process)
+    assert list(commands(code)) == ["curl", ".venv/bin/whose", "whose", "curl"]
 
 
-def run(code: str, base: str, **names: Any) -> dict[str, Any]:
+# --- Python: run as written ------------------------------------------------------------
+
+
+def run(code: str, base: str, who: str = "alice") -> dict[str, Any]:
     assert SERVED in code
-    scope = dict(names)
-    exec(code.replace(SERVED, base), scope)
+    code = code.replace(SERVED, base).replace('{"sub": "alice"', f'{{"sub": "{who}"')
+    scope: dict[str, Any] = {"__name__": "snippet"}
+    exec(compile(code, "<snippet>", "exec"), scope)
     return scope
 
 
+@pytest.fixture
+def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shell `make serve` was started from (docs/rag-proxy.md): its key exported."""
+    monkeypatch.setenv("WHOSE_JWT_HS256_SECRET", SECRET)
+
+
+@pytest.mark.usefixtures("keyed")
 @pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False)])
 def test_llamaindex_snippet(served: str, who: str, sees: bool) -> None:
-    scope = run(
-        snippet("llamaindex"), served, user_token=user_token(who), embed_model=SidecarEmbedding()
-    )
-    texts = [n.node.get_content() for n in scope["nodes"]]
+    check_shell("bob-store", served)
+    texts = [n.node.get_content() for n in run(snippet("llamaindex"), served, who)["nodes"]]
     assert any(t.startswith(ATTRIBUTED) for t in texts) is sees, texts
     assert not any("October 17" in t for t in texts) or sees
 
 
+@pytest.mark.usefixtures("keyed")
 @pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False)])
 def test_haystack_snippet(served: str, who: str, sees: bool) -> None:
-    scope = run(
-        snippet("haystack"),
-        served,
-        user_token=user_token(who),
-        query_embedding=embed("when is the launch?"),
-    )
-    contents = [d.content for d in scope["documents"]]
+    check_shell("bob-store", served)
+    contents = [d.content for d in run(snippet("haystack"), served, who)["documents"]]
     assert any(c.startswith(ATTRIBUTED) for c in contents) is sees, contents
     assert not any("October 17" in c for c in contents) or sees
 
@@ -133,25 +352,11 @@ def test_python_client_snippet(served: str) -> None:
     scope["bob"].close()
 
 
-class Turn(TypedDict, total=False):
-    recalled: list[str]
-
-
-def recall(state: Turn, *, store: BaseStore) -> Turn:
-    found = store.search(("acme", "alice", "memories"), query="when is the launch?")
-    return {"recalled": [item.value["whose"]["attribution"] for item in found]}
-
-
 def test_langgraph_snippet(served: str) -> None:
-    builder = StateGraph(Turn)
-    builder.add_node("recall", recall)
-    builder.add_edge(START, "recall")
-    builder.add_edge("recall", END)
-    scope = run(snippet("langgraph"), served, builder=builder)
+    scope = run(snippet("langgraph"), served)
     told = "alice believes that the launch is October 17 — source langgraph"
     assert scope["memories"][0].value["whose"]["attribution"].startswith(told)
-    recalled = scope["graph"].invoke({})["recalled"]
-    assert recalled[0].startswith(told)
+    assert scope["told"][0].startswith(told)
     # The same store asking as Bob: nothing of Alice's memory.
     bob = WhoseStore(served, dev=DevIdentity("bob", "acme"))
     assert bob.search(("acme", "alice", "memories"), query="when is the launch?") == []
@@ -160,11 +365,48 @@ def test_langgraph_snippet(served: str) -> None:
     scope["store"].close()
 
 
+@pytest.mark.usefixtures("keyed")
+def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
+    scope = run(snippet("langchain"), served)
+    found = [d.page_content for d in scope["docs"] if "offsite" in d.page_content]
+    assert found
+    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    assert scope["store"].get_by_ids(scope["ids"]) == []  # deleted
+
+
+@pytest.mark.usefixtures("keyed")
+def test_llamaindex_ingest_snippet(served: str) -> None:
+    scope = run(snippet("llamaindex-ingest"), served)
+    found = [n.node.get_content() for n in scope["nodes"] if "offsite" in n.node.get_content()]
+    assert found
+    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    left = scope["index"].as_retriever(similarity_top_k=5).retrieve("where is the offsite?")
+    assert not any("offsite" in n.node.get_content() for n in left)
+
+
+@pytest.mark.usefixtures("keyed")
+def test_haystack_ingest_snippet(served: str) -> None:
+    scope = run(snippet("haystack-ingest"), served)
+    found = [d for d in scope["documents"] if "offsite" in (d.content or "")]
+    assert [d.id for d in found] == [scope["offsite"].id]
+    assert scope["store"].get_documents_by_id([scope["offsite"].id]) == []
+
+
+# --- MCP host configs ------------------------------------------------------------------
+
+
+def user_token(who: str) -> str:
+    # As docs/rag-proxy.md mints `user_token` in the shell.
+    claims = {"sub": who, "tenant": "acme", "exp": 4102444800}
+    return jwt.encode(claims, SECRET)
+
+
 def text(result: Any) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
 async def test_mcp_http_config(served: str) -> None:
+    check_shell("bob-store", served)
     config = json.loads(snippet("mcp-http"))["mcpServers"]["whose"]
     assert config["type"] == "http"
     url = config["url"].replace(SERVED, served)
@@ -210,92 +452,18 @@ async def test_mcp_stdio_config(tmp_path: Path) -> None:
             )
             assert not remembered.is_error, text(remembered)
             recalled = await session.call_tool("recall", {"query": "when is the launch?"})
-    # What she said through `remember` is her statement (README, "Agents: MCP").
+    # What she said through `remember` is her statement (docs/mcp.md).
     assert "alice said that the launch is October 17 — source private-session-42" in text(recalled)
 
 
-def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
-    from tests.acceptance.test_langchain import SidecarEmbeddings
-
-    scope = run(
-        snippet("langchain"), served, user_token=user_token("alice"), embeddings=SidecarEmbeddings()
-    )
-    found = [d.page_content for d in scope["docs"] if "offsite" in d.page_content]
-    assert found
-    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
-    assert scope["store"].get_by_ids(scope["ids"]) == []  # deleted
-
-
-def test_llamaindex_ingest_snippet(served: str) -> None:
-    scope = run(
-        snippet("llamaindex-ingest"),
-        served,
-        user_token=user_token("alice"),
-        embed_model=SidecarEmbedding(),
-    )
-    found = [n.node.get_content() for n in scope["nodes"] if "offsite" in n.node.get_content()]
-    assert found
-    assert found[0].startswith("alice says that “the offsite is in Lisbon”")
-    left = scope["index"].as_retriever(similarity_top_k=5).retrieve("where is the offsite?")
-    assert not any("offsite" in n.node.get_content() for n in left)
-
-
-def test_haystack_ingest_snippet(served: str) -> None:
-    scope = run(
-        snippet("haystack-ingest"),
-        served,
-        user_token=user_token("alice"),
-        embedding=embed("the offsite is in Lisbon"),
-        query_embedding=embed("where is the offsite?"),
-    )
-    found = [d for d in scope["documents"] if "offsite" in (d.content or "")]
-    assert [d.id for d in found] == [scope["offsite"].id]
-    assert scope["store"].get_documents_by_id([scope["offsite"].id]) == []
-
-
-def test_erasure_request_snippet(tmp_path: Path) -> None:
-    """The curl as written (its path, headers and body) to a sidecar of its own, where
-    Alice said something: it erases what she said."""
-    served, process = start_sidecar(tmp_path / "sidecar")
-    try:
-        _erase_as_the_snippet_says(served)
-    finally:
-        stop(process)
-
-
-def _erase_as_the_snippet_says(served: str) -> None:
-    said = {
-        "speaker": "alice",
-        "source_id": "private-session-42",
-        "participants": ["alice"],
-        "claims": [{"proposition": {"text": "the launch is October 17"}}],
-    }
-    stored = httpx.post(f"{served}/v1/observations", json=said, headers=as_("alice"))
-    assert stored.status_code == 201, stored.text
-    command = snippet("erasure-request").split("\n#", 1)[0]
-    path = re.search(r"localhost:8080(\S+)", command)
-    assert path
-    headers = dict(h.split(": ", 1) for h in re.findall(r"-H '([^']+)'", command))
-    body = re.search(r"-d '(.+?)'", command, re.S)
-    assert body
-    answer = httpx.post(f"{served}{path.group(1)}", content=body.group(1), headers=headers)
-    assert answer.status_code == 202, answer.text
-    progress = answer.json()
-    assert (progress["kind"], progress["subject"], progress["status"]) == (
-        "subject",
-        "alice",
-        "done",
-    )
-    assert progress["erased"] == 1  # what Alice said
+# --- the theory-of-mind tutorial ---------------------------------------------------------
 
 
 def test_sally_anne_snippet(served: str) -> None:
-    """The theory-of-mind story, run by bash and curl as written (its port aside): each
-    answer it prints is what the README's comments say."""
-    script = snippet("sally-anne").replace("localhost:8080", served.removeprefix("http://"))
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    answers = [json.loads(line) for line in re.split(r"(?<=\})(?=\{)", done.stdout) if line]
+    """The story, run by bash and curl as written (its port aside): each answer it
+    prints is what the tutorial's comments say, and what they mean is checked too."""
+    printed = "".join(check_shell("sally-anne", served))
+    answers = [json.loads(a) for a in re.split(r"(?<=\})\s*(?=\{)", printed.strip())]
     witnessed, moved, stage, anne_on_sally, told, heard, sallys, third, minds = answers
     assert [r["observer_id"] for r in witnessed["records"]] == ["sally", "anne"]
     assert len(moved["records"]) == 1

@@ -5,7 +5,6 @@ it (a bundle with a revision: without one nothing is cached)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from sidecar.policy.opa import DISCLOSURE_RULE, PolicyClient
 from sidecar.reads.gate import Gate
 from sidecar.record import Stored
 from sidecar.settings import Settings
+from tests.factories import record
 
 QUESTION = DisclosureQuestion(
     asker=Identity("bob", "acme"), audience=[], purpose="get", now=datetime.now(UTC)
@@ -31,15 +31,7 @@ QUESTION = DisclosureQuestion(
 
 
 def rec(audience: list[str]) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "tenant": "acme",
-        "observer_id": "alice",
-        "modality": "reported_belief",
-        "source_id": "s",
-        "audience": audience,
-        "valid_at": "2026-10-01T00:00:00Z",
-    }
+    return record(modality="reported_belief", audience=audience)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Scope
 from sidecar.store.server import ServerStore
 from sidecar.store.vectors import LEXICAL, IndexMismatch
+from tests.factories import record
 from tests.integration.conftest import BACKENDS, backend
 from tests.qdrant_server import QdrantNode
 
@@ -41,18 +42,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def rec(tenant: str, text: str, holder: str = "caroline", **fields: Any) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "tenant": tenant,
-        "content": text,
-        "proposition": {"text": text},
-        "observer_id": holder,
-        "modality": "asserted",
-        "source_id": "chat",
-        "audience": [holder],
-        "confidence": 0.9,
-        "valid_at": "2023-05-08T13:56:00Z",
-    } | fields
+    said = {"source_id": "chat", "confidence": 0.9, "valid_at": "2023-05-08T13:56:00Z"}
+    return record(text, tenant=tenant, holder=holder, proposition={"text": text}, **said | fields)
 
 
 async def put(store: Store, *records: dict[str, Any]) -> None:

@@ -167,14 +167,14 @@ def test_sidecar_starts_while_the_provider_is_down(tmp_path: Path) -> None:
     assert "identity provider keys not refreshed (no keys yet)" in log
 
 
-# --- the README's snippet ------------------------------------------------------------------
+# --- the docs' snippet (docs/identity.md) --------------------------------------------------
 
 README_ISSUER = "https://login.example.com/realms/acme"
 
 
 def readme_snippet() -> dict[str, str]:
-    """The `export` lines of the README's "Use your identity provider" block."""
-    text = (REPO / "README.md").read_text()
+    """The `export` lines of docs/identity.md's "Use your identity provider" block."""
+    text = (REPO / "docs" / "identity.md").read_text()
     section = text.split("### Use your identity provider", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None

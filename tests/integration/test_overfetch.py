@@ -29,6 +29,7 @@ from sidecar.reads.gate import Disclosure, Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
+from tests.factories import record
 from tests.integration.test_policy_client import disclosure_calls
 
 DIM = 64
@@ -38,17 +39,7 @@ BOB = Identity("bob", "acme")
 
 
 def rec(text: str, audience: list[str]) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "tenant": "acme",
-        "content": text,
-        "observer_id": "alice",
-        "modality": "reported_belief",
-        "source_id": "s",
-        "audience": audience,
-        "confidence": 0.5,
-        "valid_at": "2026-10-01T00:00:00Z",
-    }
+    return record(text, modality="reported_belief", audience=audience)
 
 
 @pytest.fixture(scope="module")

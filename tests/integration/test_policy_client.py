@@ -3,7 +3,6 @@ per batch, fail closed."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,22 +17,15 @@ from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import DISCLOSURE_RULE, PolicyClient, PolicyUnavailable
 from tests.conftest import OPA_LIBRARY, free_port, start_opa, stop
+from tests.factories import record
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 BOB = Identity("bob", "acme")
 
 
 def rec(audience: list[str], **fields: Any) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "tenant": "acme",
-        "content": "Alice believes the launch is October 17",
-        "observer_id": "alice",
-        "modality": "reported_belief",
-        "source_id": "private-session-42",
-        "audience": audience,
-        "valid_at": "2026-10-01T00:00:00Z",
-    } | fields
+    belief = {"modality": "reported_belief", "source_id": "private-session-42"}
+    return record(audience=audience, **belief | fields)
 
 
 def question(asker: Identity = BOB) -> DisclosureQuestion:

@@ -23,6 +23,7 @@ from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
+from tests.factories import record
 from tests.integration.conftest import BACKENDS, backend
 
 DIM = 64
@@ -38,17 +39,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def rec(tenant: str, text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "tenant": tenant,
-        "content": text,
-        "observer_id": "alice",
-        "modality": "asserted",
-        "source_id": "s",
-        "audience": ["alice"],
-        "confidence": 0.5,
-        "valid_at": "2026-10-01T00:00:00Z",
-    } | fields
+    return record(text, tenant=tenant, **fields)
 
 
 async def put(store: Store, *records: dict[str, Any]) -> None:

@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 
 from loadtests.identities import token_variable
-from tests.conftest import REPO, free_port, ops, start_sidecar, stop
+from tests.conftest import REPO, as_, free_port, ops, start_sidecar, stop
 
 ROUTES = {
     "POST /v1/recall",
@@ -91,6 +92,16 @@ def test_fixed_rate_mix_runs_clean(sidecar: str, tmp_path: Path) -> None:
     for series in (policy["whose/disclosure/batch"], store["search"], recall):
         assert 0 < series["p50_ms"] <= series["p99_ms"]
 
+    # Everything went into the load test's own tenant: the demo tenant holds none of it.
+    for tenant, found in (("loadtest", True), ("acme", False)):
+        listed = httpx.post(
+            f"{sidecar}/collections/whose_memories/points/scroll",
+            json={"limit": 5},
+            headers=as_("alice", tenant),
+        )
+        assert listed.status_code == 200, listed.text
+        assert bool(listed.json()["result"]["points"]) is found, tenant
+
 
 @pytest.fixture
 def sidecar_without_policy(tmp_path: Path) -> Iterator[str]:
@@ -119,7 +130,7 @@ def test_bearer_tokens_for_a_deployed_sidecar(sidecar: str, tmp_path: Path) -> N
     """Token mode: no dev headers, each principal presents its own JWT (seeding included)."""
     exp = int(time.time()) + 600
     tokens = {
-        name: jwt.encode({"sub": name, "tenant": "acme", "exp": exp}, SECRET, algorithm="HS256")
+        name: jwt.encode({"sub": name, "tenant": "loadtest", "exp": exp}, SECRET, "HS256")
         for name in ("alice", "bob", "carol", "extractor-bot")
     }
     (tmp_path / "tokens.json").write_text(json.dumps({"alice": tokens["alice"]}))
@@ -140,7 +151,7 @@ def test_bearer_tokens_for_a_deployed_sidecar(sidecar: str, tmp_path: Path) -> N
 
     # A wrong token is refused (401), and the run says so.
     env[token_variable("bob")] = jwt.encode(
-        {"sub": "bob", "tenant": "acme", "exp": exp},
+        {"sub": "bob", "tenant": "loadtest", "exp": exp},
         "another-secret-0123456789abcdef0123456789",
         "HS256",
     )

@@ -100,7 +100,8 @@ def test_identities_dev_headers_by_default_and_bearer_once_a_token_is_set(
 ) -> None:
     dev = from_env({})
     assert dev.mode == "dev"
-    assert dev.headers("bob") == {"X-Whose-Asker": "bob", "X-Whose-Tenant": "acme"}
+    # A tenant of its own: a load run writes nothing where the demo's story lives.
+    assert dev.headers("bob") == {"X-Whose-Asker": "bob", "X-Whose-Tenant": "loadtest"}
 
     assert token_variable("extractor-bot") == "WHOSE_LOAD_TOKEN_EXTRACTOR_BOT"
     file = tmp_path / "tokens.json"

@@ -90,14 +90,14 @@ class Stack:
     worlds: int = 1_000_000
 
 
-# How many of the profile's worlds are built per store backend (the rest return at
-# once). In CI, two thirds on the embedded engine and a fifth on the Qdrant server:
-# policy, model and read paths are the same on both stores, what the server changes
-# (its filters, paging, point ids) is exercised by every world, the noninterference
-# property (tests/noninterference) checks the channels this oracle does not look at,
-# and the suite's wall time stays within CI's budget (15 minutes). Other profiles
-# build every world on the embedded engine and a third on the server.
-SHARES = {"ci": {"edge": 2 / 3, "server": 1 / 5}}
+# How many of the profile's worlds are built per store backend. In CI, two fifths of
+# the ci profile's 150 on the embedded engine and two fifteenths on the Qdrant server
+# (60 and 20; 100 and 30 until the suite had to fit in 12 minutes): policy, model and
+# read paths are the same on both stores, what the server changes (its filters,
+# paging, point ids) is exercised by every world, and the noninterference property
+# (tests/noninterference) checks the channels this oracle does not look at. Other
+# profiles build every world on the embedded engine and a third on the server.
+SHARES = {"ci": {"edge": 2 / 5, "server": 2 / 15}}
 OTHER_SHARES = {"edge": 1.0, "server": 1 / 3}
 
 
@@ -666,19 +666,28 @@ class Checker:
         return response.status_code, scrub(response.json())
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(world=worlds)
-def test_no_read_path_discloses_what_the_model_forbids(stack: Stack, world: World) -> None:
-    if STATS["worlds"] >= stack.worlds:
-        return
-    STATS["worlds"] += 1
-    with httpx.Client(base_url=stack.sidecar, timeout=30) as http:
-        checker = Checker(stack, http, world)
-        checker.build()
-        for query in world.queries:
-            checker.ask(query)
-        if world.queries:
-            checker.erase_everything()
+def test_no_read_path_discloses_what_the_model_forbids(stack: Stack) -> None:
+    # Hypothesis inside the test: how many worlds depends on the backend, and a world
+    # not built is not generated either (generating one costs as much as checking it).
+    @settings(
+        max_examples=max(stack.worlds, 1),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(world=worlds)
+    def run(world: World) -> None:
+        if STATS["worlds"] >= stack.worlds:
+            return
+        STATS["worlds"] += 1
+        with httpx.Client(base_url=stack.sidecar, timeout=30) as http:
+            checker = Checker(stack, http, world)
+            checker.build()
+            for query in world.queries:
+                checker.ask(query)
+            if world.queries:
+                checker.erase_everything()
+
+    run()
 
 
 def test_the_checks_can_fail(stack: Stack) -> None:
