@@ -136,8 +136,8 @@ class Item(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Why the policy downgraded it.")
     status: Literal["current", "superseded", "stale"] = Field(
         description="`superseded`: no longer applied at the instant asked about; `stale`: "
-        "still applied, but derived from a premise since superseded, erased, withdrawn or "
-        "narrowed (`notes` say which): not to be taken as current."
+        "still applied, but derived from a premise since superseded, erased or withdrawn "
+        "(`notes` say which): not to be taken as current."
     )
     proposition: Proposition | None = None
     observer_id: str | None = None

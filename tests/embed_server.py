@@ -64,6 +64,7 @@ class Behaviour:
     status: int = 200
     short: bool = False  # one vector fewer than texts
     dim: int | None = None  # vectors cut to this length
+    body: Any = None  # answered as it is, in place of the vectors (a malformed answer)
     requests: int = 0
     texts: list[int] = field(default_factory=list)  # texts per request
 
@@ -86,6 +87,8 @@ def app(model: Model, api_key: str | None) -> FastAPI:
             await asyncio.sleep(behaviour.delay_s)
         if behaviour.status != 200:
             return JSONResponse({"error": {"message": "injected"}}, status_code=behaviour.status)
+        if behaviour.body is not None:
+            return JSONResponse(behaviour.body)
         vectors = await asyncio.to_thread(model.embed, texts)
         if behaviour.dim is not None:
             vectors = [v[: behaviour.dim] for v in vectors]
@@ -114,7 +117,7 @@ class EmbedServer:
     process: subprocess.Popen[bytes]
 
     def control(self, **changes: Any) -> None:
-        defaults = {"delay_s": 0.0, "status": 200, "short": False, "dim": None}
+        defaults = {"delay_s": 0.0, "status": 200, "short": False, "dim": None, "body": None}
         httpx.post(
             self.url.removesuffix("/v1") + "/control", json=defaults | changes
         ).raise_for_status()

@@ -167,9 +167,14 @@ class Authenticator:
 
     async def __call__(self, request: Request) -> Identity:
         try:
-            if self.dev and "x-whose-asker" in request.headers:
-                return _from_headers(request)
             token = _bearer(request)
+            if self.dev and _names_a_dev_identity(request):
+                # Two identities in one request: whichever won, the other was a lie the
+                # caller told, so neither is believed (issue 35: a token for bob with
+                # X-Whose-Asker: alice was answered as alice).
+                if token is not None:
+                    raise Refused("ambiguous_identity")
+                return _from_headers(request)
             if token is None:
                 raise Refused("missing_token")
             return await self.verify(token)
@@ -261,6 +266,13 @@ def _key_source(settings: Settings) -> KeySource | None:
     except KeyRefused as exc:
         raise ValueError(str(exc)) from None
     return None
+
+
+def _names_a_dev_identity(request: Request) -> bool:
+    return any(header in request.headers for header in _DEV_HEADERS)
+
+
+_DEV_HEADERS = ("x-whose-asker", "x-whose-tenant", "x-whose-groups", "x-whose-roles")
 
 
 def _from_headers(request: Request) -> Identity:

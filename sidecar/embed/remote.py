@@ -129,13 +129,15 @@ class RemoteEmbedder:
 
 def _vectors(answer: Any, count: int, dim: int) -> list[list[float]]:
     """The vectors of an answer, in the order of the texts sent, each checked."""
-    data = answer["data"]
+    data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list) or len(data) != count:
         raise ValueError(f"{count} texts sent, {len(data) if isinstance(data, list) else 0} back")
     by_index: dict[int, list[float]] = {}
     for position, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ValueError("an answer item is not an object")
         index = item.get("index", position)
-        embedding = item["embedding"]
+        embedding = item.get("embedding")
         if not isinstance(index, int) or not 0 <= index < count or index in by_index:
             raise ValueError("answer indexes are not those of the texts sent")
         if not isinstance(embedding, list) or len(embedding) != dim:

@@ -308,6 +308,13 @@ class Reader:
         """Rounds of store search and policy decisions until `wanted` are allowed, the
         candidates run out, or the bounds stop it (then: truncated)."""
 
+        if vector is not None and text is not None:
+            return _counted(
+                await self._fused(
+                    disclosure, vector, text, scope, wanted, score_threshold, with_vector, adaptive
+                )
+            )
+
         async def fetch(batch: int, seen: frozenset[str]) -> list[Stored]:
             return await self.store.search(
                 vector,
@@ -321,6 +328,52 @@ class Reader:
 
         found = await self.rounds(disclosure, fetch, _itself, wanted, adaptive=adaptive)
         return _counted(Candidates(found.allowed, found.rounds, found.truncated))
+
+    async def _fused(
+        self,
+        disclosure: Disclosure,
+        vector: list[float],
+        text: str,
+        scope: Scope,
+        wanted: int,
+        score_threshold: float | None,
+        with_vector: bool,
+        adaptive: bool,
+    ) -> Candidates:
+        """Hybrid: the `wanted` best disclosable records by the dense ranking and by the
+        lexical one, each found by its own over-fetch, then fused (store/hybrid.py) over
+        those alone. A record the asker may not see is in neither ranking, so it cannot
+        push a disclosable one out of a branch; and each branch's best `wanted` do not
+        depend on the size of any round. Fusing one store query whose branches the
+        policy's filter did not narrow to what the asker may see (pushdown off, or a
+        denial outside `visible_to`) let hidden records fill the branches (issue 35)."""
+
+        def branch(
+            dense: list[float] | None, lexical: str | None
+        ) -> Callable[[int, frozenset[str]], Awaitable[list[Stored]]]:
+            async def fetch(batch: int, seen: frozenset[str]) -> list[Stored]:
+                return await self.store.search(dense, scope, batch, exclude=seen, text=lexical)
+
+            return fetch
+
+        union: dict[str, Decision] = {}
+        rounds, truncated = 0, False
+        for fetch in (branch(vector, None), branch(None, text)):
+            found = await self.rounds(disclosure, fetch, _itself, wanted, adaptive=adaptive)
+            rounds, truncated = rounds + found.rounds, truncated or found.truncated
+            union.update((r.id, d) for r, d in found.allowed[:wanted])
+        if not union:
+            return Candidates([], rounds, truncated)
+        only = replace(scope, only=tuple(sorted(union)))
+        fused = await self.store.search(
+            vector,
+            only,
+            len(union),
+            text=text,
+            score_threshold=score_threshold,
+            with_vector=with_vector,
+        )
+        return Candidates([(r, union[r.id]) for r in fused], rounds + 1, truncated)
 
     async def rounds(
         self,

@@ -111,6 +111,8 @@ class Scope:
     extra: tuple[Condition, ...] = ()
     # A caller's own Qdrant filter (the proxy), checked and tenant-scoped by `caller_filter`.
     caller: qm.Filter | None = None
+    # Only these record ids (a hybrid search's fusion over records already decided).
+    only: tuple[str, ...] | None = None
     # Pushed down from the policy (see policy/pushdown.py): for each audience member, the
     # audience entries that admit them; and the access scopes all of them hold.
     audience_any_of: tuple[tuple[str, ...], ...] = ()
@@ -149,6 +151,8 @@ def to_qdrant(scope: Scope, exclude: Collection[str] = ()) -> qm.Filter:
     must: list[qm.Condition] = [_qdrant(c) for c in scope.conditions()]
     if scope.caller is not None:
         must.append(scope.caller)
+    if scope.only is not None:
+        must.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in scope.only]))
     seen: list[qm.Condition] = []
     if exclude:
         seen.append(qm.HasIdCondition(has_id=[point_id(scope.tenant, rid) for rid in exclude]))

@@ -59,6 +59,10 @@ MAX_ERASED = 1000
 _MAX_CASCADE = 8
 
 
+# Why a record erased only because its premise was is erased (the audit entry's reason).
+_CASCADE = "derived_from_erased"
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -78,6 +82,10 @@ class Erased:
     """What one erasure did (the caller is told only what it may see of this)."""
 
     erased: list[str] = field(default_factory=list)
+    # Erased because a record above was (on_derived = erase): for the audit entry and
+    # the operator's sweep, never in a caller's answer, since the caller may not be
+    # allowed to see them (issue 35).
+    cascaded: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     # Records of a bulk step the policy kept, with why (a legal hold, say).
@@ -267,7 +275,9 @@ class Eraser:
             for record_id, names in plan.clear.items():
                 await self.store.clear(tenant, UUID(record_id), names)
             await self.store.delete(tenant, _uuids(present))
-        done.erased = sorted(present)
+        cascade = {e.record.id for e in erasing if e.why == _CASCADE}
+        done.erased = sorted(present.keys() - cascade)
+        done.cascaded = sorted(present.keys() & cascade)
         return done
 
     async def _with_cascades(self, actor: Identity, attempt: _Attempt) -> list[Erasing]:
@@ -295,7 +305,7 @@ class Eraser:
             for record in derived:
                 decision: ErasureDecision = answer.decisions[record.id]
                 if decision.allow:
-                    erasing[record.id] = Erasing(record, decision.derived, "derived_from_erased")
+                    erasing[record.id] = Erasing(record, decision.derived, _CASCADE)
                     if decision.derived == "erase":
                         frontier.append(record.id)
         attempt.erasing = list(erasing.values())
@@ -305,7 +315,7 @@ class Eraser:
         if self.audit is None:
             return
         done = attempt.done
-        erased = set(done.erased) if done is not None else set()
+        erased = set(done.erased + done.cascaded) if done is not None else set()
         written: list[AuditedWrite] = []
         for e in attempt.erasing:
             outcome: ErasureOutcome = "erased" if e.record.id in erased else "refused"

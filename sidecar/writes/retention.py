@@ -143,8 +143,8 @@ class Sweeper:
                     revision=answer.revision,
                     opa_decision_ids=[answer.decision_id] if answer.decision_id else [],
                 )
-                report.erased += len(done.erased)
-                report.erased_ids += done.erased
+                report.erased += len(done.erased) + len(done.cascaded)
+                report.erased_ids += done.erased + done.cascaded
             cursor = page.next_offset
             if cursor is None:
                 # The end: next time, from the start again.

@@ -14,7 +14,7 @@ version. Anyone else's use of the same id names nothing of it.
   (history kept, never an overwrite in place): the same holder's new view, told to
   the same people. Told to other people (a changed audience or scope), the old line
   is withdrawn (its valid time ends) and a new one starts; records derived from the
-  old version are marked `narrowed` (fewer readers) or `withdrawn`. Another holder
+  old version are marked `withdrawn` (whoever the new readers are). Another holder
   is refused (`new_version_changes_holder`): that is someone else's claim. A
   version the same as the current one is not written again.
 - Deleting an id erases every version of its line (writes/eraser.py): a library
@@ -234,29 +234,30 @@ class Versions:
             [p.body for p in plans], who, self.clock(), route, chosen=[p.chosen for p in plans]
         )
         reissued = [
-            (p.reissues, p.body, r.valid_at or self.clock())
+            (p.reissues, r.valid_at or self.clock())
             for p, r in zip(plans, stored, strict=True)
             if p.reissues is not None
         ]
         await self._withdraw(reissued, who.tenant)
         return stored
 
-    async def _withdraw(
-        self, reissued: list[tuple[Stored, MemoryWrite, datetime]], tenant: str
-    ) -> None:
+    async def _withdraw(self, reissued: list[tuple[Stored, datetime]], tenant: str) -> None:
         """The versions a new line replaced end where it starts; what was derived from
-        them is marked (fewer readers: `narrowed`)."""
+        them is marked `withdrawn`."""
         if not reissued:
             return
         changes: dict[str, PremiseChange] = {}
-        keys = [chain_lock_key(old.payload) for old, _, _ in reissued]
+        keys = [chain_lock_key(old.payload) for old, _ in reissued]
         async with self.locks.hold(keys) as held:
             await held.confirm()
-            for old, body, starts in reissued:
+            for old, starts in reissued:
                 ends = max(old.valid_at, starts)
                 if old.invalid_at is None or old.invalid_at > ends:
                     await self.store.update(tenant, UUID(old.id), {"invalid_at": iso(ends)})
-                changes[old.id] = "narrowed" if _narrower(old.payload, body) else "withdrawn"
+                # Withdrawn, whoever the new line's readers are: a reader of what was
+                # derived may not see the new line, so its note must not say whether it
+                # has fewer readers or others (issue 35).
+                changes[old.id] = "withdrawn"
         await self.lineage.propagate(tenant, changes, self.clock())
 
     # --- deletes ----------------------------------------------------------------------
@@ -361,15 +362,6 @@ def _line(record: Payload) -> tuple[Any, ...]:
 
 def _same_line(current: Payload, body: MemoryWrite) -> bool:
     return _line(current) == _line(body.model_dump(mode="json", exclude_none=True))
-
-
-def _narrower(old: Payload, body: MemoryWrite) -> bool:
-    new = body.model_dump(mode="json", exclude_none=True)
-    fewer = set(new.get("audience") or ()) < set(old.get("audience") or ())
-    scoped = new.get("access_scope") is not None and new.get("access_scope") != old.get(
-        "access_scope"
-    )
-    return fewer or scoped
 
 
 # What makes a version different from another: all a writer says of it.

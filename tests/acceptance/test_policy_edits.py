@@ -95,6 +95,8 @@ def test_an_age_rule_withholds_the_old_record_whatever_was_decided_before(edited
 def test_the_sidecar_says_the_age_rule_caches_nothing(edited: str, folder: Path) -> None:
     said = (folder / "data" / "sidecar.log").read_text()
     assert "not shared and not cached" in said
-    assert "the instant asked about is passed to minus (whose/disclosure/denials.rego:" in said
+    assert (
+        "the instant asked about is passed to minus (whose/disclosure/denials/denials.rego:" in said
+    )
     assert metric(edited, "whose_decision_sharing", mode="uncached") == 1
     assert metric(edited, "whose_decision_sharing", mode="shape") == 0

@@ -131,7 +131,7 @@ class Core:
 
 @asynccontextmanager
 async def core(
-    kind: str, folder: Path, opa: str, request: pytest.FixtureRequest
+    kind: str, folder: Path, opa: str, request: pytest.FixtureRequest, *, pushdown: bool = True
 ) -> AsyncIterator[Core]:
     store = backend(kind, folder, DIM, optimize_interval_s=3600, request=request)
     await store.open()
@@ -141,7 +141,7 @@ async def core(
     await audit.start()
     clock = Clock()
     locks = LocalLocks()
-    gate = Gate(policy, LocalCache(0, ttl_s=10), audit, bucket_s=5)
+    gate = Gate(policy, LocalCache(0, ttl_s=10), audit, bucket_s=5, pushdown=pushdown)
     reader = Reader(store, gate, Bounds(4, 4, 1000))
     writer = Writer(store, policy, embedder, locks, audit)
     eraser = Eraser(store, policy, locks, reader, audit, clock=clock)

@@ -84,6 +84,11 @@ async def test_writes_are_embedded_in_batches(remote: RemoteEmbedder, server: Em
         ({"status": 400}, "http_400", 1),  # a refusal: asking again changes nothing
         ({"short": True}, "bad_response", 1),
         ({"dim": 100}, "bad_response", 1),
+        # Answers of the wrong form (issue 35: these were a bare 500).
+        ({"body": {"data": ["x"] * len(TEXTS)}}, "bad_response", 1),
+        ({"body": {"data": [None] * len(TEXTS)}}, "bad_response", 1),
+        ({"body": {"data": [{"index": i} for i in range(len(TEXTS))]}}, "bad_response", 1),
+        ({"body": ["not", "an", "object"]}, "bad_response", 1),
     ],
 )
 async def test_a_failing_endpoint_fails_closed_within_bounds(

@@ -124,6 +124,35 @@ async def test_the_policy_may_erase_derivations_with_their_premise(
     assert str(kept.id) in await world.stored(kept.id)
 
 
+async def test_an_erasure_answers_only_what_was_named_not_its_cascade(
+    world: Core, own_opa: str
+) -> None:
+    # Bob's own summary of Alice's shared premise: Alice may not see it. Erasing her
+    # premise erases his summary too (on_derived = erase), but her answer names only her
+    # record, as it would were his summary never written (issue 35); the audit entry
+    # keeps the cascade.
+    set_data(own_opa, "config/erasure/on_derived", "erase")
+    [premise] = await world.write("alice", keyed("alice", "Hall A", ["alice", "bob"]))
+    [bobs] = await world.write(
+        "bob",
+        belief(
+            "bob",
+            "the venue was chosen",
+            ["bob"],
+            provenance={"method": "summary", "derived_from": [str(premise.id)]},
+        ),
+    )
+    assert await world.seen_by("alice", bobs.id) == {}
+    erased = await world.eraser.forget(ALICE, ids(premise), "test")
+    assert erased.erased == [str(premise.id)]
+    assert await world.stored(premise.id, bobs.id) == {}
+    [entry] = await world.entries(purpose="erase")
+    assert {(w.id, w.outcome) for w in entry.written} == {
+        (str(premise.id), "erased"),
+        (str(bobs.id), "erased"),
+    }
+
+
 async def test_the_policy_may_withdraw_derivations(world: Core, own_opa: str) -> None:
     set_data(own_opa, "config/erasure/on_derived", "withdraw")
     [premise] = await world.write("alice", keyed("alice", "Hall A", ["alice"]))

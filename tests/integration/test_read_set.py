@@ -165,9 +165,13 @@ def test_what_a_decision_holds_is_read(analyse: Any) -> None:
     assert found.shares, found.describe()
     assert "source_id" in read(found)
     # A field put into the decision as it is, with no builtin or comparison on the way.
-    shipped = (POLICY_DIR / "whose" / "disclosure.rego").read_text()
+    shipped = (POLICY_DIR / "whose" / "disclosure" / "disclosure.rego").read_text()
     hinted = analyse(
-        {"whose/disclosure.rego": shipped.replace('"usable_as": use,', '"usable_as": record.hint,')}
+        {
+            "whose/disclosure/disclosure.rego": shipped.replace(
+                '"usable_as": use,', '"usable_as": record.hint,'
+            )
+        }
     )
     assert "hint" in read(hinted)
     with_id = analyse(

@@ -1,6 +1,6 @@
 """Stale propagation on both store backends, with a real OPA (writes/lineage.py,
 rego/whose/lib/lineage/lineage.rego): a record derived from a premise since superseded,
-erased or narrowed is not served as current, its notes say why, the policy may
+erased or withdrawn is not served as current, its notes say why, the policy may
 withhold it, and a new derivation from a premise that no longer applies is refused.
 The Governed Shared Memory study's venue example: Alice's "Hall A" replaced by
 "Hall B", her summary "the venue chosen is Hall A" no longer current for Bob."""
@@ -71,7 +71,14 @@ async def test_a_new_summary_of_the_superseded_version_is_refused(world: Core) -
     assert then.id is not None
 
 
-async def test_a_narrowed_premise_makes_its_derivation_stale(world: Core) -> None:
+@pytest.mark.parametrize("readers", [["alice"], ["alice", "carol"]], ids=["fewer", "others"])
+async def test_a_premise_reissued_for_other_readers_reads_the_same_to_bob(
+    world: Core, readers: list[str]
+) -> None:
+    # Alice re-issues the document for readers that leave Bob out: fewer of them, or
+    # others. Bob sees neither new line, so what his stale summary says of its premise
+    # must not tell the two apart (issue 35: `premise_narrowed` against
+    # `premise_withdrawn` told him who the new line's readers are).
     point = uuid.uuid4()
     shared = {"content": "the venue is Hall A", "audience": ["alice", "bob"], "source": "s"}
     vector = embedder.embed("the venue is Hall A")
@@ -80,18 +87,19 @@ async def test_a_narrowed_premise_makes_its_derivation_stale(world: Core) -> Non
         ALICE, [WrittenPoint(point, vector, shared)], "proxy.upsert"
     )
     [chosen] = await world.write("alice", summary(premise.id))
-    # The document again, for Alice alone: a new line; the old version withdrawn.
-    narrowed = shared | {"audience": ["alice"]}
+    # The document again, for other readers: a new line; the old version withdrawn.
     [again] = await world.versions.upsert(
-        ALICE, [WrittenPoint(point, vector, narrowed)], "proxy.upsert"
+        ALICE, [WrittenPoint(point, vector, shared | {"audience": readers})], "proxy.upsert"
     )
     assert again.id != premise.id
     old = (await world.stored(premise.id))[str(premise.id)]
     assert "invalid_at" in old
     assert "superseded_by" not in old
-    item = (await world.seen_by("alice", chosen.id))[str(chosen.id)]
-    assert item.status == "stale"
-    assert item.notes == ["premise_narrowed"]
+    assert await world.seen_by("bob", again.id) == {}
+    for reader in ("alice", "bob"):
+        item = (await world.seen_by(reader, chosen.id))[str(chosen.id)]
+        assert item.status == "stale"
+        assert item.notes == ["premise_withdrawn"]
     # The id Alice chose names the new version now.
     assert await world.versions.aliases(ALICE, [point]) == {point: [point, again.id]}
 

@@ -338,6 +338,19 @@ async def test_dev_headers_in_dev_mode() -> None:
     assert await reason(dev, {"X-Whose-Asker": "bob"}) == "missing_dev_identity"
 
 
+async def test_a_token_beside_dev_headers_is_refused_not_outranked() -> None:
+    # A token for bob with X-Whose-Asker: alice was answered as alice (issue 35).
+    dev = Authenticator(Settings(dev=True, jwt_hs256_secret=SECRET))
+    bobs = token({"sub": "bob"})
+    assert (await identify(dev, bearer(bobs))).id == "bob"
+    for mixed in (
+        bearer(bobs) | {"X-Whose-Asker": "alice", "X-Whose-Tenant": "acme"},
+        {"api-key": bobs, "X-Whose-Asker": "alice", "X-Whose-Tenant": "acme"},
+        bearer(bobs) | {"X-Whose-Groups": "admins"},
+    ):
+        assert await reason(dev, mixed) == "ambiguous_identity"
+
+
 @pytest.mark.parametrize(
     "headers",
     [
