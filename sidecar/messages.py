@@ -33,6 +33,7 @@ from sidecar.record import (
     MemoryWrite,
     Modality,
     Name,
+    Person,
     Proposition,
     ScalarValue,
     Source,
@@ -41,7 +42,7 @@ from sidecar.record import (
 
 Verdict = Literal["answer", "attributed", "conflict", "abstain"]
 # Whose mind a view is of, after the holder: one person, or a chain (A's view of B's …).
-ObservedPath = Name | Annotated[list[Name], Field(min_length=1, max_length=MAX_PATH)]
+ObservedPath = Person | Annotated[list[Person], Field(min_length=1, max_length=MAX_PATH)]
 # How recall ranks: the dense embedding and BM25 fused, or either alone.
 SearchMode = Literal["hybrid", "dense", "lexical"]
 
@@ -69,7 +70,7 @@ class RecallRequest(BaseModel):
         description="`hybrid` (the default with a query): the dense embedding and BM25 over "
         "the words fused; `dense` or `lexical` (BM25) alone. A vector alone is `dense`.",
     )
-    audience: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Person] = Field(default_factory=list, max_length=100)
     as_of: Instant | None = None
     limit: int = Field(
         default=10,
@@ -79,7 +80,7 @@ class RecallRequest(BaseModel):
         json_schema_extra={"minimum": 1, "maximum": 1000},
     )
     about: Name | None = None
-    observer: Name | None = None
+    observer: Person | None = None
     observed: ObservedPath | None = Field(
         default=None,
         description="Only views of this mind: a person (`observed_id`), or a chain of "
@@ -284,7 +285,7 @@ def _a_person(name: str) -> str:
 
 
 # Someone who was there: the speaker or a participant (they become the audience).
-Present = Annotated[Name, AfterValidator(_a_person)]
+Present = Annotated[Person, AfterValidator(_a_person)]
 
 
 def _a_mind(name: str) -> str:
@@ -296,7 +297,7 @@ def _a_mind(name: str) -> str:
 
 
 # Someone whose mind a claim is about.
-MindName = Annotated[Name, AfterValidator(_a_mind)]
+MindName = Annotated[Person, AfterValidator(_a_mind)]
 MindPath = Annotated[list[MindName], Field(min_length=1, max_length=MAX_PATH)]
 
 UNRESOLVED = "unresolved_reference"
@@ -400,7 +401,7 @@ class Announcement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     speaker: Present
-    to: Annotated[Name, AfterValidator(_a_group)] = Field(
+    to: Annotated[Person, AfterValidator(_a_group)] = Field(
         description="The directory group, as `group:<name>`, every member of which was present."
     )
 
@@ -484,7 +485,7 @@ class ErasureRequest(BaseModel):
         description="`subject`: every record a person holds, said, or that is about their "
         "mind; `source`: every record from one source; `tenant`: every record of yours."
     )
-    subject: Name | None = None
+    subject: Person | None = None
     source: Name | None = None
     reason: Name | None = Field(
         default=None, description="Your reference for why (a ticket id), kept in the audit log."
@@ -543,11 +544,11 @@ class ExplainRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    asker: Name
-    groups: list[Name] = Field(default_factory=list, max_length=100)
+    asker: Person
+    groups: list[Person] = Field(default_factory=list, max_length=100)
     roles: list[Name] = Field(default_factory=list, max_length=100)
     scopes: list[Name] = Field(default_factory=list, max_length=100)
-    audience: list[Name] = Field(default_factory=list, max_length=100)
+    audience: list[Person] = Field(default_factory=list, max_length=100)
     record_id: UUID
     purpose: Literal["recall", "get", "history"] = "recall"
     as_of: Instant | None = None

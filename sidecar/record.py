@@ -19,6 +19,8 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from sidecar.auth.identity import MAX_NAME_CHARS, person_name
+
 Modality = Literal[
     "world_state",
     "asserted",
@@ -81,6 +83,20 @@ def iso(instant: datetime) -> str:
 
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _one_form(name: str) -> str:
+    folded = person_name(name)
+    if len(folded) > MAX_NAME_CHARS or folded != folded.strip():
+        raise PydanticCustomError(
+            "name_invalid", "a name, in its one form, is 1 to 200 characters, unpadded"
+        )
+    return folded
+
+
+# A person or a group ("group:x") as every name of one is read: in its one form
+# (auth/identity.py `person_name`), so "Alice" and "alice" are one mind.
+Person = Annotated[Name, AfterValidator(_one_form)]
 # Values must survive JSON, OPA and Qdrant unchanged: finite floats, 64-bit ints.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 INT64 = (-(2**63), 2**63 - 1)
@@ -149,18 +165,18 @@ class Proposition(_Strict):
 
 class Source(_Strict):
     kind: SourceKind
-    speaker: Name | None = None
+    speaker: Person | None = None
     channel: Name | None = None
-    participants: list[Name] = Field(default_factory=list, max_length=1000)
+    participants: list[Person] = Field(default_factory=list, max_length=1000)
     # Participants the others did not see there (a witness at the window): in a
     # perception, its holder, who then knows nobody saw them (writes/witnessed.py).
-    unnoticed: list[Name] | None = Field(default=None, max_length=1000)
+    unnoticed: list[Person] | None = Field(default=None, max_length=1000)
 
 
 class Evidence(_Strict):
     kind: Name
     ref: Name | None = None
-    by: Name | None = None
+    by: Person | None = None
     at: Instant | None = None
 
 
@@ -226,12 +242,12 @@ class MemoryRecord(_Strict):
     tenant: Name | None = None
     content: str = Field(min_length=1, max_length=8000)
     proposition: Proposition | None = None
-    observer_id: Name | None = None
-    observed_id: Name | None = None
+    observer_id: Person | None = None
+    observed_id: Person | None = None
     # A nested view (docs/design.md §2): every mind after the holder, outermost first
     # (B_holder(B_a(B_b … p))); observed_id is its first. Only for two or more: a view
     # of one mind is observed_id alone, so each view has one spelling.
-    observed_path: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_PATH)
+    observed_path: list[Person] | None = Field(default=None, min_length=1, max_length=MAX_PATH)
     observed_attitude: Attitude | None = None
     act: Act | None = None
     source_id: Name
@@ -239,7 +255,7 @@ class MemoryRecord(_Strict):
     modality: Modality
     evidence: list[Evidence] = Field(default_factory=list, max_length=100)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    audience: list[Name] = Field(default_factory=list, max_length=1000)
+    audience: list[Person] = Field(default_factory=list, max_length=1000)
     access_scope: Name | None = None
     valid_at: Instant | None = None
     invalid_at: Instant | None = None

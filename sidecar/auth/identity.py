@@ -3,6 +3,7 @@ counts as a name in it. Pure: where it comes from is tokens.py."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -47,6 +48,21 @@ def is_name(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS and value == value.strip()
 
 
+def person_name(name: str) -> str:
+    """The one form of a person's or a group's name: Unicode compatibility-normalised
+    (NFKC) and case-folded, as Unicode's NFKC_Casefold. "Alice", "alice" and "alice"
+    in full-width letters are one person wherever a name is read: in a token, a dev
+    header, a record's observer, audience, participants or minds, and a query's filter.
+
+    Folded, not refused (issue 35): an extractor names people as the text it reads
+    spells them, and cannot know the case an identity provider keeps; and an
+    attribution ("alice believes that ...") is read by people and models, for whom two
+    names that differ only so are the same name: kept apart they are a way to pass one
+    person off as another. What follows is that an identity provider's subjects must
+    be distinct once folded (docs/identity.md)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
 def is_principal(value: Any) -> TypeGuard[str]:
     return is_name(value) and not value.startswith(GROUP_PREFIX)
 
@@ -55,9 +71,11 @@ def dev_identity(
     asker: str, tenant: str, groups: Sequence[str] = (), roles: Sequence[str] = ()
 ) -> Identity:
     """A dev identity (headers, or `whose mcp --dev`), held to the rules of a token's
-    claims: no "group:" asker, names unpadded and bounded, lists bounded, a group named
-    with or without its prefix. Refused("invalid_dev_identity") otherwise."""
-    bare = tuple(group.removeprefix(GROUP_PREFIX) for group in groups)
+    claims: names in their one form (`person_name`), no "group:" asker, names unpadded
+    and bounded, lists bounded, a group named with or without its prefix.
+    Refused("invalid_dev_identity") otherwise."""
+    asker = person_name(asker)
+    bare = tuple(person_name(group).removeprefix(GROUP_PREFIX) for group in groups)
     if (
         not is_principal(asker)
         or not is_name(tenant)

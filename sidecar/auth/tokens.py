@@ -29,6 +29,7 @@ from sidecar.auth.identity import (
     dev_identity,
     is_name,
     is_principal,
+    person_name,
 )
 from sidecar.auth.jwks import (
     FetchLimits,
@@ -55,7 +56,7 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 
 def _group(name: str) -> str:
-    bare = name.removeprefix(GROUP_PREFIX)
+    bare = person_name(name).removeprefix(GROUP_PREFIX)
     if not is_name(bare):
         raise Refused("invalid_token")
     return bare
@@ -100,7 +101,10 @@ def check_claims(claims: dict[str, Any]) -> Identity:
     if "aud" in claims and not _is_audience(claims["aud"]):
         raise Refused("invalid_token")
     sub, tenant = claims.get("sub"), claims.get("tenant")
-    if not is_principal(sub) or not is_name(tenant):
+    if not isinstance(sub, str) or not is_name(tenant):
+        raise Refused("invalid_token")
+    sub = person_name(sub)
+    if not is_principal(sub):
         raise Refused("invalid_token")
     return Identity(
         id=sub,

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from sidecar.audit import AuditPurpose, Outcome
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse, Problem
-from sidecar.record import Instant
+from sidecar.record import Instant, Person
 
 router = APIRouter(tags=["security"])
 
@@ -23,7 +23,7 @@ _errors = refusals(401, 403, 413, 422, 503)
 async def audit(
     svc: Svc,
     who: Asker,
-    asker: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    asker: Annotated[Person | None, Query()] = None,
     record: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     outcome: Outcome | None = None,
     purpose: AuditPurpose | None = None,

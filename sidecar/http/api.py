@@ -30,7 +30,7 @@ from sidecar.messages import (
     StoredRecords,
     WitnessedEvent,
 )
-from sidecar.record import MAX_PATH, Instant, Name
+from sidecar.record import MAX_PATH, Instant, Person
 
 router = APIRouter()
 
@@ -185,9 +185,9 @@ async def proposition(
             json_schema_extra={"minimum": 1, "maximum": MAX_PATH},
         ),
     ] = 1,
-    observer: Annotated[Name | None, Query(description="Only this holder's views.")] = None,
+    observer: Annotated[Person | None, Query(description="Only this holder's views.")] = None,
     observed: Annotated[
-        list[Name] | None,
+        list[Person] | None,
         Query(
             max_length=MAX_PATH,
             description="Only views of this chain of minds after the observer, outermost "

@@ -71,7 +71,7 @@ from sidecar.messages import (
     StoredRecords,
     path_of,
 )
-from sidecar.record import MAX_PATH, Instant, Name
+from sidecar.record import MAX_PATH, Instant, Name, Person
 from sidecar.services import Services
 
 INSTRUCTIONS = """\
@@ -271,7 +271,7 @@ async def recall(
         ),
     ] = 10,
     observer: Annotated[
-        Name | None, Field(description="Only views held by this person (whose mind).")
+        Person | None, Field(description="Only views held by this person (whose mind).")
     ] = None,
     observed: Annotated[
         ObservedPath | None,
@@ -360,7 +360,7 @@ async def what_do_people_think(
             "others think.",
         ),
     ] = 1,
-    observer: Annotated[Name | None, Field(description="Only this holder's views.")] = None,
+    observer: Annotated[Person | None, Field(description="Only this holder's views.")] = None,
     observed: Annotated[
         ObservedPath | None,
         Field(description="Only views of this mind, or chain of minds, after the observer."),

@@ -132,3 +132,27 @@ def test_a_group_is_not_a_mind(http: httpx.Client) -> None:
         assert response.json()["error"] == "invalid_request"
         assert "group_is_not_a_mind" in {r["type"] for r in response.json()["reasons"]}
     assert recall(http, "alice", query="p", about=key).json()["items"] == []
+
+
+def test_a_person_has_one_name_however_it_is_spelt(http: httpx.Client) -> None:
+    # The extractor spells Bob as the text does; Bob's token (or dev header) as his
+    # identity provider does. One person, one mind (issue 35: "Bob" and "bob" were two).
+    key = fresh_key()
+    launch = {"text": "the launch is October 17", "key": key, "value": "2026-10-17"}
+    body = private_session(key) | {
+        "speaker": "Alice",
+        "participants": ["ALICE", "Bob"],
+        "claims": [{"proposition": launch, "about": "Bob", "attitude": "knows"}],
+    }
+    response = observe(http, "extractor-bot", body)
+    assert response.status_code == 201, response.text
+    [record] = response.json()["records"]
+    assert record["observer_id"] == "alice"
+    assert record["observed_id"] == "bob"
+    assert record["audience"] == ["alice", "bob"]
+    # Asked by any spelling, it is the same mind, and Bob (however his header spells
+    # him) is in the audience.
+    for spelt in ("bob", "BOB", "\uff22\uff4f\uff42"):  # the last in full-width letters
+        found = recall(http, "alice", query="launch", about=key, observed=spelt).json()
+        assert [i["id"] for i in found["items"]] == [record["id"]], spelt
+    assert http.get(f"/v1/memories/{record['id']}", headers=as_("Bob")).status_code == 200

@@ -689,3 +689,18 @@ async def test_a_single_key_without_kid_verifies_every_token(tmp_path: Path) -> 
     auth = jwks_auth(tmp_path, jwk(private))
     for headers in (None, {"kid": "whatever"}):
         assert (await identify(auth, bearer(_signed(private, "RS256", headers)))).id == "alice"
+
+
+async def test_a_name_is_read_in_its_one_form(auth: Authenticator) -> None:
+    # Case and Unicode compatibility forms fold (auth/identity.py person_name, issue 35):
+    # an attribution reads the same for both spellings, so they are one person.
+    spelt = token({"sub": "Alice", "iss": "idp", "aud": "whose", "groups": ["group:Team", "OPS"]})
+    who = await identify(auth, bearer(spelt))
+    assert (who.id, who.groups) == ("alice", ("team", "ops"))
+    dev = Authenticator(Settings(dev=True))
+    headers = {"X-Whose-Asker": "ALICE", "X-Whose-Tenant": "acme", "X-Whose-Groups": "Team"}
+    assert await identify(dev, headers) == Identity("alice", "acme", groups=("team",))
+    # Folding may not make a group of a person, nor pad a name.
+    assert await reason(dev, {"X-Whose-Asker": "GROUP:x", "X-Whose-Tenant": "acme"}) == (
+        "invalid_dev_identity"
+    )
