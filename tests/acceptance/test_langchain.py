@@ -2,10 +2,12 @@
 through the sidecar, on both store backends.
 
 LangChain's QdrantVectorStore is pointed at the sidecar's URL with a bearer
-token, and told which payload keys hold the text (the record's `content`) and
-the metadata (the sidecar's `whose` object: attribution, usable_as, obligations;
-on a write, the document's own metadata, which names its readers and source by
-the convention of writes/documents.py). Nothing else about it changes.
+token, and nothing else about it changes: its default payload keys read the
+attribution sentence as the text (`page_content`) and, as metadata, the document's
+own (which names its readers and source by the convention of writes/documents.py)
+with what the policy says of it (attribution, usable_as, obligations, status). A
+stack configured with the keys an earlier version asked for (`content`, `whose`)
+reads the same.
 """
 
 from __future__ import annotations
@@ -45,17 +47,27 @@ def served(
     yield from served_world(tmp_path_factory.mktemp("langchain"), store_backend)
 
 
-def store_for(base: str, who: str) -> QdrantVectorStore:
-    # The three-line change a RAG stack makes: the sidecar's URL, a token, two payload keys.
+def store_for(base: str, who: str, **keys: str) -> QdrantVectorStore:
+    # The change a RAG stack makes: the sidecar's URL and a token.
     return QdrantVectorStore(
         # Version check off: its background thread can outlive the test; the proxy
         # tests check compatibility directly.
         client=QdrantClient(url=base, api_key=token(who), timeout=10, check_compatibility=False),
         collection_name=COLLECTION,
         embedding=SidecarEmbeddings(),
-        content_payload_key="content",
-        metadata_payload_key="whose",
+        **keys,
     )
+
+
+def test_the_payload_keys_of_an_earlier_configuration_read_the_same(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    base, _ = served
+    earlier = store_for(base, "bob", content_payload_key="content", metadata_payload_key="whose")
+    [old] = earlier.similarity_search("the launch", k=5)
+    [new] = store_for(base, "bob").similarity_search("the launch", k=5)
+    assert old.page_content == new.page_content == new.metadata["attribution"]
+    assert old.metadata["obligations"] == new.metadata["obligations"]
 
 
 def test_langchain_retrieves_only_what_the_asker_may_see(
@@ -111,7 +123,8 @@ def test_langchain_writes_retrieves_and_deletes_through_the_proxy(
     assert doc.page_content.startswith("alice")
     assert "the offsite is in Lisbon" in doc.page_content
     assert doc.metadata["usable_as"] == "belief"
-    assert doc.metadata["metadata"]["page"] == 1
+    # Its own metadata as LangChain wrote it, what the policy says of it beside.
+    assert (doc.metadata["page"], doc.metadata["audience"]) == (1, ["alice", "bob"])
     assert "40k" not in "".join(f"{d.page_content}{d.metadata}" for d in seen_by_bob)
     # The ids LangChain returned still name the documents, for their writer only.
     assert {d.page_content for d in alice.get_by_ids(ids)} == {

@@ -374,6 +374,7 @@ def _payload(shown: Shown, selector: Any) -> Any:
         "content": item.content,
         "as_written": stored.get("content"),
         "whose": whose,
+        **_langchain_document(whose, document),
         **_llama_index_node(shown.record.id, item, document),
     }
     if document is not None and document.get("library") == "haystack" and document.get("id"):
@@ -389,6 +390,17 @@ def _payload(shown: Shown, selector: Any) -> Any:
     if isinstance(selector, qm.PayloadSelectorExclude):
         return {k: v for k, v in full.items() if k not in selector.exclude}
     raise QdrantError(400, "unsupported with_payload selector")
+
+
+def _langchain_document(whose: dict[str, Any], document: dict[str, Any] | None) -> dict[str, Any]:
+    """The point as LangChain's QdrantVectorStore reads it with its default payload keys
+    (`page_content`, `metadata`), so a stack changes only its URL and token (issue 37):
+    the attribution sentence as the text, and as metadata the document's own (what the
+    writer gave LangChain) with what the policy says of it beside, the policy's words
+    winning a clash. Without these keys LangChain read every point as an empty document."""
+    own = dict((document or {}).get("metadata") or {})
+    said = {k: v for k, v in whose.items() if k != "metadata"}
+    return {"page_content": whose["attribution"], "metadata": {**own, **said}}
 
 
 # LlamaIndex's vector stores build a node from these payload keys when present, and
