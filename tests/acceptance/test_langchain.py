@@ -47,15 +47,16 @@ def served(
     yield from served_world(tmp_path_factory.mktemp("langchain"), store_backend)
 
 
-def store_for(base: str, who: str, **keys: str) -> QdrantVectorStore:
+def client_for(base: str, who: str) -> QdrantClient:
+    # Version check off: its background thread can outlive the test; the proxy tests
+    # check compatibility directly.
+    return QdrantClient(url=base, api_key=token(who), timeout=10, check_compatibility=False)
+
+
+def store_for(base: str, who: str) -> QdrantVectorStore:
     # The change a RAG stack makes: the sidecar's URL and a token.
     return QdrantVectorStore(
-        # Version check off: its background thread can outlive the test; the proxy
-        # tests check compatibility directly.
-        client=QdrantClient(url=base, api_key=token(who), timeout=10, check_compatibility=False),
-        collection_name=COLLECTION,
-        embedding=SidecarEmbeddings(),
-        **keys,
+        client=client_for(base, who), collection_name=COLLECTION, embedding=SidecarEmbeddings()
     )
 
 
@@ -63,7 +64,13 @@ def test_the_payload_keys_of_an_earlier_configuration_read_the_same(
     served: tuple[str, dict[str, Any]],
 ) -> None:
     base, _ = served
-    earlier = store_for(base, "bob", content_payload_key="content", metadata_payload_key="whose")
+    earlier = QdrantVectorStore(
+        client=client_for(base, "bob"),
+        collection_name=COLLECTION,
+        embedding=SidecarEmbeddings(),
+        content_payload_key="content",
+        metadata_payload_key="whose",
+    )
     [old] = earlier.similarity_search("the launch", k=5)
     [new] = store_for(base, "bob").similarity_search("the launch", k=5)
     assert old.page_content == new.page_content == new.metadata["attribution"]
