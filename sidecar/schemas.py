@@ -142,7 +142,9 @@ class Config(_Data):
     authoritative: Authoritative
     ingest: Ingest
     attestation: dict[str, list[Name]] = Field(
-        description="Source or evidence kind to the roles that may cite it."
+        description="Source or evidence kind to the roles that may cite it; `presence`: "
+        "the roles that may name people other than themselves as present "
+        "(`source.participants`, `source.unnoticed`), the extractor if unset."
     )
     erasure: Erasure | None = Field(
         default=None, description="Absent: no erasure officer; derivations flagged."

@@ -148,10 +148,13 @@ async def test_the_other_tools_are_gated_the_same_way(served: str) -> None:
     key = f"launch.date.{uuid.uuid4().hex[:8]}"
     said = {**ALICE_SAID, "claims": [{"proposition": {**LAUNCH, "key": key}}]}
     said = {**said, "participants": ["carol"]}
-    first = await call(served, "alice", "remember", said)
+    # Carol was there: the extractor attests it, not Alice's own agent (issue 35).
+    first = await call(served, "extractor-bot", "remember", said)
     [record] = first.structured_content["records"]
     moved = {**LAUNCH, "key": key, "text": "the launch is October 24", "value": "2026-10-24"}
-    second = await call(served, "alice", "remember", {**said, "claims": [{"proposition": moved}]})
+    second = await call(
+        served, "extractor-bot", "remember", {**said, "claims": [{"proposition": moved}]}
+    )
     [newer] = second.structured_content["records"]
 
     got = await call(served, "carol", "get_memory", {"id": record["id"]})

@@ -81,7 +81,9 @@ def test_speaker_may_report_themselves(http: httpx.Client) -> None:
 def test_nobody_may_put_words_in_anothers_mouth(http: httpx.Client) -> None:
     response = observe(http, "bob", private_session(fresh_key()))
     assert response.status_code == 422
-    assert all(p["reasons"] == ["writer_not_holder"] for p in response.json()["reasons"])
+    # Bob also said Alice was there, which is not his to attest (issue 35).
+    expected = {"writer_not_holder", "presence_not_attested"}
+    assert all(set(p["reasons"]) == expected for p in response.json()["reasons"])
 
 
 def test_a_later_statement_supersedes_the_speakers_earlier_one(http: httpx.Client) -> None:
@@ -156,3 +158,49 @@ def test_a_person_has_one_name_however_it_is_spelt(http: httpx.Client) -> None:
         found = recall(http, "alice", query="launch", about=key, observed=spelt).json()
         assert [i["id"] for i in found["items"]] == [record["id"]], spelt
     assert http.get(f"/v1/memories/{record['id']}", headers=as_("Bob")).status_code == 200
+
+
+# --- presence is attested (issue 35) --------------------------------------------------------
+
+
+def standup(key: str) -> dict[str, Any]:
+    # Alice at the stand-up, Bob listed as there to hear her.
+    return private_session(key) | {"participants": ["alice", "bob"], "channel": "standup"}
+
+
+def heard_by_bob(http: httpx.Client, key: str) -> list[dict[str, Any]]:
+    """What Bob heard Alice say about the key (derived from her statements when read)."""
+    body = {"query": "launch", "about": key, "observer": "bob", "observed": "alice"}
+    answer = recall(http, "bob", **body, speech_act=True)
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["items"])
+
+
+def test_only_an_attesting_role_says_who_else_was_there(http: httpx.Client) -> None:
+    """Who may attest that someone was present is the write policy's call
+    (config.attestation.presence): alice, posting her own words with no relay role,
+    cannot put "bob heard alice say ..." in Bob's memory by listing him."""
+    key = fresh_key()
+    refused = observe(http, "alice", standup(key))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "write_refused"
+    problems = refused.json()["reasons"]
+    assert problems
+    assert all(p["reasons"] == ["presence_not_attested"] for p in problems)
+    # Nothing of it was stored: Bob heard nothing, and nobody holds anything of it.
+    assert heard_by_bob(http, key) == []
+    for who in ("bob", "alice"):
+        assert recall(http, who, query="launch", about=key).json()["items"] == []
+
+    # Alice listing only herself is her own statement, as before; Bob still heard nothing.
+    assert observe(http, "alice", private_session(key)).status_code == 201
+    assert heard_by_bob(http, key) == []
+
+    # The extractor that transcribed the stand-up attests who was there.
+    relayed = fresh_key()
+    stored = observe(http, "extractor-bot", standup(relayed))
+    assert stored.status_code == 201, stored.text
+    assert all(r["audience"] == ["alice", "bob"] for r in stored.json()["records"])
+    heard = heard_by_bob(http, relayed)
+    assert heard
+    assert {(item["act"], item["observer_id"]) for item in heard} == {("heard", "bob")}

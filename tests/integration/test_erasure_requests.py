@@ -39,7 +39,7 @@ async def seeded(world: Core) -> dict[str, list[str]]:
     ids["alice"] = [str(r.id) for r in await world.write("alice", *alices)]
     ids["about_alice"] = [str(r.id) for r in await world.write("bob", about)]
     ids["carol"] = [str(r.id) for r in await world.write("carol", carols)]
-    ids["bob"] = [str(r.id) for r in await world.write("bob", said)]
+    ids["bob"] = [str(r.id) for r in await world.write("relay", said, roles=("extractor",))]
     return ids
 
 

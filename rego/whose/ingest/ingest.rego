@@ -65,6 +65,7 @@ denials(record) := union({
 	scope_denials(record),
 	derivation_denials(record),
 	perception_denials(record),
+	presence_denials(record),
 	mind_denials(record),
 	speech_denials(record),
 })
@@ -269,6 +270,34 @@ perception_denials(record) := union({
 		input.writer.id in record.source.participants
 	},
 })
+
+# Who was there is what each of them is later said to have heard or seen: a record
+# naming Bob among its participants gives Bob's memory "bob heard alice say ...". So
+# presence is attested like a source kind (issue 35): a writer may always say they were
+# there themselves; naming anyone else needs a role config.attestation.presence names
+# (by default a relay, the extractor).
+presence_denials(record) := {"presence_not_attested" |
+	some person in named_present(record)
+	person != input.writer.id
+	not writer_attests_presence
+}
+
+# METADATA
+# description: |
+#   Everyone the record says was there: its source's participants, and the unnoticed
+#   (those among them the others did not see).
+named_present(record) := {person | some person in record.source.participants} | {person |
+	some person in record.source.unnoticed
+}
+
+# METADATA
+# description: |
+#   The writer holds a role that may attest others' presence: config.attestation.presence,
+#   or, in a config that does not set it, the extractor role.
+writer_attests_presence if {
+	some role in object.get(config.attestation, "presence", ["extractor"])
+	directory.has_role(input.writer, role)
+}
 
 # METADATA
 # description: every mind the record is a view of (observed_id and the whole observed_path).

@@ -452,9 +452,9 @@ test_a_view_of_someone_who_was_not_there_refused if {
 
 test_only_a_relay_records_perception if {
 	# Sally's own "I saw it" is something she says (asserted), not a perception record.
-	write({"id": "sally", "tenant": "acme"}, saw).reasons == {"source_needs_role", "evidence_needs_role"}
+	write({"id": "sally", "tenant": "acme"}, saw).reasons == {"source_needs_role", "evidence_needs_role", "presence_not_attested"}
 	d := write({"id": "anne", "tenant": "acme"}, object.union(saw, {"source": {"kind": "conversation", "participants": ["sally", "anne"]}, "evidence": []}))
-	d.reasons == {"writer_not_holder", "perception_holder_absent", "perception_recorded_by_a_participant"}
+	d.reasons == {"writer_not_holder", "perception_holder_absent", "perception_recorded_by_a_participant", "presence_not_attested"}
 }
 
 # A relay that was itself in the room is a participant: it records its own
@@ -513,6 +513,9 @@ test_a_group_is_not_a_mind if {
 
 said := object.union(belief, {"act": "said", "modality": "asserted", "source": {"kind": "conversation", "speaker": "alice", "participants": ["alice", "bob"]}})
 
+# Alice's own record of what she said, naming nobody else as there.
+said_alone := object.union(said, {"source": {"participants": ["alice"]}})
+
 heard := object.union(said, {"observer_id": "bob", "observed_id": "alice", "act": "heard", "audience": ["bob"]})
 
 told := object.union(object.remove(said, ["act"]), {
@@ -524,7 +527,8 @@ told := object.union(object.remove(said, ["act"]), {
 })
 
 test_a_statement_is_its_speakers if {
-	write(alice, said).allow
+	write(alice, said_alone).allow
+	write(extractor, said).allow
 	unspoken := object.union(object.remove(said, ["source"]), {"source": {"kind": "conversation"}})
 	write(alice, unspoken).reasons == {"statement_without_speaker"}
 	write(extractor, object.union(said, {"observer_id": "bob"})).reasons == {"observer_not_speaker"}
@@ -532,7 +536,10 @@ test_a_statement_is_its_speakers if {
 
 test_what_a_hearer_heard_names_the_speaker if {
 	write(extractor, heard).allow
-	write(bob, heard).allow
+
+	# The hearer records it themselves only as the one there (presence, below).
+	write(bob, object.union(heard, {"source": {"participants": ["bob"]}})).allow
+	write(bob, heard).reasons == {"presence_not_attested"}
 	write(extractor, object.union(heard, {"observed_id": "carol"})).reasons == {"heard_from_someone_else"}
 	absent := object.union(object.remove(heard, ["source"]), {"source": {"kind": "conversation", "speaker": "alice", "participants": ["alice"]}})
 	write(extractor, absent).reasons == {"hearer_absent"}
@@ -547,5 +554,44 @@ test_what_a_hearer_was_told_is_theirs_only_from_a_speaker_who_told_them if {
 	write(extractor, object.union(told, {"observer_id": "carol", "audience": ["carol"]})).reasons == {"hearer_absent"}
 
 	# Anyone but a relay writes only their own: alice cannot make bob believe her.
-	write(alice, told).reasons == {"writer_not_holder"}
+	write(alice, told).reasons == {"writer_not_holder", "presence_not_attested"}
+}
+
+# --- presence is attested (issue 35): who may say who else was there ---
+
+# Naming Bob among the participants puts "bob heard alice say ..." in Bob's memory:
+# only a writer holding a role config.attestation.presence names may name others.
+test_a_writer_may_always_say_they_were_there if {
+	write(alice, said_alone).allow
+	write(alice, object.union(said, {"source": {"participants": []}})).allow
+	write(alice, belief).allow
+}
+
+test_a_plain_writer_naming_someone_else_present_refused if {
+	write(alice, said).reasons == {"presence_not_attested"}
+	write(alice, object.union(said, {"source": {"participants": ["bob"]}})).reasons == {"presence_not_attested"}
+
+	# The unnoticed are people too: naming one is saying they were there.
+	unseen := object.union(said_alone, {"source": {"unnoticed": ["bob"]}})
+	write(alice, unseen).reasons == {"presence_not_attested"}
+	write(extractor, unseen).allow
+}
+
+test_an_extractor_attests_presence if {
+	write(extractor, said).allow
+	write({"id": "svc", "tenant": "acme", "roles": ["extractor"]}, said).allow
+}
+
+test_the_roles_that_attest_presence_are_config if {
+	scribe := {"id": "scribe", "tenant": "acme", "roles": ["scribe"]}
+	write(scribe, said).reasons == {"writer_not_holder", "presence_not_attested"}
+	write(scribe, said).reasons == {"writer_not_holder"} with data.whose.config.attestation.presence as ["scribe"]
+	write(extractor, said).reasons == {"presence_not_attested"} with data.whose.config.attestation.presence as ["scribe"]
+	write(object.union(alice, {"roles": ["scribe"]}), said).allow with data.whose.config.attestation.presence as ["scribe"]
+}
+
+test_a_config_without_presence_roles_leaves_it_to_the_extractor if {
+	unset := object.remove(data.whose.config.attestation, ["presence"])
+	write(extractor, said).allow with data.whose.config.attestation as unset
+	write(alice, said).reasons == {"presence_not_attested"} with data.whose.config.attestation as unset
 }
