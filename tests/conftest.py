@@ -171,7 +171,30 @@ def ops(base: str) -> str:
 def start_sidecar(
     data_dir: Path, env: dict[str, str] | None = None, dev: bool = True
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*)."""
+    """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*).
+
+    A port free when chosen may be taken before the sidecar binds it (by any process
+    on the machine: an outgoing connection's ephemeral port is one): the sidecar then
+    refuses to start, saying the port is in use, and is started again on new ports."""
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            return _start_sidecar(data_dir, env, dev)
+        except PortTaken:
+            if attempt == _PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+_PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """The sidecar did not start: a port chosen for it was taken meanwhile."""
+
+
+def _start_sidecar(
+    data_dir: Path, env: dict[str, str] | None, dev: bool
+) -> tuple[str, subprocess.Popen[bytes]]:
     port, ops_port = free_port(), free_port()
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -184,8 +207,14 @@ def start_sidecar(
         )
     base = f"http://127.0.0.1:{port}"
     OPS[base] = f"http://127.0.0.1:{ops_port}"
-    wait_until_ready(f"{OPS[base]}/healthz", process, log)
-    wait_until_ready(f"{base}/openapi.json", process, log)
+    try:
+        wait_until_ready(f"{OPS[base]}/healthz", process, log)
+        wait_until_ready(f"{base}/openapi.json", process, log)
+    except RuntimeError as failed:
+        taken = f"{port} is in use" in str(failed) or f"{ops_port} is in use" in str(failed)
+        if taken and process.poll() is not None:
+            raise PortTaken(str(failed)) from None
+        raise
     return base, process
 
 
