@@ -87,10 +87,10 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 def _one_form(name: str) -> str:
     folded = person_name(name)
-    if len(folded) > MAX_NAME_CHARS or folded != folded.strip():
-        raise PydanticCustomError(
-            "name_invalid", "a name, in its one form, is 1 to 200 characters, unpadded"
-        )
+    # Folding can lengthen a name ("ß" is "ss"); what a name may hold otherwise (no
+    # padding, no control characters) is the write policy's to refuse, as before.
+    if len(folded) > MAX_NAME_CHARS:
+        raise PydanticCustomError("name_invalid", "a name, in its one form, is 1 to 200 characters")
     return folded
 
 
