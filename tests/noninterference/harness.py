@@ -3,7 +3,9 @@
 Store A holds the shared world; store B holds the same world plus records the
 asker may not see. Each store is a sidecar of its own on embedded defaults (its
 own engine and data directory, its own local OPA loading the prepared policy
-folder as a bundle, so bundle revisions turn the decision cache on). Both stores
+folder as a bundle, so bundle revisions turn the decision cache on), or, for
+policy data that changes between examples (test_configs.py), on an OPA server of
+the test's own (`start_stores(own_opa=True)`, `Stores.enter`). Both stores
 answer the same requests at once, one thread each; every answer becomes an
 `Observation` (request, status, body), and the change the requests made to every
 counter of the public listener's /metrics becomes one more (or one per request,
@@ -63,7 +65,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from tests.acceptance.proxy_world import JWT_ENV, token
-from tests.conftest import POLICY_DIR, Backend, as_, start_sidecar, stop
+from tests.conftest import POLICY_DIR, Backend, as_, start_opa, start_sidecar, stop
 from tests.noninterference.world import (
     BUILDER,
     BUILDER_ROLES,
@@ -72,6 +74,7 @@ from tests.noninterference.world import (
     Asker,
     Case,
     Op,
+    PolicyData,
     Rec,
     Resolver,
     chosen_id,
@@ -178,12 +181,50 @@ class Stores:
     pool_workers: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="store")
     )
+    # The OPA server of each store when the stores use OPAs of the test's own (policy
+    # data can then be changed over OPA's data API), else empty: each sidecar's own OPA.
+    opas: tuple[str, ...] = ()
+    # The tenant of the example their directory holds (Stores.enter).
+    entered: str | None = field(default=None, init=False)
 
     def both(self, run: Callable[[str, Connection], Any]) -> tuple[Any, Any]:
         """run("A", store_a) and run("B", store_b) at once."""
         fa = self.pool_workers.submit(run, "A", self.a)
         fb = self.pool_workers.submit(run, "B", self.b)
         return fa.result(), fb.result()
+
+    def enter(self, tenant: str, data: PolicyData | None) -> None:
+        """Ready both stores' policy for an example in `tenant` under `data`.
+
+        With the test's OPAs: one write to each (JSON Patch over OPA's data API, in
+        force when OPA answers it) puts `data` (else the shipped defaults) into
+        data.whose.config and `tenant` into the directory, in place of the previous
+        example's: a write costs OPA time in proportion to all its data, so the
+        directory holds the tenant being asked about alone. Nothing decided under other
+        data is reused: these OPAs load the policy as files, not as a bundle, so their
+        answers name no bundle revision and the sidecars cache no decision
+        (policy/decider.py: no revision, each record decided alone, uncached); and every
+        example has a tenant of its own, which every cache key names besides."""
+        if not self.opas:
+            assert data is None, "policy data needs stores started with own_opa=True"
+            return
+        patch: list[dict[str, Any]] = [
+            {"op": "replace", "path": f"/config/{path}", "value": value}
+            for path, value in (data or PolicyData()).documents().items()
+        ]
+        patch.append({"op": "add", "path": f"/directory/tenants/{tenant}", "value": DIRECTORY})
+        if self.entered is not None:
+            patch.append({"op": "remove", "path": f"/directory/tenants/{self.entered}"})
+        self.entered = tenant
+
+        def write(opa: str) -> None:
+            response = httpx.patch(f"{opa}/v1/data/whose", json=patch, timeout=60)
+            assert response.status_code == 204, response.text
+
+        list(self.pool_workers.map(write, self.opas))
+
+
+DIRECTORY = tenant_directory()
 
 
 def start_stores(
@@ -192,10 +233,14 @@ def start_stores(
     pool: TenantPool,
     backend: Backend,
     settings: dict[str, str] | None = None,
+    own_opa: bool = False,
 ) -> Iterator[Stores]:
     """Stores A and B: two sidecars on `backend` (each with a store of its own: an
     embedded engine or a Qdrant server), each with its own local OPA, and `settings`
-    (WHOSE_* variables) beside the defaults.
+    (WHOSE_* variables) beside the defaults. `own_opa`: each sidecar uses an OPA server
+    the test starts instead (`opa run --server` loading `policy` as files,
+    WHOSE_OPA_URL), whose data `Stores.enter` changes for each example (the directory
+    included: `policy` then needs no tenants of its own).
 
     One after the other: two local OPAs loading a large directory at once on two
     busy cores can miss start_sidecar's readiness deadline."""
@@ -203,18 +248,26 @@ def start_stores(
     started: list[subprocess.Popen[bytes]] = []
     stores: Stores | None = None
     try:
-        base_a, process = start_sidecar(folder / "store-a", env | backend.env())
-        started.append(process)
-        base_b, process = start_sidecar(folder / "store-b", env | backend.env())
-        started.append(process)
-        stores = Stores(Connection(base_a), Connection(base_b), pool)
+        bases: list[str] = []
+        opas: list[str] = []
+        for name in ("a", "b"):
+            own: dict[str, str] = {}
+            if own_opa:
+                opa, process = start_opa(policy, folder / f"opa-{name}.log")
+                started.append(process)
+                opas.append(opa)
+                own = {"WHOSE_OPA_URL": opa}
+            base, process = start_sidecar(folder / f"store-{name}", env | own | backend.env())
+            started.append(process)
+            bases.append(base)
+        stores = Stores(Connection(bases[0]), Connection(bases[1]), pool, opas=tuple(opas))
         yield stores
     finally:
         if stores is not None:
             stores.pool_workers.shutdown()
             stores.a.close()
             stores.b.close()
-        for process in started:
+        for process in reversed(started):
             stop(process)
 
 
@@ -1092,6 +1145,8 @@ class Checked:
     ties: int  # pairs that agreed only up to a score tie (see tie_only)
     hidden_stored: int
     shared_stored: int
+    # Hidden records stored that derive from others (Plan.derivations).
+    derived_stored: int = 0
 
 
 def check(
@@ -1104,6 +1159,7 @@ def check(
     requires every record of the world to be stored (a hand-written world that the
     write policy refuses would compare two empty stores)."""
     tenant = stores.pool.take()
+    stores.enter(tenant, case.data)
     a = Side("A", stores.a, tenant, case.asker)
     b = Side("B", stores.b, tenant, case.asker)
     sides = {"A": a, "B": b}
@@ -1130,4 +1186,9 @@ def check(
         ties=ties,
         hidden_stored=sum(1 for i in b.ids.hidden if i in b.stored),
         shared_stored=sum(1 for s in shared_a if s[2] == 201),
+        derived_stored=sum(
+            1
+            for i in b.ids.hidden
+            if ((b.stored.get(i) or {}).get("provenance") or {}).get("derived_from")
+        ),
     )

@@ -7,17 +7,18 @@ per example, so its 2 100 examples compare more than 100 000 request pairs:
 
     .venv/bin/pytest tests/noninterference/test_property.py --hypothesis-profile=long
 
-WHOSE_NI_EXAMPLES and WHOSE_NI_CONTROL_EXAMPLES override the numbers of examples,
-WHOSE_NI_TENANTS the size of the prepared directory (one tenant per example run,
-shrinking included). Read when asked, not at import: a conftest imports this
-module before pytest's --hypothesis-profile option is applied.
+WHOSE_NI_EXAMPLES, WHOSE_NI_CONTROL_EXAMPLES and WHOSE_NI_CONFIG_EXAMPLES
+(test_configs.py) override the numbers of examples, WHOSE_NI_TENANTS the size of the
+prepared directory (one tenant per example run, shrinking included). Read when asked,
+not at import: a conftest imports this module before pytest's --hypothesis-profile
+option is applied.
 """
 
 from __future__ import annotations
 
 import os
 
-from hypothesis import settings
+from hypothesis import HealthCheck, Phase, settings
 
 from tests.noninterference.strategies import Plan
 
@@ -26,6 +27,8 @@ from tests.noninterference.strategies import Plan
 EXAMPLES = {"ci": 250, "long": 2100}
 SERVER_EXAMPLES = {"ci": 75, "long": 600}
 CONTROL_EXAMPLES = {"ci": 8, "long": 200}
+# test_configs.py (policy data drawn per example; the embedded store only).
+CONFIG_EXAMPLES = {"ci": 40, "long": 600}
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ci": {"ops": (1, 16)},
     "long": {"ops": (50, 70), "shared": (0, 6), "hidden": (1, 4)},
@@ -50,9 +53,31 @@ def control_examples() -> int:
     return int(os.environ.get("WHOSE_NI_CONTROL_EXAMPLES") or CONTROL_EXAMPLES.get(profile(), 8))
 
 
+def config_examples() -> int:
+    default = CONFIG_EXAMPLES.get(profile(), CONFIG_EXAMPLES["ci"])
+    return int(os.environ.get("WHOSE_NI_CONFIG_EXAMPLES") or default)
+
+
 def tenants() -> int:
     """Every example run takes a fresh tenant, and so does each run of shrinking (a
     few hundred at most) and each focused test. (A larger directory costs each
     local OPA more time to load at start.)"""
     default = max(3000, examples() + control_examples() + 1000)
     return int(os.environ.get("WHOSE_NI_TENANTS") or default)
+
+
+def hypothesis_settings(examples: int) -> settings:
+    """The properties' Hypothesis settings, `examples` of them."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        # The explain phase prints fixtures and multi-line cases badly; the failure
+        # message names the request, both answers and the world.
+        phases=[phase for phase in Phase if phase is not Phase.explain],
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
+    )

@@ -28,7 +28,9 @@ from tests.noninterference.world import (
     ENTRIES,
     KEYS,
     MODALITIES,
+    ON_DERIVED,
     PEOPLE,
+    PREMISE_CHANGES,
     RELAY,
     SCOPES,
     TIMES,
@@ -37,6 +39,7 @@ from tests.noninterference.world import (
     Frag,
     HideBy,
     Op,
+    PolicyData,
     Rec,
     Ref,
 )
@@ -87,6 +90,15 @@ class Plan:
     op_kinds: tuple[str, ...] = OP_KINDS
     hide_by: tuple[HideBy, ...] = HIDE_BY
     hidden_first: bool = False
+    # Derivations (what an erasure's `on_derived` and `stale.withhold` act on): shared
+    # records name the builder in their audience, so that records derived from them
+    # can be written (the write policy wants the writer to see every premise), half of
+    # them are the asker's (theirs to erase); two thirds of the hidden records written
+    # after a shared one derive from one (most premises are the asker's), erasures
+    # mostly name such a premise, and every example with one erases one.
+    derivations: bool = False
+    # Draw the policy data each example runs under (world.PolicyData).
+    policy_data: bool = False
 
     @staticmethod
     def from_env(**sizes: Any) -> Plan:
@@ -181,7 +193,7 @@ def _holders(asker: Asker) -> tuple[str, ...]:
 
 
 @st.composite
-def shared_records(draw: st.DrawFn, asker: Asker) -> Rec:
+def shared_records(draw: st.DrawFn, asker: Asker, derivations: bool = False) -> Rec:
     """A record of the shared world (numbered by `cases`)."""
     premises = st.builds(Ref, st.just("base"), st.integers(0, 4))
     record = draw(records(0, _holders(asker), premises))
@@ -190,7 +202,57 @@ def shared_records(draw: st.DrawFn, asker: Asker) -> Rec:
         visible = [e for e in ENTRIES if asker.admitted_by(e)] or [asker.id]
         audience = tuple(dict.fromkeys((draw(st.sampled_from(visible)), *record.audience)))
         record = replace(record, audience=audience[:3])
+    if derivations:
+        if draw(st.booleans()):
+            record = draw(owned(asker, record))
+        # The builder may read it: what is derived from it can be written.
+        record = replace(record, audience=tuple(dict.fromkeys((*record.audience, BUILDER))))
     return record
+
+
+@st.composite
+def owned(draw: st.DrawFn, asker: Asker, record: Rec) -> Rec:
+    """`record` held by the asker, and one the asker sees: theirs to erase. (Its
+    audience only gains an entry: what was derived from it stays within it.)"""
+    if record.about == asker.id:
+        record = replace(record, about=None, deeper=())
+    record = _same_chain(record, replace(record, holder=asker.id))
+    visible = [e for e in ENTRIES if asker.admitted_by(e)] or [asker.id]
+    audience = tuple(dict.fromkeys((draw(st.sampled_from(visible)), *record.audience)))
+    cleared = record.scope is None or asker.cleared(record.scope)
+    return replace(record, audience=audience, scope=record.scope if cleared else None)
+
+
+def _sees(asker: Asker, record: Rec) -> bool:
+    return any(asker.admitted_by(e) for e in record.audience) and (
+        record.scope is None or asker.cleared(record.scope)
+    )
+
+
+@st.composite
+def derivations(draw: st.DrawFn, asker: Asker, shared: tuple[Rec, ...], at: int) -> Rec:
+    """A record derived from a shared one written before it (base#i, i < at), hidden
+    from the asker by its audience: entries of the premise's audience that do not admit
+    the asker (the builder's at least), so the write policy's `derived_audience_wider`
+    and `derived_scope_wider` let it be stored; dated with its premise (a derivation
+    must not start after its premise stopped applying). The premise is, when there is
+    one, a record the asker holds and may see: theirs to erase."""
+    own = [i for i in range(at) if shared[i].holder == asker.id and _sees(asker, shared[i])]
+    index = draw(st.sampled_from(own or range(at)))
+    premise = shared[index]
+    record = draw(records(0, _holders(asker), None))
+    if draw(st.booleans()):
+        record = _same_chain(record, draw(st.sampled_from(shared)))
+    pool = [e for e in premise.audience if not asker.admitted_by(e)]
+    audience = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True))
+    return replace(
+        record,
+        audience=tuple(audience),
+        scope=premise.scope,
+        valid_at=premise.valid_at,
+        derived_from=(Ref("base", index),),
+        hidden_by="audience",
+    )
 
 
 def _earlier(record: Rec, seed: int, written: int) -> Rec:
@@ -238,6 +300,8 @@ def hidden_records(
     the chain of a shared record (before or after it, in time and in writing order).
     Numbered by `cases`."""
     at = 0 if plan.hidden_first else draw(st.integers(0, len(shared)))
+    if plan.derivations and at and draw(st.integers(0, 2)):
+        return at, draw(derivations(asker, shared, at))
     premises = st.builds(Ref, st.just("base"), st.integers(0, at - 1)) if at else None
     record = draw(records(0, _holders(asker), premises))
     if plan.hidden_first:
@@ -454,9 +518,20 @@ audience_lists = st.lists(st.sampled_from((*PEOPLE, RELAY, "group:team")), max_s
 
 
 @st.composite
-def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> Op:
-    """One request (the records it writes are numbered by `cases`)."""
+def ops(
+    draw: st.DrawFn,
+    asker: Asker,
+    plan: Plan,
+    chains: tuple[Rec, ...],
+    premises: tuple[int, ...] = (),
+) -> Op:
+    """One request (the records it writes are numbered by `cases`). `premises`: shared
+    records hidden ones derive from, which erasures name two times in three."""
     kind = draw(st.sampled_from(plan.op_kinds))
+    erased = refs
+    if premises:
+        premise = st.sampled_from([Ref("base", i) for i in premises])
+        erased = st.one_of(premise, premise, refs)
     args: dict[str, Any]
     if kind == "recall":
         # By words, by a vector of the caller's, or both; ranked by either or both
@@ -519,11 +594,12 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
         if kind == "upsert":
             args.pop("batch")
     elif kind == "erase":
-        args = {"ref": draw(refs), "history": draw(st.booleans())}
+        args = {"ref": draw(erased), "history": draw(st.booleans())}
     elif kind in ("delete", "set_payload"):
         by_filter = draw(st.integers(0, 3)) == 0
+        named = erased if kind == "delete" else refs
         args = {
-            "refs": None if by_filter else tuple(draw(st.lists(refs, min_size=1, max_size=3))),
+            "refs": None if by_filter else tuple(draw(st.lists(named, min_size=1, max_size=3))),
             "filter": draw(filters) if by_filter else None,
         }
         if kind == "set_payload":
@@ -544,7 +620,7 @@ def ops(draw: st.DrawFn, asker: Asker, plan: Plan, chains: tuple[Rec, ...]) -> O
             "announced": draw(st.booleans()),
         }
     else:  # mcp
-        args = draw(mcp_calls(asker))
+        args = draw(mcp_calls(asker, erased))
     return Op(kind, args)
 
 
@@ -566,7 +642,9 @@ def observations(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
 
 
 @st.composite
-def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
+def mcp_calls(
+    draw: st.DrawFn, asker: Asker, erased: st.SearchStrategy[Ref] = refs
+) -> dict[str, Any]:
     """One MCP tool call: the tool and its arguments (refs resolved when sent)."""
     tool = draw(st.sampled_from(MCP_TOOLS))
     args: dict[str, Any] = {"tool": tool}
@@ -586,7 +664,7 @@ def mcp_calls(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
     elif tool == "history":
         args |= {"ref": draw(refs)}
     elif tool == "forget":
-        args |= {"ref": draw(refs), "history": draw(st.booleans())}
+        args |= {"ref": draw(erased), "history": draw(st.booleans())}
     elif tool == "what_do_people_think":
         args |= {
             "key": draw(st.sampled_from((*KEYS, "k9"))),
@@ -617,8 +695,21 @@ def _numbered_op(op: Op, n: int) -> Op:
 @st.composite
 def cases(draw: st.DrawFn, plan: Plan, with_hidden: bool = True) -> Case:
     """Lists throughout, so that shrinking can drop any record or request."""
+    data = None
+    if plan.policy_data:
+        withhold = draw(st.lists(st.sampled_from(PREMISE_CHANGES), unique=True))
+        # Erase half the time, and first (where shrinking goes): of the three, the one
+        # whose cascade reaches furthest.
+        on_derived = draw(st.sampled_from(("erase", *ON_DERIVED[::-1])))
+        data = PolicyData(on_derived, tuple(withhold))
     asker = draw(askers)
-    drawn = draw(st.lists(shared_records(asker), min_size=plan.shared[0], max_size=plan.shared[1]))
+    drawn = draw(
+        st.lists(
+            shared_records(asker, plan.derivations),
+            min_size=plan.shared[0],
+            max_size=plan.shared[1],
+        )
+    )
     shared = tuple(_earlier(r, 100 + i, i) for i, r in enumerate(drawn))
     hidden: tuple[tuple[int, Rec], ...] = ()
     if with_hidden:
@@ -630,6 +721,29 @@ def cases(draw: st.DrawFn, plan: Plan, with_hidden: bool = True) -> Case:
             )
         )
         hidden = tuple((at, _earlier(r, 200 + j, at)) for j, (at, r) in enumerate(placed))
+    premises = tuple(
+        sorted({p.index for _, r in hidden for p in r.derived_from if p.kind == "base"})
+    )
+    if plan.derivations:
+        # Most premises of hidden derivations are the asker's to erase.
+        mine = [i for i in premises if draw(st.integers(0, 2))]
+        shared = tuple(draw(owned(asker, r)) if i in mine else r for i, r in enumerate(shared))
     chains = (*shared, *(r for _, r in hidden))
-    requests = draw(st.lists(ops(asker, plan, chains), min_size=plan.ops[0], max_size=plan.ops[1]))
-    return Case(asker, shared, hidden, tuple(_numbered_op(op, n) for n, op in enumerate(requests)))
+    requests = draw(
+        st.lists(
+            ops(asker, plan, chains, premises if plan.derivations else ()),
+            min_size=plan.ops[0],
+            max_size=plan.ops[1],
+        )
+    )
+    if plan.derivations and premises:
+        # An erasure of a premise, by id (the ways in that answer with ids).
+        ref = Ref("base", draw(st.sampled_from(premises)))
+        erasure = (
+            Op("erase", {"ref": ref, "history": False})
+            if draw(st.booleans())
+            else Op("mcp", {"tool": "forget", "ref": ref, "history": False})
+        )
+        requests.insert(draw(st.integers(0, len(requests))), erasure)
+    numbered = tuple(_numbered_op(op, n) for n, op in enumerate(requests))
+    return Case(asker, shared, hidden, numbered, data)

@@ -18,6 +18,11 @@ witnessed events and write refusals, and every MCP tool through the MCP SDK's cl
 run against both stores; see harness.py and strategies.py. A difference fails with
 the request, both normalised answers, what differs, and the (shrunk) example.
 
+The stores run on each store backend: on the embedded store with the shipped settings,
+on the Qdrant server without decision shapes (WHOSE_DECIDE_SHAPES=false: each record
+decided and cached alone), so that every run holds shapes on and off. Other policy
+data and pushdown off: test_configs.py.
+
 How many examples, and how big, comes from the Hypothesis profile (profiles.py):
 `ci` (the default) fits in about three minutes on two cores; `long` compares more
 than 100 000 request pairs:
@@ -29,17 +34,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, given, reject, settings
+from hypothesis import given, reject
 
-from tests.conftest import REPORT, Backend
+from tests.conftest import REPORT, Backend, ops
 from tests.noninterference import profiles
 from tests.noninterference.harness import (
     NoninterferenceViolated,
     Stores,
+    TenantPool,
     WorldDiverged,
     check,
+    counters,
+    start_stores,
 )
 from tests.noninterference.strategies import cases
 from tests.noninterference.world import Asker, Case, Op, Rec, Ref
@@ -49,20 +59,22 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        # The explain phase prints fixtures and multi-line cases badly; the failure
-        # message names the request, both answers and the world.
-        phases=[phase for phase in Phase if phase is not Phase.explain],
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.filter_too_much,
-            HealthCheck.large_base_example,
-        ],
-    )
+_settings = profiles.hypothesis_settings
+
+# Beside the defaults, per store backend (see the module's docstring).
+SETTINGS = {"edge": {}, "server": {"WHOSE_DECIDE_SHAPES": "false"}}
+
+
+@pytest.fixture(scope="module")
+def stores(
+    tenant_pool: tuple[Path, TenantPool],
+    store_backend: Backend,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stores]:
+    """Store A and store B (conftest.py's), with this backend's SETTINGS."""
+    policy, pool = tenant_pool
+    folder = tmp_path_factory.mktemp("noninterference")
+    yield from start_stores(folder, policy, pool, store_backend, SETTINGS[store_backend.name])
 
 
 STATS = {
@@ -162,3 +174,12 @@ def test_the_harness_fails_when_the_extra_record_is_visible(stores: Stores) -> N
     # And a world whose "hidden" record the asker may see is refused, not compared.
     with pytest.raises(AssertionError, match="generator bug"):
         check(stores, Case(Asker("bob"), (mine,), ((0, visible),), (recall,)))
+
+
+def test_the_stores_run_their_backends_settings(stores: Stores, store_backend: Backend) -> None:
+    """SETTINGS took: decisions shared by shape on the embedded store, each record
+    decided alone on the server."""
+    mode = "record" if store_backend.name == "server" else "shape"
+    for base in (stores.a.base, stores.b.base):
+        sharing = counters(httpx.get(f"{ops(base)}/metrics", timeout=30).text)
+        assert sharing.get(f'whose_decision_sharing{{mode="{mode}"}}') == 1, sharing

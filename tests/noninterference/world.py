@@ -334,15 +334,39 @@ class Op:
         return f"{self.kind}({shown})"
 
 
+# What config.erasure.on_derived may say, and the premise changes config.stale.withhold
+# may name (rego/whose/config/data.json, schemas/config).
+ON_DERIVED = ("flag", "withdraw", "erase")
+PREMISE_CHANGES = ("superseded", "erased", "withdrawn", "stale")
+
+
+@dataclass(frozen=True)
+class PolicyData:
+    """The policy data an example runs under (data.whose.config), written into both
+    stores' OPAs before the example's first request (harness.Stores.enter)."""
+
+    on_derived: str = "flag"
+    withhold: tuple[str, ...] = ()
+
+    def documents(self) -> dict[str, Any]:
+        """data.whose.config paths (under config/) and their values."""
+        return {"erasure/on_derived": self.on_derived, "stale/withhold": list(self.withhold)}
+
+    def __repr__(self) -> str:
+        return f"on_derived={self.on_derived} stale.withhold=[{','.join(self.withhold)}]"
+
+
 @dataclass(frozen=True, repr=False)
 class Case:
     """One example: who asks, the shared world, the hidden records (store B only,
-    each written just before the shared record at its position), and the requests."""
+    each written just before the shared record at its position), the requests, and
+    (when drawn) the policy data it runs under."""
 
     asker: Asker
     shared: tuple[Rec, ...]
     hidden: tuple[tuple[int, Rec], ...]
     ops: tuple[Op, ...]
+    data: PolicyData | None = None
 
     def steps(self, with_hidden: bool) -> list[tuple[str, int, Rec]]:
         """The build order: ("base", i, record) and, with_hidden, ("hidden", j, record)."""
@@ -356,6 +380,8 @@ class Case:
 
     def __repr__(self) -> str:
         lines = [f"Case(asker={self.asker!r}"]
+        if self.data is not None:
+            lines.append(f"  policy data: {self.data!r}")
         lines += [f"  base#{i} = {r!r}" for i, r in enumerate(self.shared)]
         lines += [
             f"  hidden#{j} (before base#{at}) = {r!r}" for j, (at, r) in enumerate(self.hidden)

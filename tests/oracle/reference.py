@@ -53,6 +53,21 @@ Minds (issue 26):
   line (holder, chain of minds, key; what they heard someone say a line apart), the
   latest started by the instant asked about is current, the others superseded, even
   when they are current in their own chains (told to other audiences).
+
+Derivations (docs/design.md §4, "Stale propagation", and §6 on erasure; issue 35):
+- A record derived from others (`provenance.derived_from`) learns what became of each
+  premise after it was made: superseded (a write gave the premise a successor),
+  erased. Each such change is noted on it with when (`premise_changes`), and the same
+  goes on down: a record derived from a noted one is noted `stale` (`withdrawn` when
+  the one above had its valid time ended), up to eight levels.
+- From the instant of its first note, a record whose valid time has not ended is
+  served as `stale` rather than current; when `config.stale.withhold` names one of its
+  notes' changes it is not disclosed at all, to anyone, for any purpose.
+- Erasing a record does to what was derived from it what `config.erasure.on_derived`
+  says: `flag` notes it (erased); `withdraw` notes it and ends its valid time then (or
+  at its start, if that is later); `erase` erases it too, and what was derived from
+  that, whoever may see them. The one who erased is told of the record they named
+  alone.
 """
 
 from __future__ import annotations
@@ -97,12 +112,15 @@ class TenantDirectory:
 
 @dataclass(frozen=True)
 class Config:
-    """The evidence policy, announcement channels and authoritative sources (policy data)."""
+    """The evidence policy, announcement channels and authoritative sources, what an
+    erasure does to derivations and which premise changes withhold one (policy data)."""
 
     evidence_kinds: frozenset[str]
     signed_by_knower: frozenset[str]
     qualifying_channels: frozenset[str]
     authoritative_kinds: frozenset[str]
+    on_derived: str = "flag"
+    withhold: frozenset[str] = frozenset()
 
     @staticmethod
     def load(path: Path = CONFIG) -> Config:
@@ -112,6 +130,8 @@ class Config:
             signed_by_knower=frozenset(data["evidence"]["signed_by_knower"]),
             qualifying_channels=frozenset(data["announcements"]["qualifying_channels"]),
             authoritative_kinds=frozenset(data["authoritative"]["source_kinds"]),
+            on_derived=data["erasure"]["on_derived"],
+            withhold=frozenset(data["stale"]["withhold"]),
         )
 
 
@@ -167,6 +187,10 @@ class Model:
         others = [Person(a, asker.tenant) for a in audience if a != asker.id]
         return [asker, *others]
 
+    def withheld(self, record: Record) -> bool:
+        """A premise of the record changed in a way config.stale.withhold names."""
+        return any(c["change"] in self.config.withhold for c in record.get("premise_changes", []))
+
     def allows(
         self,
         record: Record,
@@ -177,6 +201,8 @@ class Model:
         audience: Iterable[str] = (),
         as_of: datetime | None = None,
     ) -> bool:
+        if self.withheld(record):
+            return False
         if not all(self.may_hear(record, p) for p in self.hearers(asker, audience)):
             return False
         if purpose == "recall":
@@ -265,6 +291,91 @@ class Model:
         if usable_as == "unverified_claim":
             duties.add("verify_before_acting")
         return duties
+
+
+def status(record: Record, moment: datetime) -> str:
+    """`superseded` once its valid time has ended, else `stale` from its first note of
+    a premise change on, else `current`."""
+    if "invalid_at" in record and at(record["invalid_at"]) <= moment:
+        return "superseded"
+    noted = [at(c["recorded_at"]) for c in record.get("premise_changes", [])]
+    return "stale" if any(t <= moment for t in noted) else "current"
+
+
+# --- derivations -----------------------------------------------------------------------
+
+# How deep a change is noted, and an erasure cascades (levels of derivation).
+LINEAGE_DEPTH = 8
+
+
+def premises(record: Record) -> list[str]:
+    return [str(p) for p in (record.get("provenance") or {}).get("derived_from", [])]
+
+
+def derived_from(records: dict[str, Record], ids: Iterable[str]) -> list[Record]:
+    wanted = set(ids)
+    return [r for r in records.values() if wanted & set(premises(r))]
+
+
+def note_changes(
+    records: dict[str, Record],
+    changes: dict[str, str],
+    moment: datetime,
+    *,
+    withdraw: Iterable[str] = (),
+    skip: Iterable[str] = (),
+) -> int:
+    """What became of some records (`changes`: id -> superseded or erased), noted on
+    what was derived from them and on down; records derived from one in `withdraw`
+    also end their valid time at `moment` (at their start, if later) unless it has
+    ended already. A record is visited once; it passes the change on only when this
+    changed it (a note it had already is not news). Returns how many it changed."""
+    done = set(skip)
+    level, ending = dict(changes), set(withdraw)
+    changed = 0
+    for _ in range(LINEAGE_DEPTH):
+        below = [r for r in derived_from(records, level) if r["id"] not in done]
+        if not below:
+            break
+        following: dict[str, str] = {}
+        for record in below:
+            notes = record.setdefault("premise_changes", [])
+            known = {(c["premise"], c["change"]) for c in notes}
+            new = [
+                (p, level[p])
+                for p in sorted(set(premises(record)) & level.keys())
+                if (p, level[p]) not in known
+            ]
+            notes += [{"premise": p, "change": c, "recorded_at": iso(moment)} for p, c in new]
+            if not notes:
+                del record["premise_changes"]
+            ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
+            withdrawn = bool(ending & set(premises(record))) and not ended
+            if withdrawn:
+                record["invalid_at"] = iso(max(moment, at(record["valid_at"])))
+            if new or withdrawn:
+                following[record["id"]] = "withdrawn" if withdrawn else "stale"
+        done |= {r["id"] for r in below}
+        changed += len(following)
+        level, ending = following, set()
+    return changed
+
+
+def cascade(records: dict[str, Record], erased: Iterable[str]) -> set[str]:
+    """Everything an erasure of `erased` erases with them under on_derived `erase`:
+    what was derived from them, and from that, down to LINEAGE_DEPTH levels."""
+    found = set(erased)
+    frontier = set(found)
+    for _ in range(LINEAGE_DEPTH):
+        frontier = {r["id"] for r in derived_from(records, frontier)} - found
+        if not frontier:
+            break
+        found |= frontier
+    return found - set(erased)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def chain_of(record: Record) -> tuple[Any, ...] | None:

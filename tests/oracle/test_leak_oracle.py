@@ -18,9 +18,19 @@ Then the last asker of each world tries to erase every record, by the three ways
 (d) a record the asker may not see answers exactly like a missing one and stays;
     one the asker may see but not erase (not its holder or writer) is refused with
     that reason and stays; the rest are erased, with their chains closed over them
-    (the model drops them and relinks); no answer holds a marker; and every read path
-    is checked again on what is left: counts after deletion, pages across erased
-    points, the chains.
+    (the model drops them and relinks), and the answer names the record asked for
+    alone; no answer holds a marker; and every read path is checked again on what is
+    left: counts after deletion, pages across erased points, the chains.
+
+Each world draws its policy data (issue 35), written into OPA's data beside its
+directory: `config.erasure.on_derived` (flag, withdraw, erase) and
+`config.stale.withhold` (any of superseded, erased, withdrawn, stale). Its records
+include summaries of earlier ones (world.summarised_writes), and the model
+(reference.note_changes, cascade) says what became of them: noted when a premise is
+superseded while the world is written, or erased at the end (stale from then on,
+withheld from everyone when the withhold list names the change), ended (withdraw) or
+erased with it (erase), whoever may see them. (The OPA loads the policy as files, so
+no decision is cached under an earlier world's data; each world's tenants are new.)
 
 The number of examples comes from the Hypothesis profile (tests/conftest.py):
 `pytest --hypothesis-profile=long tests/oracle` runs thousands.
@@ -51,12 +61,15 @@ from tests.oracle.reference import (
     Record,
     TenantDirectory,
     at,
+    cascade,
     implied_paths,
     implied_view,
     implies,
     line,
     link_chains,
     mind_path,
+    note_changes,
+    status,
     superseded_in_mind,
     valid_at_instant,
 )
@@ -134,8 +147,11 @@ class Checker:
     def __init__(self, stack: Stack, http: httpx.Client, world: World) -> None:
         self.http = http
         self.world = world
+        config = replace(
+            Config.load(), on_derived=world.on_derived, withhold=frozenset(world.withhold)
+        )
         self.model = Model(
-            {world.tenant: world.directory, world.neighbour: world.directory}, Config.load()
+            {world.tenant: world.directory, world.neighbour: world.directory}, config
         )
         self.records: dict[str, Record] = {}
         self.markers: dict[str, str] = {}  # record id -> its secret marker
@@ -144,21 +160,26 @@ class Checker:
             url = f"{stack.opa}/v1/data/whose/directory/tenants/{tenant}"
             answer = httpx.put(url, json=world.directory.as_data({RELAY: []}), timeout=10)
             assert answer.status_code == 204, answer.text
+        patch = [{"op": "replace", "path": f"/{k}", "value": v} for k, v in world.config().items()]
+        answer = httpx.patch(f"{stack.opa}/v1/data/whose/config", json=patch, timeout=10)
+        assert answer.status_code == 204, answer.text
 
     # --- building ---------------------------------------------------------------
 
     def build(self) -> None:
         writer = as_(RELAY, self.world.tenant, roles=RELAY_ROLES)
         for write in self.world.writes:
-            response = self.http.post(f"/v1/{write.via}", json=write.body, headers=writer)
-            if response.status_code == 422 and response.json()["error"] == "write_refused":
-                STATS["refused"] += 1
-                for problem in response.json()["reasons"]:
-                    OUTCOMES.update(f"refused_{reason}" for reason in problem["reasons"])
-                continue
-            assert response.status_code == 201, response.text
-            for record in response.json()["records"]:
-                self._stored(record, write.marker)
+            first = self.write(writer, write, write.body)
+            # Its summaries: each of the record, or of the summary before it.
+            made: list[Record | None] = [first]
+            for summary in write.summaries:
+                premise = made[summary.premise] if summary.premise < len(made) else None
+                if premise is None:
+                    OUTCOMES["summary_without_premise"] += 1
+                    made.append(None)
+                    continue
+                made.append(self.write(writer, summary, self.derivation(summary.body, premise)))
+                OUTCOMES["stored_summary" if made[-1] else "refused_summary"] += 1
         now = datetime.now(UTC)
         OUTCOMES.update(f"world_{self.model.usable_as(r, now)}" for r in self.records.values())
         neighbour = as_(RELAY, self.world.neighbour, roles=RELAY_ROLES)
@@ -167,6 +188,42 @@ class Checker:
         assert response.status_code == 201, response.text
         self.foreign_id = response.json()["records"][0]["id"]
         self.markers[self.foreign_id] = marker
+
+    def write(self, writer: dict[str, str], write: Write, body: dict[str, Any]) -> Record | None:
+        """One write of the world; the first record it stored, if any."""
+        links = {i: r.get("superseded_by") for i, r in self.records.items()}
+        moment = datetime.now(UTC)
+        response = self.http.post(f"/v1/{write.via}", json=body, headers=writer)
+        if response.status_code == 422 and response.json()["error"] == "write_refused":
+            STATS["refused"] += 1
+            for problem in response.json()["reasons"]:
+                OUTCOMES.update(f"refused_{reason}" for reason in problem["reasons"])
+            return None
+        assert response.status_code == 201, response.text
+        stored = response.json()["records"]
+        for record in stored:
+            self._stored(record, write.marker)
+        # A version this write gave a successor: what was derived from it is noted.
+        superseded = {
+            i: "superseded"
+            for i, before in links.items()
+            if self.records[i].get("superseded_by") not in (None, before)
+        }
+        OUTCOMES["noted_superseded"] += note_changes(self.records, superseded, moment)
+        return self.records[stored[0]["id"]] if stored else None
+
+    @staticmethod
+    def derivation(body: dict[str, Any], premise: Record) -> dict[str, Any]:
+        """A summary of `premise`, told to those of its audience the premise is told to
+        (else to the premise's), in the premise's scope."""
+        audience = [e for e in body["audience"] if e in premise["audience"]]
+        body = body | {
+            "audience": audience or list(premise["audience"]),
+            "provenance": body["provenance"] | {"derived_from": [premise["id"]]},
+        }
+        if "access_scope" in premise:
+            body["access_scope"] = premise["access_scope"]
+        return body
 
     def _stored(self, record: Record, marker: str) -> None:
         STATS["records"] += 1
@@ -245,9 +302,11 @@ class Checker:
         OUTCOMES[f"usable_as_{use}"] += 1
         assert item["usable_as"] == use, (record_id, record, item, moment)
         assert set(item["obligations"]) == self.model.obligations(use), item
-        ended = "invalid_at" in record and at(record["invalid_at"]) <= moment
-        ended = ended or superseded_in_mind(record, in_mind, moment)
-        assert item["status"] == ("superseded" if ended else "current"), (item, moment)
+        expected = status(record, moment)
+        if superseded_in_mind(record, in_mind, moment):
+            expected = "superseded"
+        OUTCOMES[f"status_{expected}"] += 1
+        assert item["status"] == expected, (item, record, moment)
 
     def check_recall(self) -> None:
         q = self.query
@@ -284,7 +343,9 @@ class Checker:
         return [
             r
             for r in self.records.values()
-            if at(r["valid_at"]) <= moment and all(self.model.may_hear(r, p) for p in hearers)
+            if at(r["valid_at"]) <= moment
+            and all(self.model.may_hear(r, p) for p in hearers)
+            and not self.model.withheld(r)
         ]
 
     def lived_chain(self) -> tuple[str, ...] | None:
@@ -571,13 +632,17 @@ class Checker:
 
     # --- erasing ----------------------------------------------------------------
 
-    def erasable(self, record: Record) -> bool:
-        """The default erasure policy: the record's holder (its observer, else its
-        speaker, else its writer) or its writer may erase it."""
+    @staticmethod
+    def holder(record: Record) -> str | None:
+        """Its observer, else its speaker, else its writer."""
         source = record.get("source") or {}
         writer = (record.get("provenance") or {}).get("writer")
-        holder = record.get("observer_id") or source.get("speaker") or writer
-        return self.asker.id in (holder, writer)
+        return record.get("observer_id") or source.get("speaker") or writer
+
+    def erasable(self, record: Record) -> bool:
+        """The default erasure policy: the record's holder or its writer may erase it."""
+        writer = (record.get("provenance") or {}).get("writer")
+        return self.asker.id in (self.holder(record), writer)
 
     def erase_everything(self) -> None:
         """(d), then every read path again on what is left."""
@@ -593,8 +658,9 @@ class Checker:
             if record is None and record_id != self.foreign_id:
                 continue  # erased already, with a chain
             way = ways[n % 3]
+            moment = datetime.now(UTC)
             visible = record is not None and self.model.allows(
-                record, self.asker, purpose="get", now=datetime.now(UTC)
+                record, self.asker, purpose="get", now=moment
             )
             response = self.erase(way, record_id)
             self.no_secrets_but(response, [])
@@ -610,20 +676,36 @@ class Checker:
                 self.refused_as(way, response)
                 continue
             OUTCOMES[f"erase_{way}_erased"] += 1
+            # The record named, and nothing it cascaded to (the asker may not see that).
             if way == "delete":
                 assert response.status_code == 200, response.text
-                assert response.json()["erased"] == [record_id]
+                answered = response.json()["erased"]
+                assert answered == [record_id], ("erased more than named", record_id, answered)
             elif way == "forget":
-                assert response.json()["result"]["structuredContent"]["erased"] == [record_id]
+                answered = response.json()["result"]["structuredContent"]["erased"]
+                assert answered == [record_id], ("erased more than named", record_id, answered)
             else:
                 assert response.status_code == 200, response.text
                 assert response.json()["result"]["status"] == "completed"
-            for erased in line:
-                STATS["erased"] += 1
-                del self.records[erased["id"]]
-            link_chains(list(self.records.values()))
+            self.erased({r["id"] for r in line}, moment)
         if len(self.records) < before:
             self.ask(self.query)
+
+    def erased(self, named: set[str], moment: datetime) -> None:
+        """The model after an erasure of `named` at `moment`: what was derived from them
+        erased with them (on_derived erase) or noted and maybe ended; then they go, and
+        their chains close over them."""
+        on_derived = self.model.config.on_derived
+        gone = named | (cascade(self.records, named) if on_derived == "erase" else set())
+        withdraw = gone if on_derived == "withdraw" else set()
+        noted = note_changes(
+            self.records, dict.fromkeys(gone, "erased"), moment, withdraw=withdraw, skip=gone
+        )
+        OUTCOMES[f"erase_{on_derived}_derived"] += len(gone - named) + noted
+        for record_id in gone:
+            STATS["erased"] += 1
+            del self.records[record_id]
+        link_chains(list(self.records.values()))
 
     def erase(self, way: str, record_id: str) -> httpx.Response:
         if way == "delete":
@@ -674,7 +756,7 @@ def test_no_read_path_discloses_what_the_model_forbids(stack: Stack) -> None:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(world=worlds)
+    @given(world=worlds())
     def run(world: World) -> None:
         if STATS["worlds"] >= stack.worlds:
             return

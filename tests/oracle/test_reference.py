@@ -5,16 +5,22 @@ Pure and fast (no sidecar): the leak oracle then holds the running policy to the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.oracle.reference import (
     Config,
     Model,
+    Person,
     Record,
     TenantDirectory,
     at,
+    cascade,
     implied_paths,
     implied_view,
     implies,
     line,
+    note_changes,
+    status,
     superseded_in_mind,
 )
 
@@ -208,3 +214,55 @@ def test_one_current_view_per_mind_among_what_may_be_shown() -> None:
     assert not superseded_in_mind(told, [told, saw], at("2026-01-15T00:00:00Z"))
     heard = saw | {"act": "heard", "observed_id": "bob"}
     assert line(heard) != line(saw)
+
+
+def summaries(*derived_from: tuple[str, str]) -> dict[str, Record]:
+    """Records by id, each (id, premise id or "") derived from its premise."""
+    records: dict[str, Record] = {}
+    for record_id, premise in derived_from:
+        record: Record = {"id": record_id, "tenant": TENANT, "audience": ["alice"]}
+        record["valid_at"] = "2026-01-01T00:00:00Z"
+        if premise:
+            record["provenance"] = {"derived_from": [premise]}
+        records[record_id] = record
+    return records
+
+
+ERASED_AT = at("2026-06-01T00:00:00Z")
+
+
+def test_an_erased_premise_is_noted_on_down_and_stale_from_then_on() -> None:
+    records = summaries(("p", ""), ("d", "p"), ("dd", "d"), ("other", ""))
+    assert note_changes(records, {"p": "erased"}, ERASED_AT, skip={"p"}) == 2
+    assert [c["change"] for c in records["d"]["premise_changes"]] == ["erased"]
+    assert [c["change"] for c in records["dd"]["premise_changes"]] == ["stale"]
+    assert "premise_changes" not in records["other"]
+    assert status(records["d"], at("2026-05-01T00:00:00Z")) == "current"
+    assert status(records["d"], ERASED_AT) == "stale"
+    # A note it has already is not news: nothing passes on.
+    assert note_changes(records, {"p": "erased"}, ERASED_AT, skip={"p"}) == 0
+    withholding = Model({TENANT: DIRECTORY}, replace(Config.load(), withhold=frozenset({"stale"})))
+    assert not withholding.withheld(records["d"])
+    assert withholding.withheld(records["dd"])
+    asker = Person("alice", TENANT)
+    assert not withholding.allows(records["dd"], asker, purpose="get", now=ERASED_AT)
+    assert MODEL.allows(records["dd"], asker, purpose="get", now=ERASED_AT)
+
+
+def test_a_withdrawn_derivation_ends_then_and_what_follows_is_noted_withdrawn() -> None:
+    records = summaries(("p", ""), ("d", "p"), ("dd", "d"))
+    records["later"] = records["d"] | {"id": "later", "valid_at": "2100-01-01T00:00:00Z"}
+    note_changes(records, {"p": "erased"}, ERASED_AT, withdraw={"p"}, skip={"p"})
+    assert records["d"]["invalid_at"] == "2026-06-01T00:00:00Z"
+    assert status(records["d"], ERASED_AT) == "superseded"
+    # Ended at its start when that is later: never valid.
+    assert records["later"]["invalid_at"] == "2100-01-01T00:00:00Z"
+    assert [c["change"] for c in records["dd"]["premise_changes"]] == ["withdrawn"]
+    assert "invalid_at" not in records["dd"]
+
+
+def test_erase_takes_every_derivation_down_the_line_and_nothing_else() -> None:
+    records = summaries(("p", ""), ("d", "p"), ("dd", "d"), ("ddd", "dd"), ("q", ""))
+    assert cascade(records, {"p"}) == {"d", "dd", "ddd"}
+    assert cascade(records, {"dd"}) == {"ddd"}
+    assert cascade(records, {"q"}) == set()

@@ -4,13 +4,17 @@ Each world gets tenants of its own (and a neighbouring tenant with the same
 principal names), so worlds sharing one sidecar never see each other. Records are
 written through the real write API by a relay (an extractor with the authority
 role), so the write policy decides what is stored; a refused write is simply not
-part of the world.
+part of the world. Some records come with summaries of them (derived records, which
+the relay may write only when it may read the premise: those records name the relay
+in their audience), and each world runs under policy data of its own: what erasing a
+premise does to its derivations (`config.erasure.on_derived`) and which changes of a
+premise withhold them (`config.stale.withhold`).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, get_args
 
 from hypothesis import strategies as st
@@ -38,6 +42,10 @@ KEYS = ["k0", "k1"]
 MODALITIES = list(get_args(Modality))
 SOURCE_KINDS = ["conversation", "document", "change_record", "announcement", "perception"]
 CHANNELS = [None, "all-hands", "dm"]
+# rego/whose/config/data.json: what an erasure does to derivations, and what a premise
+# change may be (config.stale.withhold names some).
+ON_DERIVED = ["flag", "withdraw", "erase"]
+PREMISE_CHANGES = ["superseded", "erased", "withdrawn", "stale"]
 
 
 @dataclass
@@ -47,6 +55,11 @@ class Write:
     via: str  # "memories", "observations" or "witnessed"
     body: dict[str, Any]
     marker: str
+    # Summaries of this write's (first) record, written right after it: each derives
+    # from the record (premise 0) or from the summary before it (premise k: the k-th),
+    # within its premise's audience and scope (test_leak_oracle `build`).
+    summaries: list[Write] = field(default_factory=list)
+    premise: int = 0
 
 
 @dataclass
@@ -67,6 +80,12 @@ class World:
     writes: list[Write]
     queries: list[Query]
     tenant: str = field(default_factory=lambda: f"w{uuid.uuid4().hex[:12]}")
+    on_derived: str = "flag"
+    withhold: tuple[str, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """The world's policy data, as data.whose.config paths and values."""
+        return {"erasure/on_derived": self.on_derived, "stale/withhold": list(self.withhold)}
 
     @property
     def neighbour(self) -> str:
@@ -187,6 +206,51 @@ def record_writes(draw: st.DrawFn) -> Write:
 
 
 @st.composite
+def summarised_writes(draw: st.DrawFn, eraser: str) -> Write:
+    """A record (record_writes) the relay may read, half the time held by `eraser` (the
+    asker who erases at the end) and told to them in no scope: theirs to erase; and a
+    summary of it, and a third of the time another (of it, or of the first summary: a
+    derivation of a derivation)."""
+    write: Write = draw(record_writes())
+    body = write.body
+    body["audience"] = [*body["audience"], RELAY]
+    if draw(st.booleans()):
+        body["audience"] = list(dict.fromkeys([*body["audience"], eraser]))
+        body.pop("access_scope", None)
+        body["observer_id"] = eraser
+        if "speaker" in body["source"]:
+            body["source"]["speaker"] = eraser
+        if body.get("observed_id") == eraser:
+            del body["observed_id"], body["observed_attitude"]
+    made = [draw(summaries())]
+    if draw(st.integers(0, 2)) == 0:
+        made.append(draw(summaries(premise=draw(st.integers(0, 1)))))
+    return replace(write, summaries=made)
+
+
+@st.composite
+def summaries(draw: st.DrawFn, premise: int = 0) -> Write:
+    """A summary (keyless: a line of its own), told to some of those its premise is told
+    to; its holder, modality and time are drawn."""
+    marker = _marker()
+    holder = draw(st.sampled_from(PEOPLE))
+    body: dict[str, Any] = {
+        "content": f"{holder} sums up {marker}",
+        "proposition": {"text": f"the claim {marker}"},
+        "observer_id": holder,
+        "source_id": f"src-{draw(st.integers(0, 2))}",
+        "source": {"kind": "document", "speaker": holder},
+        "modality": draw(st.sampled_from(["believed", "asserted", "inferred"])),
+        "confidence": draw(st.sampled_from([0.3, 0.9])),
+        # Narrowed to the premise's when written.
+        "audience": draw(audiences),
+        "valid_at": draw(st.sampled_from(TIMES)),
+        "provenance": {"method": "summary"},
+    }
+    return Write("memories", body, marker, premise=premise)
+
+
+@st.composite
 def observation_writes(draw: st.DrawFn) -> Write:
     marker = _marker()
     speaker = draw(st.sampled_from(PEOPLE))
@@ -254,18 +318,31 @@ def queries(draw: st.DrawFn) -> Query:
     )
 
 
-worlds = st.builds(
-    World,
-    directory=directories(),
-    # Half the writes are records of any modality (what the policy tells apart most
-    # finely: facts, knowledge, common knowledge), the rest utterances and events seen.
-    writes=st.lists(
-        st.one_of(record_writes(), record_writes(), observation_writes(), witnessed_writes()),
-        min_size=1,
-        max_size=7,
-    ),
-    queries=st.lists(queries(), min_size=1, max_size=2),
-)
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    # Who asks last erases at the end: some records are theirs and summarised.
+    asked = draw(st.lists(queries(), min_size=1, max_size=2))
+    return World(
+        directory=draw(directories()),
+        # Half the writes are records of any modality (what the policy tells apart most
+        # finely: facts, knowledge, common knowledge), half of those with summaries of
+        # them; the rest utterances and events seen.
+        writes=draw(
+            st.lists(
+                st.one_of(
+                    record_writes(),
+                    summarised_writes(asked[-1].asker),
+                    observation_writes(),
+                    witnessed_writes(),
+                ),
+                min_size=1,
+                max_size=7,
+            )
+        ),
+        queries=asked,
+        on_derived=draw(st.sampled_from(ON_DERIVED)),
+        withhold=tuple(draw(st.lists(st.sampled_from(PREMISE_CHANGES), unique=True))),
+    )
 
 
 def neighbour_record(marker: str) -> dict[str, Any]:
