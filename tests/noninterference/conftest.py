@@ -22,11 +22,14 @@ def tenant_pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TenantP
 
 @pytest.fixture(scope="module")
 def stores(
+    request: pytest.FixtureRequest,
     tenant_pool: tuple[Path, TenantPool],
     store_backend: Backend,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stores]:
-    """Store A and store B: two sidecars on one store backend, each with its own OPA."""
+    """Store A and store B: two sidecars on one store backend, each with its own OPA,
+    and the settings the test module's STORE_SETTINGS gives this backend, if any."""
     policy, pool = tenant_pool
     folder = tmp_path_factory.mktemp("noninterference")
-    yield from start_stores(folder, policy, pool, store_backend)
+    settings = getattr(request.module, "STORE_SETTINGS", {}).get(store_backend.name)
+    yield from start_stores(folder, policy, pool, store_backend, settings)

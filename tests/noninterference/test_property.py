@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -45,11 +44,9 @@ from tests.noninterference import profiles
 from tests.noninterference.harness import (
     NoninterferenceViolated,
     Stores,
-    TenantPool,
     WorldDiverged,
     check,
     counters,
-    start_stores,
 )
 from tests.noninterference.strategies import cases
 from tests.noninterference.world import Asker, Case, Op, Rec, Ref
@@ -61,20 +58,9 @@ pytestmark = pytest.mark.filterwarnings(
 
 _settings = profiles.hypothesis_settings
 
-# Beside the defaults, per store backend (see the module's docstring).
-SETTINGS = {"edge": {}, "server": {"WHOSE_DECIDE_SHAPES": "false"}}
-
-
-@pytest.fixture(scope="module")
-def stores(
-    tenant_pool: tuple[Path, TenantPool],
-    store_backend: Backend,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stores]:
-    """Store A and store B (conftest.py's), with this backend's SETTINGS."""
-    policy, pool = tenant_pool
-    folder = tmp_path_factory.mktemp("noninterference")
-    yield from start_stores(folder, policy, pool, store_backend, SETTINGS[store_backend.name])
+# Beside the defaults, per store backend (see the module's docstring); conftest.py's
+# `stores` fixture reads it.
+STORE_SETTINGS = {"edge": {}, "server": {"WHOSE_DECIDE_SHAPES": "false"}}
 
 
 STATS = {
@@ -177,7 +163,7 @@ def test_the_harness_fails_when_the_extra_record_is_visible(stores: Stores) -> N
 
 
 def test_the_stores_run_their_backends_settings(stores: Stores, store_backend: Backend) -> None:
-    """SETTINGS took: decisions shared by shape on the embedded store, each record
+    """STORE_SETTINGS took: decisions shared by shape on the embedded store, each record
     decided alone on the server."""
     mode = "record" if store_backend.name == "server" else "shape"
     for base in (stores.a.base, stores.b.base):
