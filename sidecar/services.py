@@ -25,8 +25,9 @@ from sidecar.embed import Embedder
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.embed.onnx import OnnxEmbedder
 from sidecar.embed.remote import RemoteEmbedder
-from sidecar.memory import Memory, door
+from sidecar.memory import Memory
 from sidecar.oversight import Oversight
+from sidecar.points import PointReads
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle
@@ -70,9 +71,8 @@ class Services:
     authenticate: Authenticator
     memory: Memory
     oversight: Oversight
-    # Qdrant's Query API over disclosable points (reads/query/): the transports pass it
-    # a collection (reads/query/whose.py for the whose collection).
-    queries: QueryEngine
+    # The Qdrant dialect's reads: Qdrant's query API over disclosable points (points.py).
+    points: PointReads
 
 
 def query_bounds(settings: Settings) -> QueryBounds:
@@ -121,13 +121,6 @@ def open_embedder(settings: Settings) -> Embedder:
     if settings.embed_model or settings.embed_dim is not None:
         raise ValueError("WHOSE_EMBED_MODEL and WHOSE_EMBED_DIM need WHOSE_EMBED_URL or _MODEL_DIR")
     return HashingEmbedder(settings.vector_size)
-
-
-@door
-class DialectReads(Reader):
-    """The read path as the Qdrant dialect's reads reach it today (Services.reader):
-    behind the same door as memory.py's methods, so their refusals are noted once,
-    until those reads call memory.py too (issue 37)."""
 
 
 def index_spec(embedder: Embedder) -> IndexSpec:
@@ -354,7 +347,7 @@ async def open_services(
             gate=gate,
             audit=audit,
             redis=redis,
-            reader=DialectReads(store, gate, bounds),
+            reader=reader,
             writer=writer,
             eraser=eraser,
             sweeper=sweeper,
@@ -362,5 +355,10 @@ async def open_services(
             authenticate=authenticate,
             memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
             oversight=Oversight(store, policy, audit),
-            queries=QueryEngine(query_bounds(settings)),
+            points=PointReads(
+                reader,
+                QueryEngine(query_bounds(settings)),
+                settings.collection,
+                settings.vector_size,
+            ),
         )

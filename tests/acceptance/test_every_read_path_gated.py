@@ -44,9 +44,7 @@ CONTENT_FREE = {
     # Which issuer's tokens the MCP endpoint takes (RFC 9728).
     ("GET", "/.well-known/oauth-protected-resource"),
     ("GET", "/.well-known/oauth-protected-resource/mcp"),
-    # Refused by name: grouping is not served, nor a payload or vector change alone.
-    ("POST", "/collections/{collection}/points/query/groups"),
-    ("POST", "/collections/{collection}/points/search/groups"),
+    # Refused by name: a payload or vector change alone.
     ("POST", "/collections/{collection}/points/payload/clear"),
     ("PUT", "/collections/{collection}/points/vectors"),
     ("POST", "/collections/{collection}/points/vectors/delete"),
@@ -85,6 +83,21 @@ def counts_it(body: str) -> bool:
     return bool(json.loads(body).get("result", {}).get("count"))
 
 
+def facets_it(body: str) -> bool:
+    return bool(json.loads(body).get("result", {}).get("hits"))
+
+
+def _points_route(path: str, body: dict[str, Any]) -> tuple[str, Any, Callable[[str], bool]]:
+    return (f"/collections/{COLLECTION}/points/{path}", body, shows_secret)
+
+
+SHOWN = {"with_payload": True}
+NEAR = {"vector": VECTOR, "limit": 3, **SHOWN}
+RECOMMENDED = {"positive": [VECTOR], "limit": 3, **SHOWN}
+DISCOVERED = {"target": VECTOR, "limit": 3, **SHOWN}
+GROUPED = {"group_by": "observer_id", "group_size": 2, "limit": 3}
+
+
 # (method, path) -> (concrete path, JSON body or None, "did the caller see it?")
 READS: dict[tuple[str, str], tuple[str, Any, Callable[[str], bool]]] = {
     ("POST", "/v1/recall"): ("/v1/recall", {"query": SECRET}, shows_secret),
@@ -96,10 +109,34 @@ READS: dict[tuple[str, str], tuple[str, Any, Callable[[str], bool]]] = {
         {"query": VECTOR, "with_payload": True},
         shows_secret,
     ),
-    ("POST", "/collections/{collection}/points/search"): (
-        f"/collections/{COLLECTION}/points/search",
-        {"vector": VECTOR, "with_payload": True},
-        shows_secret,
+    ("POST", "/collections/{collection}/points/search"): _points_route("search", NEAR),
+    ("POST", "/collections/{collection}/points/query/batch"): _points_route(
+        "query/batch", {"searches": [{"query": VECTOR, **SHOWN}]}
+    ),
+    ("POST", "/collections/{collection}/points/query/groups"): _points_route(
+        "query/groups", {"query": VECTOR, **GROUPED, **SHOWN}
+    ),
+    ("POST", "/collections/{collection}/points/search/batch"): _points_route(
+        "search/batch", {"searches": [NEAR]}
+    ),
+    ("POST", "/collections/{collection}/points/search/groups"): _points_route(
+        "search/groups", {**NEAR, **GROUPED}
+    ),
+    ("POST", "/collections/{collection}/points/recommend"): _points_route("recommend", RECOMMENDED),
+    ("POST", "/collections/{collection}/points/recommend/batch"): _points_route(
+        "recommend/batch", {"searches": [RECOMMENDED]}
+    ),
+    ("POST", "/collections/{collection}/points/recommend/groups"): _points_route(
+        "recommend/groups", {**RECOMMENDED, **GROUPED}
+    ),
+    ("POST", "/collections/{collection}/points/discover"): _points_route("discover", DISCOVERED),
+    ("POST", "/collections/{collection}/points/discover/batch"): _points_route(
+        "discover/batch", {"searches": [DISCOVERED]}
+    ),
+    ("POST", "/collections/{collection}/facet"): (
+        f"/collections/{COLLECTION}/facet",
+        {"key": "observer_id"},
+        facets_it,
     ),
     ("POST", "/collections/{collection}/points/scroll"): (
         f"/collections/{COLLECTION}/points/scroll",

@@ -102,12 +102,20 @@ def test_what_the_llm_reads_is_whose_claim_it_is(served: tuple[str, dict[str, An
     assert 0.5 < document.score <= 1.0
 
 
-def test_grouping_is_refused_by_name(served: tuple[str, dict[str, Any]]) -> None:
-    base, _ = served
-    with pytest.raises(UnexpectedResponse) as refused:
-        retrieve(base, "bob", "the launch", group_by="source_id", group_size=2)
-    assert refused.value.status_code == 400
-    assert b"grouping (group_by) is not supported by whose" in refused.value.content
+def test_grouping_groups_only_what_the_asker_may_see(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    """Haystack's `group_by` (Qdrant's search groups) answers groups, and their sizes,
+    of the points the asker may see: Bob's one record, Alice's three."""
+    base, world = served
+    grouped = {
+        who: retrieve(base, who, "the launch", group_by="observer_id", group_size=3)
+        for who in ("alice", "bob")
+    }
+    assert [d.id for d in grouped["bob"]] == [world["team"]["id"]]
+    assert {d.id for d in grouped["alice"]} == {
+        world[k]["id"] for k in ("private", "team", "scoped")
+    }
 
 
 def offsite(base: str, who: str) -> list[Document]:

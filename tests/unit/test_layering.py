@@ -40,6 +40,7 @@ TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar
 SURFACE = (
     "sidecar.memory",
     "sidecar.oversight",
+    "sidecar.points",
 )
 VOCABULARY = (
     "sidecar.messages",
@@ -50,6 +51,8 @@ VOCABULARY = (
     "sidecar.audit",  # the same, re-exported
     "sidecar.answers.readout",  # an answer as the text a model reads (MCP)
     "sidecar.answers",  # the package readout is imported from
+    "sidecar.reads.query.legacy",  # the older Qdrant routes' bodies, as the queries they mean
+    "sidecar.reads.query",  # the package legacy is imported from
 )
 WIRING = (
     "sidecar",  # __version__
@@ -64,7 +67,6 @@ WIRING = (
 PENDING = {
     "sidecar.http.qdrant.caller_filter": {"sidecar.store.schema"},
     "sidecar.http.qdrant.dialect": {"sidecar.reads.reader", "sidecar.store.schema"},
-    "sidecar.http.qdrant.routes": {"sidecar.policy.contract", "sidecar.store.scope"},
     "sidecar.http.qdrant.writes": {
         "sidecar.store.scope",
         "sidecar.writes.eraser",

@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any, TypeVar
 from uuid import UUID
 
 import orjson
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
@@ -52,8 +53,8 @@ from sidecar.errors import (
 from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.memory import Memory
 from sidecar.messages import Item
+from sidecar.points import Group, Point
 from sidecar.reads.reader import Shown
-from sidecar.record import has_usable_length
 from sidecar.store.schema import point_id
 
 # The REST dialect we answer in is that of the qdrant-client whose models we use.
@@ -222,6 +223,30 @@ async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter |
     return _with_aliases(checked, points)
 
 
+async def filter_check(
+    memory: Memory, who: Identity, body: Any
+) -> Callable[[qm.Filter], qm.Filter]:
+    """How the query engine runs each filter of a request (at the root, in every
+    prefetch): checked, bounded and tenant-scoped (http/qdrant/caller_filter.py), each
+    `has_id` id also naming what it names for the asker (as `aliased_filter`). The ids
+    are resolved once, for the whole body, before anything is searched."""
+    wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(body)) if r is not None]
+    points: dict[str, list[str]] = {}
+    if wanted:
+        named = await memory.point_aliases(who, wanted)
+        points = {
+            point_id(who.tenant, asked): [point_id(who.tenant, r) for r in records]
+            for asked, records in named.items()
+        }
+
+    def check(flt: qm.Filter) -> qm.Filter:
+        raw = flt.model_dump(mode="json", exclude_none=True, by_alias=True)
+        checked = caller_filter(raw, who.tenant) or qm.Filter()
+        return _with_aliases(checked, points) if points else checked
+
+    return check
+
+
 def _raw_has_ids(raw: Any) -> list[Any]:
     """Every id a filter's `has_id` conditions name, as sent (JSON)."""
     found: list[Any] = []
@@ -280,53 +305,6 @@ def dense_vector(vector: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
-class SearchBody(BaseModel):
-    """Qdrant's (older) search body; qdrant-client 1.20 dropped its model, other clients
-    still send it."""
-
-    # A field this sidecar does not know (shard_key, say) is refused, not ignored.
-    model_config = ConfigDict(extra="forbid")
-
-    vector: list[float]
-    filter: Any = None
-    limit: int = 10
-    offset: int | None = None
-    with_payload: qm.WithPayloadInterface | None = None
-    with_vector: qm.WithVector | None = None
-    score_threshold: float | None = None
-    params: qm.SearchParams | None = None
-
-
-def dense(query: Any) -> list[float]:
-    if isinstance(query, qm.NearestQuery):
-        if query.mmr is not None:
-            # Answering plain nearest neighbours instead would be a silent change of meaning.
-            raise QdrantError(400, "mmr (diversity re-ranking) is not supported")
-        query = query.nearest
-    if isinstance(query, list) and query and all(isinstance(x, int | float) for x in query):
-        return [float(x) for x in query]
-    raise QdrantError(400, "only nearest-neighbour queries with a dense vector are supported")
-
-
-def checked_vector(vector: list[float], size: int) -> list[float]:
-    # JSON parsing lets NaN and Infinity through; the engine would rank by garbage.
-    if not all(math.isfinite(x) for x in vector):
-        raise QdrantError(400, "Wrong input: vector values must be finite numbers")
-    if len(vector) != size:
-        raise QdrantError(
-            400, f"Wrong input: Vector dimension error: expected dim: {size}, got {len(vector)}"
-        )
-    if not has_usable_length(vector):
-        raise QdrantError(400, "Wrong input: vector length must be non-zero and finite")
-    return vector
-
-
-def wants_vector(with_vector: Any) -> bool:
-    if isinstance(with_vector, list):
-        raise QdrantError(400, "named vectors are not supported; use with_vector: true")
-    return bool(with_vector)
-
-
 def point_as_record_id(raw: Any) -> UUID | None:
     # Record ids are UUIDs; an integer id can name no record here.
     try:
@@ -335,19 +313,31 @@ def point_as_record_id(raw: Any) -> UUID | None:
         return None
 
 
-def as_point(shown: Shown, with_payload: Any, scored: bool) -> dict[str, Any]:
-    """A disclosed record as a Qdrant point: id = record id."""
+def as_point(
+    point: Point, with_payload: Any, *, scored: bool = False, ordered: bool = False
+) -> dict[str, Any]:
+    """A disclosed record as a Qdrant point: id = record id, the engine's score."""
     base: dict[str, Any] = {
-        "id": shown.record.id,
-        "payload": _payload(shown, with_payload),
-        "vector": shown.record.vector,
+        "id": point.id,
+        "payload": _payload(point.shown, with_payload),
+        "vector": point.vector(),
         "shard_key": None,
-        "order_value": None,
+        "order_value": point.order_value if ordered else None,
     }
     if scored:
         # The engine's version counts every write in the shard, other tenants' too.
-        base |= {"version": 0, "score": shown.record.score}
+        base |= {"version": 0, "score": point.score}
     return base
+
+
+def as_group(group: Group, with_payload: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "id": group.key,
+        "hits": [as_point(p, with_payload, scored=True) for p in group.points],
+    }
+    if group.lookup is not None:
+        answer["lookup"] = as_point(group.lookup, True)
+    return answer
 
 
 def _payload(shown: Shown, selector: Any) -> Any:

@@ -7,23 +7,24 @@ comes back: only the points the policy discloses to the asker, each payload's
 `content` the attribution sentence, with a `whose` object (usable_as,
 obligations, status), and point ids that are record ids.
 
-Search-like reads (query, search, scroll, count) see current versions, like
-recall; reads by id (retrieve, get) see any version, like GET /v1/memories/{id}.
-A point that may not be disclosed is absent, exactly as if it did not exist.
-Every read goes through the one read path (reads/reader.py). The dialect's writes
-and deletes are in http/qdrant/writes.py.
+Every read is one call to the point-reads surface (points.py): Qdrant's query API
+(query, batches, groups, the older search, recommend and discover, scroll, count,
+facet) evaluated over disclosable points only (reads/query/). Search-like reads see
+current versions, like recall; reads by id (retrieve, get) see any version, like
+GET /v1/memories/{id}. A point that may not be disclosed is absent, exactly as if it
+did not exist. The dialect's writes and deletes are in http/qdrant/writes.py.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
@@ -33,74 +34,36 @@ from sidecar.http.qdrant.dialect import (
     ERRORS,
     QDRANT_API_VERSION,
     QdrantError,
-    SearchBody,
-    aliased_filter,
+    as_group,
     as_point,
-    checked_vector,
-    dense,
+    filter_check,
     ok,
     parse,
     point_as_record_id,
-    wants_vector,
 )
-from sidecar.policy.contract import DisclosureQuestion
+from sidecar.points import Asked
+from sidecar.reads.query import legacy
 from sidecar.services import Services
-from sidecar.store.scope import Scope
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
 RawBody = Annotated[dict[str, Any], Body()]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _collection(name: str, svc: Services) -> None:
-    if name != svc.settings.collection:
+    if not svc.points.exists(name):
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
-def _question(who: Identity, purpose: str) -> DisclosureQuestion:
-    return DisclosureQuestion(asker=who, audience=[], purpose=purpose, now=datetime.now(UTC))
+async def _asked(svc: Services, who: Identity, collection: str, route: str, body: Any) -> Asked:
+    """The request as the surface takes it: the collection known, and the caller's
+    filters (wherever the body holds one) checked as the dialect runs them."""
+    _collection(collection, svc)
+    return Asked(who, collection, route, await filter_check(svc.memory, who, body))
 
 
-async def _current(
-    svc: Services, who: Identity, question: DisclosureQuestion, raw_filter: Any
-) -> Scope:
-    """Current versions in the caller's tenant, under the caller's own filter (checked
-    before the policy or the store is asked anything; its `has_id` ids name what they
-    name for the caller, writes/versions.py)."""
-    caller = await aliased_filter(svc.memory, who, raw_filter)
-    return Scope(tenant=who.tenant, current_at=question.now, caller=caller)
-
-
-async def _nearest(
-    route: str,
-    svc: Services,
-    who: Identity,
-    vector: list[float],
-    raw_filter: Any,
-    limit: int,
-    offset: int,
-    score_threshold: float | None,
-    with_payload: Any,
-    with_vector: Any,
-) -> list[Any]:
-    if limit < 1 or offset < 0 or limit + offset > svc.settings.max_limit:
-        raise QdrantError(400, f"limit + offset must be between 1 and {svc.settings.max_limit}")
-    if score_threshold is not None and not math.isfinite(score_threshold):
-        raise QdrantError(400, "Wrong input: score_threshold must be a finite number")
-    checked = checked_vector(vector, svc.settings.vector_size)
-    question = _question(who, "recall")
-    answer = await svc.reader.nearest(
-        question,
-        route,
-        checked,
-        await _current(svc, who, question, raw_filter),
-        limit,
-        offset=offset,
-        score_threshold=score_threshold,
-        with_vector=wants_vector(with_vector),
-        # Pages by offset must see the same candidates whatever the asker did before.
-        adaptive=False,
-    )
-    return [as_point(shown, with_payload, scored=True) for shown in answer.shown]
+def _payload(request: Any, default: Any) -> Any:
+    return request.with_payload if request.with_payload is not None else default
 
 
 @router.get("/")
@@ -112,7 +75,7 @@ async def root() -> dict[str, Any]:
 @router.get("/collections")
 async def list_collections(svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    return ok({"collections": [{"name": svc.settings.collection}]}, started)
+    return ok({"collections": [{"name": n} for n in svc.points.names()]}, started)
 
 
 @router.get("/collections/{collection}")
@@ -141,130 +104,219 @@ async def collection_info(collection: str, svc: Svc, who: Asker) -> JSONResponse
 @router.get("/collections/{collection}/exists")
 async def collection_exists(collection: str, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    return ok({"exists": collection == svc.settings.collection}, started)
+    return ok({"exists": svc.points.exists(collection)}, started)
+
+
+# --- the query API ------------------------------------------------------------------
 
 
 @router.post("/collections/{collection}/points/query")
 async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    _collection(collection, svc)
     request = parse(qm.QueryRequest, body)
-    if request.prefetch or request.using not in (None, "") or request.lookup_from:
-        raise QdrantError(400, "prefetch, named vectors and lookup_from are not supported")
-    points = await _nearest(
-        "proxy.query",
-        svc,
-        who,
-        dense(request.query),
-        body.get("filter"),
-        10 if request.limit is None else request.limit,
-        request.offset or 0,
-        request.score_threshold,
-        request.with_payload if request.with_payload is not None else False,
-        request.with_vector,
-    )
+    asked = await _asked(svc, who, collection, "proxy.query", body)
+    answer = await svc.points.query(asked, request)
+    points = [as_point(p, _payload(request, False), scored=True) for p in answer.points]
     return ok({"points": points}, started)
+
+
+@router.post("/collections/{collection}/points/query/batch")
+async def query_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    batch = parse(qm.QueryRequestBatch, body)
+    asked = await _asked(svc, who, collection, "proxy.query_batch", body)
+    answers = await svc.points.query_batch(asked, batch.searches)
+    result = [
+        {"points": [as_point(p, _payload(r, False), scored=True) for p in a.points]}
+        for r, a in zip(batch.searches, answers, strict=True)
+    ]
+    return ok(result, started)
+
+
+@router.post("/collections/{collection}/points/query/groups")
+async def query_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    request = parse(qm.QueryGroupsRequest, body)
+    asked = await _asked(svc, who, collection, "proxy.query_groups", body)
+    grouped = await svc.points.groups(asked, request)
+    groups = [as_group(g, _payload(request, False)) for g in grouped.groups]
+    return ok({"groups": groups}, started)
+
+
+# The older routes (deprecated by Qdrant 1.19, still sent by pinned clients): each body
+# is the query it stands for (reads/query/legacy.py).
+_SINGLE: dict[str, tuple[type[Any], Callable[[Any], qm.QueryRequest]]] = {
+    "search": (legacy.SearchRequest, legacy.search),
+    "recommend": (legacy.RecommendRequest, legacy.recommend),
+    "discover": (legacy.DiscoverRequest, legacy.discover),
+}
+_BATCH: dict[str, type[Any]] = {
+    "search": legacy.SearchRequestBatch,
+    "recommend": legacy.RecommendRequestBatch,
+    "discover": legacy.DiscoverRequestBatch,
+}
+_GROUPS: dict[str, tuple[type[Any], Callable[[Any], qm.QueryGroupsRequest]]] = {
+    "search": (legacy.SearchGroupsRequest, legacy.search_groups),
+    "recommend": (legacy.RecommendGroupsRequest, legacy.recommend_groups),
+}
+
+
+async def _legacy(kind: str, collection: str, body: Any, svc: Services, who: Identity) -> Any:
+    model, translate = _SINGLE[kind]
+    request = parse(model, body)
+    asked = await _asked(svc, who, collection, f"proxy.{kind}", body)
+    answer = await svc.points.query(asked, translate(request))
+    return [as_point(p, _payload(request, False), scored=True) for p in answer.points]
+
+
+async def _legacy_batch(kind: str, collection: str, body: Any, svc: Services, who: Identity) -> Any:
+    _, translate = _SINGLE[kind]
+    batch = parse(_BATCH[kind], body)
+    asked = await _asked(svc, who, collection, f"proxy.{kind}_batch", body)
+    answers = await svc.points.query_batch(asked, [translate(r) for r in batch.searches])
+    return [
+        [as_point(p, _payload(r, False), scored=True) for p in a.points]
+        for r, a in zip(batch.searches, answers, strict=True)
+    ]
+
+
+async def _legacy_groups(
+    kind: str, collection: str, body: Any, svc: Services, who: Identity
+) -> Any:
+    model, translate = _GROUPS[kind]
+    request = parse(model, body)
+    asked = await _asked(svc, who, collection, f"proxy.{kind}_groups", body)
+    grouped = await svc.points.groups(asked, translate(request))
+    return {"groups": [as_group(g, _payload(request, False)) for g in grouped.groups]}
 
 
 @router.post("/collections/{collection}/points/search")
 async def search_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    _collection(collection, svc)
-    request = parse(SearchBody, body)
-    points = await _nearest(
-        "proxy.search",
-        svc,
-        who,
-        dense(request.vector),
-        body.get("filter"),
-        request.limit,
-        request.offset or 0,
-        request.score_threshold,
-        request.with_payload if request.with_payload is not None else False,
-        request.with_vector,
-    )
-    return ok(points, started)
+    return ok(await _legacy("search", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/search/batch")
+async def search_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy_batch("search", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/search/groups")
+async def search_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy_groups("search", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/recommend")
+async def recommend_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy("recommend", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/recommend/batch")
+async def recommend_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy_batch("recommend", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/recommend/groups")
+async def recommend_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy_groups("recommend", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/discover")
+async def discover_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy("discover", collection, body, svc, who), started)
+
+
+@router.post("/collections/{collection}/points/discover/batch")
+async def discover_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    return ok(await _legacy_batch("discover", collection, body, svc, who), started)
+
+
+# --- scans and reads by id ----------------------------------------------------------
 
 
 @router.post("/collections/{collection}/points/scroll")
 async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    """A page of disclosable points in id order, and where the next page starts."""
+    """A page of disclosable points (in id order, or by a field), and where the next
+    page starts: never at a point the asker may not see."""
     started = time.perf_counter()
-    _collection(collection, svc)
     request = parse(qm.ScrollRequest, body)
-    if request.order_by is not None:
-        raise QdrantError(400, "order_by is not supported")
-    limit = 10 if request.limit is None else request.limit
-    if not 1 <= limit <= svc.settings.max_limit:
-        raise QdrantError(400, f"limit must be between 1 and {svc.settings.max_limit}")
-    with_vector = wants_vector(request.with_vector)
-    with_payload = request.with_payload if request.with_payload is not None else True
-    cursor = None if request.offset is None else str(request.offset)
-    if cursor is not None and point_as_record_id(cursor) is None:
-        raise QdrantError(400, "offset must be a next_page_offset this endpoint returned")
-    question = _question(who, "recall")
-    scope = await _current(svc, who, question, body.get("filter"))
-    answer = await svc.reader.scroll(question, "proxy.scroll", scope, limit, cursor, with_vector)
-    points = [as_point(shown, with_payload, scored=False) for shown in answer.shown]
-    return ok({"points": points, "next_page_offset": answer.next_offset}, started)
+    asked = await _asked(svc, who, collection, "proxy.scroll", body)
+    page = await svc.points.scroll(asked, request)
+    ordered = request.order_by is not None
+    points = [as_point(p, _payload(request, True), ordered=ordered) for p in page.points]
+    return ok({"points": points, "next_page_offset": page.next_offset}, started)
 
 
 @router.post("/collections/{collection}/points/count")
 async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """How many current points the asker may see, among the first `max_count_scan`
-    points that match (in id order): a bounded count, exact below that bound."""
+    points that match: a bounded count, exact below that bound."""
     started = time.perf_counter()
-    _collection(collection, svc)
-    parse(qm.CountRequest, body)
-    question = _question(who, "recall")
-    scope = await _current(svc, who, question, body.get("filter"))
-    return ok({"count": await svc.reader.count(question, "proxy.count", scope)}, started)
+    request = parse(qm.CountRequest, body)
+    asked = await _asked(svc, who, collection, "proxy.count", body)
+    counted = await svc.points.count(asked, request)
+    return ok({"count": counted.count}, started)
+
+
+@router.post("/collections/{collection}/facet")
+async def facet(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """The values of a field among the points the asker may see, each with how many."""
+    started = time.perf_counter()
+    request = parse(qm.FacetRequest, body)
+    asked = await _asked(svc, who, collection, "proxy.facet", body)
+    faceted = await svc.points.facet(asked, request)
+    hits = [{"value": h.value, "count": h.count} for h in faceted.hits]
+    return ok({"hits": hits}, started)
 
 
 async def _by_ids(
-    svc: Services, who: Identity, ids: list[Any], with_payload: Any, with_vector: Any
+    svc: Services,
+    who: Identity,
+    collection: str,
+    ids: list[Any],
+    with_payload: Any,
+    with_vector: Any,
 ) -> list[Any]:
     """The points asked for that the asker may see; an id also names the current
     version of a document the asker wrote under it (writes/versions.py)."""
-    asked = [r for r in (point_as_record_id(i) for i in ids) if r is not None]
-    named = await svc.memory.point_aliases(who, asked)
-    wanted = list(dict.fromkeys(r for records in named.values() for r in records))
-    answer = await svc.reader.by_ids(
-        _question(who, "get"), "proxy.retrieve", wanted, wants_vector(with_vector)
+    asked = await _asked(svc, who, collection, "proxy.retrieve", None)
+    named = await svc.memory.point_aliases(
+        who, [r for r in map(point_as_record_id, ids) if r is not None]
     )
-    return [as_point(shown, with_payload, scored=False) for shown in answer.shown]
+    wanted = list(dict.fromkeys(r for records in named.values() for r in records))
+    names = svc.points.vectors_asked(collection, with_vector)
+    points = await svc.points.retrieve(asked, wanted, names)
+    return [as_point(p, with_payload) for p in points]
 
 
 @router.post("/collections/{collection}/points")
 async def retrieve_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    _collection(collection, svc)
     request = parse(qm.PointRequest, body)
+    _collection(collection, svc)
     if len(request.ids) > svc.settings.max_candidates:
         raise QdrantError(400, f"at most {svc.settings.max_candidates} ids per request")
     with_payload = request.with_payload if request.with_payload is not None else True
-    points = await _by_ids(svc, who, list(request.ids), with_payload, request.with_vector)
+    points = await _by_ids(
+        svc, who, collection, list(request.ids), with_payload, request.with_vector
+    )
     return ok(points, started)
 
 
 @router.get("/collections/{collection}/points/{point}")
 async def get_point(collection: str, point: str, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    _collection(collection, svc)
-    found = await _by_ids(svc, who, [point], True, True)
+    found = await _by_ids(svc, who, collection, [point], True, True)
     if not found:
         raise QdrantError(404, f"Not found: Point with id {point} does not exists!")
     return ok(found[0], started)
-
-
-@router.post("/collections/{collection}/points/query/groups")
-@router.post("/collections/{collection}/points/search/groups")
-async def grouped(collection: str, svc: Svc, who: Asker) -> JSONResponse:
-    """Refused by name (400, not the catch-all's 405): grouping (Haystack's `group_by`,
-    qdrant-client's `query_points_groups`) is not served by the one read path
-    (reads/reader.py), and answering ungrouped would change the meaning silently."""
-    _collection(collection, svc)
-    raise QdrantError(400, "grouping (group_by) is not supported by whose: query without it")
 
 
 @router.api_route(

@@ -20,6 +20,7 @@ from qdrant_client.http import models as qm
 from sidecar.errors import QueryRefused, QueryTooCostly
 from sidecar.reads.query.collection import PointId, Schema
 from sidecar.reads.query.scoring import DEFAULT_RRF_K
+from sidecar.record import has_usable_length
 from sidecar.store.probes import Vector
 
 DEFAULT_LIMIT = 10
@@ -333,6 +334,10 @@ def example(raw: Any) -> Example:
             raise refused("Format error in JSON body: a vector is a list of numbers")
         if not all(math.isfinite(x) for x in raw):
             raise refused("Wrong input: vector values must be finite numbers")
+        if not has_usable_length([float(x) for x in raw]):
+            # Its length overflows (or underflows) Qdrant's 32-bit floats: every score
+            # would be NaN or 0, whatever the points.
+            raise refused("Wrong input: vector length must be non-zero and finite")
         return Example(vector=[float(x) for x in raw])
     if isinstance(raw, qm.Document | qm.Image | qm.InferenceObject):
         raise unsupported("inference (documents, images, objects embedded by the server)")

@@ -1,0 +1,212 @@
+"""The Qdrant dialect's reads, as one surface: Qdrant's query API over a collection of
+the caller's tenant, every answer over the points the asker may see.
+
+The transport (http/qdrant/routes.py) parses a body with qdrant-client's models and
+calls one method here; each opens the collection for one request (one disclosure, one
+audit entry: reads/query/whose.py), runs the query engine (reads/query/) or a scan over
+it, and returns `Point`s, each with the record as worded for the asker (`Shown`) for
+the transport to shape. Refusals are the error tree's, noted once at this door (memory.py
+`door`), like the memory surface's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from qdrant_client.http import models as qm
+
+from sidecar.auth.identity import Identity
+from sidecar.errors import NotFound
+from sidecar.memory import door
+from sidecar.policy.contract import DisclosureQuestion
+from sidecar.reads.query import scans, whose
+from sidecar.reads.query.collection import Hit, Lookup, PointId, Schema
+from sidecar.reads.query.engine import QueryEngine
+from sidecar.reads.query.groups import query_groups
+from sidecar.reads.query.plan import Bounds, vector_names
+from sidecar.reads.query.whose import Decided, WhoseCollection
+from sidecar.reads.reader import Reader, Shown
+from sidecar.store.probes import Vector
+from sidecar.store.vectors import DENSE
+
+
+@dataclass(frozen=True)
+class Asked:
+    """Who asks, of which collection, by which route (the audit entry's), and how the
+    transport runs a caller's filter (its dialect's checks: the core does not know them)."""
+
+    who: Identity
+    collection: str
+    route: str
+    check: Callable[[qm.Filter], qm.Filter]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One disclosed point: the engine's id, score, order value and vectors, and the
+    record as the answer words it for the asker."""
+
+    id: PointId
+    score: float
+    vectors: Mapping[str, Vector]
+    shown: Shown
+    order_value: int | float | None = None
+
+    def vector(self) -> Any:
+        """The vectors as Qdrant answers them: the unnamed dense one alone as a list,
+        else by name (a sparse one as indices and values); None without any."""
+        if not self.vectors:
+            return None
+        if set(self.vectors) == {DENSE}:
+            return _json(self.vectors[DENSE])
+        return {name: _json(v) for name, v in self.vectors.items()}
+
+
+@dataclass(frozen=True)
+class Points:
+    points: list[Point]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Group:
+    key: int | str
+    points: list[Point]
+    lookup: Point | None = None
+
+
+@dataclass(frozen=True)
+class Groups:
+    groups: list[Group]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Scrolled:
+    points: list[Point]
+    next_offset: PointId | None
+    truncated: bool = False
+
+
+@door
+class PointReads:
+    def __init__(self, reader: Reader, engine: QueryEngine, collection: str, vector_size: int):
+        self.reader = reader
+        self.engine = engine
+        self.collection = collection
+        self.vector_size = vector_size
+
+    @property
+    def bounds(self) -> Bounds:
+        return self.engine.bounds
+
+    def names(self) -> list[str]:
+        return [self.collection]
+
+    def exists(self, name: str) -> bool:
+        return name == self.collection
+
+    def schema(self, name: str) -> Schema:
+        self._known(name)
+        return whose.schema(self.vector_size)
+
+    def vectors_asked(self, name: str, with_vector: qm.WithVector | None) -> frozenset[str]:
+        """The vectors a read by id asks to have returned (a name the collection lacks:
+        refused, as Qdrant)."""
+        return vector_names(with_vector, self.schema(name))
+
+    async def query(self, asked: Asked, request: qm.QueryRequest) -> Points:
+        async with self._opened(asked) as (coll, lookup):
+            answer = await self.engine.query(coll, request, lookup)
+            return Points(await _points(coll, answer.hits), answer.truncated)
+
+    async def query_batch(self, asked: Asked, requests: Sequence[qm.QueryRequest]) -> list[Points]:
+        async with self._opened(asked) as (coll, lookup):
+            answers = await self.engine.query_batch(coll, requests, lookup)
+            return [Points(await _points(coll, a.hits), a.truncated) for a in answers]
+
+    async def groups(self, asked: Asked, request: qm.QueryGroupsRequest) -> Groups:
+        async with self._opened(asked) as (coll, lookup):
+            grouped = await query_groups(self.engine, coll, request, lookup)
+            hits = [h for g in grouped.groups for h in g.hits]
+            lookups = [g.lookup for g in grouped.groups if g.lookup is not None]
+            shown = await _points(coll, [*hits, *lookups])
+            by_hit = iter(shown)
+            groups = []
+            for g in grouped.groups:
+                points = [next(by_hit) for _ in g.hits]
+                groups.append(Group(g.key, points))
+            for i, g in enumerate(grouped.groups):
+                if g.lookup is not None:
+                    groups[i] = Group(groups[i].key, groups[i].points, next(by_hit))
+            return Groups(groups, grouped.truncated)
+
+    async def scroll(self, asked: Asked, request: qm.ScrollRequest) -> Scrolled:
+        async with self._opened(asked) as (coll, _):
+            page = await scans.scroll(coll, request, self.bounds)
+            return Scrolled(await _points(coll, page.hits), page.next_offset, page.truncated)
+
+    async def count(self, asked: Asked, request: qm.CountRequest) -> scans.Counted:
+        async with self._opened(asked) as (coll, _):
+            return await scans.count(coll, request, self.bounds)
+
+    async def facet(self, asked: Asked, request: qm.FacetRequest) -> scans.Faceted:
+        async with self._opened(asked) as (coll, _):
+            return await scans.facet(coll, request, self.bounds)
+
+    async def retrieve(
+        self, asked: Asked, ids: Sequence[UUID], vectors: frozenset[str]
+    ) -> list[Point]:
+        """The points asked for that the asker may see (purpose `get`, any version); an
+        id the asker may not see is missing, exactly as one that does not exist."""
+        self._known(asked.collection)
+        question = _question(asked.who, "get")
+        answer = await self.reader.by_ids(question, asked.route, list(ids), bool(vectors))
+        return [
+            Point(s.record.id, 1.0, _dense(s.record.vector) if vectors else {}, s)
+            for s in answer.shown
+        ]
+
+    def _known(self, name: str) -> None:
+        if not self.exists(name):
+            raise NotFound("collection_not_found", f"Collection `{name}` doesn't exist!")
+
+    @asynccontextmanager
+    async def _opened(self, asked: Asked) -> AsyncIterator[tuple[WhoseCollection, Lookup[Decided]]]:
+        self._known(asked.collection)
+        question = _question(asked.who, "recall")
+        async with whose.opened(
+            self.reader, question, asked.route, asked.check, self.collection, self.vector_size
+        ) as coll:
+
+            async def lookup(name: str) -> WhoseCollection | None:
+                # `lookup_from` and `with_lookup` resolve only in the caller's tenant.
+                return coll if name == self.collection else None
+
+            yield coll, lookup
+
+
+def _json(vector: Vector) -> Any:
+    if isinstance(vector, qm.SparseVector):
+        return vector.model_dump(mode="json")
+    return list(vector)
+
+
+def _dense(vector: list[float] | None) -> dict[str, Vector]:
+    return {} if vector is None else {DENSE: vector}
+
+
+def _question(who: Identity, purpose: str) -> DisclosureQuestion:
+    return DisclosureQuestion(asker=who, audience=[], purpose=purpose, now=datetime.now(UTC))
+
+
+async def _points(coll: WhoseCollection, hits: Sequence[Hit[Decided]]) -> list[Point]:
+    shown = await coll.shown(hits)
+    return [
+        Point(h.id, h.score, h.vectors, s, h.order_value) for h, s in zip(hits, shown, strict=True)
+    ]
