@@ -172,17 +172,28 @@ class Memory:
     # --- documents by the ids their library gave them (the Qdrant dialect) -------------
 
     async def upsert_points(
-        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute = "proxy.upsert"
+        self,
+        who: Identity,
+        points: Sequence[WrittenPoint],
+        route: WriteRoute = "proxy.upsert",
+        collection: str | None = None,
     ) -> StoredRecords:
         """Each point a new document, or a new version of the one its id names
-        (writes/versions.py); all or nothing."""
-        return StoredRecords(records=await self.versions.upsert(who, points, route))
+        (writes/versions.py), labelled by the labeling policy; all or nothing."""
+        stored = await self.versions.upsert(who, points, route, collection)
+        return StoredRecords(records=stored)
 
     async def update_points(
-        self, who: Identity, targets: Sequence[UUID] | Scope, change: Change, route: WriteRoute
+        self,
+        who: Identity,
+        targets: Sequence[UUID] | Scope,
+        change: Change,
+        route: WriteRoute,
+        collection: str | None = None,
     ) -> StoredRecords:
         """A new version of each document named, its payload changed; all or nothing."""
-        return StoredRecords(records=await self.versions.update(who, targets, change, route))
+        stored = await self.versions.update(who, targets, change, route, collection)
+        return StoredRecords(records=stored)
 
     async def delete_points(
         self, who: Identity, targets: Sequence[UUID] | Scope, route: str = "proxy.delete"

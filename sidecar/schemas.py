@@ -24,6 +24,7 @@ from sidecar.policy.contract import (
     DisclosureInput,
     ErasureInput,
     IngestInput,
+    LabelingInput,
     RetentionInput,
     TrustInput,
     WriteDecision,
@@ -133,9 +134,40 @@ class Trust(_Data):
     )
 
 
+class LabelingRule(_Data):
+    """Labels by where a document sits: a rule matches a document in `collection` (any,
+    if unset) whose metadata `key` starts with `prefix` or equals `equals` (any
+    document, if no key), and gives it `access_scope`, and `audience` when the
+    document names no readers itself."""
+
+    collection: Name | None = None
+    key: Name | None = None
+    prefix: str | None = Field(default=None, min_length=1)
+    equals: str | None = None
+    access_scope: Name | None = None
+    audience: list[Name] = Field(default_factory=list)
+
+
+class Labeling(_Data):
+    """Which metadata keys give a document's labels (whose.labeling): the first key
+    that holds a value gives the label. Unset: the convention of writes/documents.py."""
+
+    audience_keys: list[Name] = Field(
+        default=["audience"], description="Who may read it: a reader or a list of readers."
+    )
+    holder_keys: list[Name] = Field(default=["holder"], description="Whose view it is.")
+    author_keys: list[Name] = Field(default=["author"], description="Whose words it is.")
+    source_keys: list[Name] = Field(
+        default=["source_id", "source", "file_path"],
+        description="Where it comes from (else its library's document id).",
+    )
+    scope_keys: list[Name] = Field(default=["access_scope"], description="Its access scope.")
+    rules: list[LabelingRule] = Field(default_factory=list)
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
-    erasure, retention and trust."""
+    erasure, retention, trust and labeling."""
 
     evidence: EvidencePolicy
     announcements: Announcements
@@ -154,6 +186,10 @@ class Config(_Data):
         default=None, description="Absent: stale derivations are disclosed, with notes."
     )
     trust: Trust = Field(default_factory=Trust, description="Testimony: see whose.trust.")
+    labeling: Labeling = Field(
+        default_factory=Labeling,
+        description="Documents through the Qdrant dialect: see whose.labeling.",
+    )
 
 
 class TenantHolds(_Data):
@@ -177,6 +213,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "erasure_input": ErasureInput,
     "retention_input": RetentionInput,
     "trust_input": TrustInput,
+    "labeling_input": LabelingInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

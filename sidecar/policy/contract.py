@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model, model_validator
 
 from sidecar.auth.identity import Identity
 from sidecar.record import Library, MemoryRecord, Name, iso
@@ -141,6 +141,64 @@ class TrustInput(BaseModel):
     claims: list[TrustClaim]
 
 
+class LabelingDocument(BaseModel):
+    """A document a RAG library wrote, as the labeling policy reads it: its library, its
+    library's document id, and its metadata as written (never its text)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    library: Library
+    document_id: str | None = Field(default=None, description="Its library's document id.")
+    metadata: dict[str, Any] = Field(description="The document's own metadata, as written.")
+    text_length: int | None = Field(default=None, description="Characters of its text.")
+    previous_holder: str | None = Field(
+        default=None,
+        description="For a payload update: whose view the version it changes is.",
+    )
+
+
+class LabelingInput(BaseModel):
+    """data.whose.labeling.decisions: the labels of each document a writer writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity
+    collection: str | None = Field(default=None, description="The collection written to.")
+    documents: list[LabelingDocument]
+
+
+class Labels(BaseModel):
+    """Whose a document is and who may read it, as the labeling policy maps its metadata.
+    The values are checked where the record is (a bad one names its metadata key)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    audience: Any
+    holder: Any = None  # none: world state, nobody's view
+    author: Any
+    source_id: Any
+    access_scope: Any = None
+    modality: Any = "asserted"
+    source_kind: Any = "document"
+    # The metadata key each label was read from.
+    from_: dict[str, str] = Field(default_factory=dict, alias="from")
+
+
+class LabelDecision(BaseModel):
+    """What the labeling policy says about one document: its labels, or why it has none."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    labels: Labels | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _labels_or_reasons(self) -> LabelDecision:
+        if (self.labels is None) == (not self.reasons):
+            raise ValueError("a labeling decision is labels or reasons")
+        return self
+
+
 class Decision(BaseModel):
     """What the disclosure policy says about one record."""
 
@@ -242,6 +300,19 @@ class DisclosureQuestion:
             "now": iso(self.now),
             "as_of": iso(self.at),
         }
+
+
+def labeling_input(
+    writer: Identity, documents: list[LabelingDocument], collection: str | None
+) -> dict[str, Any]:
+    """The labeling policy's input: the writer, the collection, the documents."""
+    question: dict[str, Any] = {
+        "writer": writer.policy_view(),
+        "documents": [d.model_dump(mode="json", exclude_none=True) for d in documents],
+    }
+    if collection is not None:
+        question["collection"] = collection
+    return question
 
 
 def write_input(

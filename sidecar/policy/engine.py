@@ -29,10 +29,13 @@ from sidecar.policy.contract import (
     ErasureDecision,
     ErasureRequestView,
     Explanation,
+    LabelDecision,
+    LabelingDocument,
     RetentionDecision,
     TrustInput,
     WriteDecision,
     erasure_input,
+    labeling_input,
     retention_input,
     write_input,
 )
@@ -48,6 +51,7 @@ ERASURE_RULE = "whose/erasure/answer"
 RETENTION_RULE = "whose/retention/decisions"
 RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
 TRUST_RULE = "whose/trust/adoptions"
+LABELING_RULE = "whose/labeling/decisions"
 
 
 class Untranslatable(Exception):
@@ -200,8 +204,25 @@ class PolicyEngine(ABC):
             raise PolicyUnavailable("OPA trust answer is malformed")
         return [set(ids) for ids in result]
 
+    async def labels(
+        self, writer: Identity, documents: list[LabelingDocument], collection: str | None = None
+    ) -> list[LabelDecision]:
+        """For each document a writer writes, in order, its labels (whose it is, who may
+        read it) or the reasons it has none: one call for the batch."""
+        if not documents:
+            return []
+        answer = await self._query(LABELING_RULE, labeling_input(writer, documents, collection))
+        result = answer.result
+        if not isinstance(result, list) or len(result) != len(documents):
+            raise PolicyUnavailable("OPA labeling answer is malformed")
+        try:
+            return _LABELS.validate_python(result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA labeling answer is malformed") from exc
+
 
 T = TypeVar("T", bound=BaseModel)
+_LABELS = TypeAdapter(list[LabelDecision])
 # A batch's decisions in one validation call rather than one per record.
 _DECISIONS = TypeAdapter(dict[str, Decision])
 

@@ -11,7 +11,10 @@ all (README, "Writes through the proxy"; docs/design.md §6):
 | Haystack   | `content`                     | `meta`                   | `id`         |
 | plain      | `content` (or `text`)         | every other key          | -            |
 
-and these metadata keys say whose the document is and who may read it:
+and the labeling policy (rego/whose/labeling, asked once per batch: `labeling_question`
+here, the engine's `labels`) says from the document's metadata whose the document is and
+who may read it. Unconfigured, it keeps this convention (data.whose.config.labeling maps
+an application's own keys instead, an ACL list, an owner, a path):
 
 | key                                      | record field        | when absent         |
 |------------------------------------------|---------------------|---------------------|
@@ -21,17 +24,18 @@ and these metadata keys say whose the document is and who may read it:
 | `author`                                 | source.speaker      | the holder          |
 | `modality`                               | modality            | `asserted`          |
 | `source_kind`                            | source.kind         | `document`          |
-| `access_scope`, `valid_at`, `confidence` | the same            | -                   |
-| `derived_from`                           | provenance.derived_from | -               |
+| `access_scope`                           | access_scope        | -                   |
 
-(1) refused with `missing_metadata:audience` or `missing_metadata:source`.
+(1) refused with `missing_metadata:audience` or `missing_metadata:source`. These
+metadata keys are read here, whatever the policy: `valid_at`, `confidence`, and
+`derived_from` (provenance.derived_from).
 
 A document is its author's (or, without one, its writer's) assertion: never a fact
 unless the modality says `world_state` and an authority writes it (the policies
 decide; this module only maps). The whole metadata is kept as written
-(`document.metadata`), never shown to the policy. A payload that is already a
-memory record (it has `modality` and `source_id` and no library's keys) is taken
-as one, as before.
+(`document.metadata`); the labeling policy reads it, the other policies never see it.
+A payload that is already a memory record (it has `modality` and `source_id` and no
+library's keys) is taken as one, as before, and carries its own labels.
 """
 
 from __future__ import annotations
@@ -45,12 +49,13 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from sidecar.errors import validation_reasons
+from sidecar.policy.contract import LabelDecision, LabelingDocument
 from sidecar.record import Library, MemoryWrite, Payload
 from sidecar.writes.writer import WriteRefused
 
-# The metadata keys of the convention, in the order they are looked for.
+# The metadata keys of the convention (the labeling policy's defaults), named where a
+# value is refused; the last three are read here.
 AUDIENCE = "audience"
-SOURCES = ("source_id", "source", "file_path")
 HOLDER = "holder"
 AUTHOR = "author"
 MODALITY = "modality"
@@ -59,10 +64,6 @@ SCOPE = "access_scope"
 VALID_AT = "valid_at"
 CONFIDENCE = "confidence"
 DERIVED_FROM = "derived_from"
-CONVENTION: tuple[str, ...] = (AUDIENCE, *SOURCES, HOLDER, AUTHOR, MODALITY, SOURCE_KIND)
-CONVENTION += (SCOPE, VALID_AT, CONFIDENCE, DERIVED_FROM)
-DEFAULT_MODALITY = "asserted"
-DEFAULT_SOURCE_KIND = "document"
 # The payload keys the sidecar serves (http/qdrant/dialect.py): a payload read through
 # the proxy and written back is not a new claim by its reader.
 SERVED_ONLY = ("whose", "as_written", "_node_content", "_node_type")
@@ -140,83 +141,110 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def labeling_question(
+    payload: Payload, *, was: Mapping[str, Any] | None = None, holder: str | None = None
+) -> LabelingDocument | None:
+    """What the labeling policy is asked about a point's payload: its library, document
+    id and metadata (never its text); None for a payload that is a memory record (it
+    carries its own labels). `was` and `holder` as for `to_write`."""
+    found = _document(payload, was)
+    if found.library is None:
+        return None
+    return LabelingDocument(
+        library=found.library,
+        document_id=found.document_id,
+        metadata=found.metadata,
+        text_length=len(found.text) if found.text is not None else None,
+        previous_holder=holder,
+    )
+
+
 def to_write(
     index: int,
     point: UUID,
     payload: Payload,
     vector: list[float],
-    writer: str,
+    labeled: LabelDecision | None,
     *,
     was: Mapping[str, Any] | None = None,
-    holder: str | None = None,
 ) -> MemoryWrite:
-    """The record a point's payload stands for, with the point's vector; WriteRefused
-    naming what to add or fix otherwise. A document that names no holder or author is
-    `holder`'s (for a payload update, the changed version's), else the writer's.
-    `was`: the document a payload update changed (its library and id carry over to
-    the plain payload the update made, see `payload_of`)."""
-    found = library_document(payload)
-    if was is not None and found.library == "plain":
-        found = LibraryDocument(was["library"], found.text, found.metadata, was.get("id"))
+    """The record a point's payload stands for, with the point's vector and the labels
+    the labeling policy gave its document (`labeled`, the answer to
+    `labeling_question`); WriteRefused naming what to add or fix otherwise. `was`: the
+    document a payload update changed (its library and id carry over to the plain
+    payload the update made, see `payload_of`)."""
+    found = _document(payload, was)
     if found.library is None:
         record = {k: v for k, v in payload.items() if k not in SERVED_ONLY}
-        return _validated(index, point, {**record, "id": str(point), "vector": vector})
+        return _validated(index, point, {**record, "id": str(point), "vector": vector}, {})
     reasons: list[Any] = []
     if found.text is None:
         reasons.append("missing_text")
-    metadata = found.metadata
-    audience = metadata.get(AUDIENCE)
-    if isinstance(audience, str):
-        audience = [audience]
-    if not audience:
-        reasons.append(f"missing_metadata:{AUDIENCE}")
-    source = next((metadata[k] for k in SOURCES if metadata.get(k)), found.document_id)
-    if not source:
-        reasons.append("missing_metadata:source")
-    if reasons:
+    if labeled is None:
+        reasons.append("no_decision")
+    else:
+        reasons += labeled.reasons
+    if reasons or labeled is None or labeled.labels is None:
         raise WriteRefused([{"index": index, "id": str(point), "reasons": reasons}])
-    holder = metadata.get(HOLDER) or metadata.get(AUTHOR) or holder or writer
-
+    labels = labeled.labels
+    metadata = found.metadata
     body: Payload = {
         "id": str(point),
         "content": found.text,
-        "observer_id": holder,
-        "source_id": source,
-        "source": {
-            "kind": metadata.get(SOURCE_KIND, DEFAULT_SOURCE_KIND),
-            "speaker": metadata.get(AUTHOR, holder),
-        },
-        "modality": metadata.get(MODALITY, DEFAULT_MODALITY),
-        "audience": audience,
+        "source_id": labels.source_id,
+        "source": {"kind": labels.source_kind, "speaker": labels.author},
+        "modality": labels.modality,
+        "audience": labels.audience,
         "document": {"library": found.library, "id": found.document_id, "metadata": metadata},
         "vector": vector,
     }
-    if body["modality"] == "world_state" and HOLDER not in metadata:
-        # A world-state claim has no holder: it is its source's (the author's) word.
-        del body["observer_id"]
-    for key in (SCOPE, VALID_AT, CONFIDENCE):
+    if labels.holder is not None:
+        # None: a world-state claim, no holder's view (its author's word).
+        body["observer_id"] = labels.holder
+    if labels.access_scope is not None:
+        body[SCOPE] = labels.access_scope
+    for key in (VALID_AT, CONFIDENCE):
         if key in metadata:
             body[key] = metadata[key]
     if DERIVED_FROM in metadata:
         body["provenance"] = {"derived_from": metadata[DERIVED_FROM]}
     if body["document"]["id"] is None:
         del body["document"]["id"]
-    return _validated(index, point, body)
+    return _validated(index, point, body, labels.from_)
 
 
-def _validated(index: int, point: UUID, body: Payload) -> MemoryWrite:
+def _document(payload: Payload, was: Mapping[str, Any] | None) -> LibraryDocument:
+    found = library_document(payload)
+    if was is not None and found.library == "plain":
+        return LibraryDocument(was["library"], found.text, found.metadata, was.get("id"))
+    return found
+
+
+def _validated(index: int, point: UUID, body: Payload, keys: Mapping[str, str]) -> MemoryWrite:
+    """The record checked; a problem names the metadata key to fix (`keys`: the key each
+    label was read from, as the labeling policy says)."""
     try:
         return MemoryWrite.model_validate(body)
     except ValidationError as exc:
-        reasons = [_metadata_reason(e) for e in validation_reasons(exc.errors())]
+        reasons = [_metadata_reason(e, keys) for e in validation_reasons(exc.errors())]
         raise WriteRefused([{"index": index, "id": str(point), "reasons": reasons}]) from None
 
 
-# Where a record field came from in the document's metadata, to say which key to fix.
+# Which label or metadata key a record field came from, to say which key to fix (an
+# author not named is the holder).
+_LABEL_OF = {
+    "audience": ("audience",),
+    "observer_id": ("holder",),
+    "source_id": ("source_id",),
+    "access_scope": ("access_scope",),
+    "source.speaker": ("author", "holder"),
+}
 _FROM_METADATA = {
     "audience": AUDIENCE,
     "observer_id": HOLDER,
     "source_id": "source",
+    "source.speaker": AUTHOR,
+    "source.kind": SOURCE_KIND,
     "modality": MODALITY,
     "access_scope": SCOPE,
     "valid_at": VALID_AT,
@@ -226,17 +254,13 @@ _FROM_METADATA = {
 }
 
 
-def _metadata_reason(problem: dict[str, Any]) -> Any:
+def _metadata_reason(problem: dict[str, Any], keys: Mapping[str, str]) -> Any:
     """A validation problem, named by the metadata key to fix where there is one."""
-    loc = problem.get("loc") or []
-    head = str(loc[0]) if loc else ""
-    if loc[:2] == ["source", "kind"]:
-        return {**problem, "metadata_key": SOURCE_KIND}
-    if loc[:2] == ["source", "speaker"]:
-        return {**problem, "metadata_key": AUTHOR}
-    if head in _FROM_METADATA:
-        return {**problem, "metadata_key": _FROM_METADATA[head]}
-    return problem
+    loc = [str(part) for part in problem.get("loc") or []]
+    field = ".".join(loc[:2]) if loc[:1] == ["source"] else (loc[0] if loc else "")
+    key = next((keys[label] for label in _LABEL_OF.get(field, ()) if label in keys), None)
+    key = key or _FROM_METADATA.get(field)
+    return {**problem, "metadata_key": key} if key is not None else problem
 
 
 def payload_of(record: Mapping[str, Any]) -> Payload:

@@ -37,12 +37,12 @@ from uuid import UUID
 from sidecar.audit import WriteRoute
 from sidecar.auth.identity import Identity
 from sidecar.errors import InvalidRequest
-from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.contract import DisclosureQuestion, LabelDecision
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite, Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
 from sidecar.store.scope import AnyOf, Match, Scope
-from sidecar.writes.documents import payload_of, to_write
+from sidecar.writes.documents import labeling_question, payload_of, to_write
 from sidecar.writes.eraser import MAX_IDS, Eraser
 from sidecar.writes.lineage import Lineage, chain_lock_key
 from sidecar.writes.locks import ChainLocks
@@ -147,13 +147,19 @@ class Versions:
     # --- writes -----------------------------------------------------------------------
 
     async def upsert(
-        self, who: Identity, points: Sequence[WrittenPoint], route: WriteRoute
+        self,
+        who: Identity,
+        points: Sequence[WrittenPoint],
+        route: WriteRoute,
+        collection: str | None = None,
     ) -> list[MemoryRecord]:
         """Each point as a new document or a new version of the one its id names:
-        all or nothing (WriteRefused with every reason)."""
+        all or nothing (WriteRefused with every reason). `collection`: the one written
+        to, as the labeling policy is told."""
         if not 1 <= len(points) <= MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} points"])
-        bodies = _converted(points, who.id)
+        labeled = await self._labeled(who, [(p.payload, None, None) for p in points], collection)
+        bodies = _converted(points, labeled)
         existing = await self.visible(who, [p.id for p in points], route)
         planned = [
             (index, point.id, body, existing.get(point.id))
@@ -167,6 +173,7 @@ class Versions:
         targets: Sequence[UUID] | Scope,
         change: Change,
         route: WriteRoute,
+        collection: str | None = None,
     ) -> list[MemoryRecord]:
         """A new version of each document named (ids, or the current ones a scope
         matches) with `change` applied to its payload: all or nothing."""
@@ -175,30 +182,53 @@ class Versions:
             return []
         ids = [UUID(r.id) for r in found]
         with_vectors = {r.id: r for r in await self.store.get(who.tenant, ids, with_vector=True)}
-        planned = []
-        problems: list[dict[str, Any]] = []
+        changed: list[tuple[int, Stored, list[float], Payload]] = []
         for index, record in enumerate(found):
             stored = with_vectors.get(record.id)
-            if stored is None or stored.vector is None:
-                continue
+            if stored is not None and stored.vector is not None:
+                changed.append((index, stored, stored.vector, change(payload_of(stored.payload))))
+        labeled = await self._labeled(
+            who,
+            [
+                # Still its holder's: whether the asker may write it is the policy's.
+                (payload, stored.payload.get("document"), _voice(stored.payload))
+                for _, stored, _, payload in changed
+            ],
+            collection,
+        )
+        planned = []
+        problems: list[dict[str, Any]] = []
+        for (index, stored, vector, payload), labels in zip(changed, labeled, strict=True):
             try:
                 body = to_write(
                     index,
-                    UUID(record.id),
-                    change(payload_of(stored.payload)),
-                    stored.vector,
-                    who.id,
+                    UUID(stored.id),
+                    payload,
+                    vector,
+                    labels,
                     was=stored.payload.get("document"),
-                    # Still its holder's: whether the asker may write it is the policy's.
-                    holder=_voice(stored.payload),
                 )
             except WriteRefused as refused:
                 problems += refused.problems
                 continue
-            planned.append((index, UUID(record.id), body, stored))
+            planned.append((index, UUID(stored.id), body, stored))
         if problems:
             raise WriteRefused(problems)
         return await self._write(who, planned, route)
+
+    async def _labeled(
+        self,
+        who: Identity,
+        payloads: Sequence[tuple[Payload, Any, str | None]],
+        collection: str | None,
+    ) -> list[LabelDecision | None]:
+        """The labeling policy's answer for each payload that is a document (None for a
+        memory record): one call for the batch. Each entry: the payload, the document
+        a payload update changed, and whose that version is."""
+        questions = [labeling_question(p, was=was, holder=h) for p, was, h in payloads]
+        asked = [q for q in questions if q is not None]
+        answers = iter(await self.writer.policy.labels(who, asked, collection))
+        return [next(answers) if q is not None else None for q in questions]
 
     async def _write(
         self,
@@ -295,12 +325,14 @@ class Versions:
         return [s.record for s in answer.shown]
 
 
-def _converted(points: Sequence[WrittenPoint], writer: str) -> list[MemoryWrite]:
+def _converted(
+    points: Sequence[WrittenPoint], labeled: Sequence[LabelDecision | None]
+) -> list[MemoryWrite]:
     bodies: list[MemoryWrite] = []
     problems: list[dict[str, Any]] = []
-    for index, point in enumerate(points):
+    for index, (point, labels) in enumerate(zip(points, labeled, strict=True)):
         try:
-            bodies.append(to_write(index, point.id, point.payload, point.vector, writer))
+            bodies.append(to_write(index, point.id, point.payload, point.vector, labels))
         except WriteRefused as refused:
             problems += refused.problems
     if problems:

@@ -40,7 +40,7 @@ from mcp.types import TextContent
 
 from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
-from tests.conftest import REPO, as_
+from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_
 from tests.factories import served as served_sidecar
 
 pytestmark = pytest.mark.filterwarnings(
@@ -101,6 +101,9 @@ RUN = {
     "langgraph": "test_langgraph_snippet",
     "mcp-http": "test_mcp_http_config",
     "mcp-stdio": "test_mcp_stdio_config",
+    "labeling-config": "test_labeling_snippets",
+    "labeling-input": "test_labeling_snippets",
+    "labeling-answer": "test_labeling_snippets",
 }
 
 
@@ -216,6 +219,34 @@ def test_an_extractor_posts_what_was_said(served: str) -> None:
 
 def test_the_audit_log_and_explain_say_why(served: str) -> None:
     check_shell("audit-explain", served)
+
+
+def test_labeling_snippets(tmp_path: Path) -> None:
+    # docs/policies.md: the team's config set in a copy of the policy, the documents asked
+    # about as written, the answer as shown.
+    policy = tmp_path / "rego"
+    shutil.copytree(POLICY_DIR, policy)
+    config = policy / "whose" / "config" / "data.json"
+    config.write_text(
+        json.dumps(json.loads(config.read_text()) | json.loads(snippet("labeling-config")))
+    )
+    command = [str(OPA_BINARY), "eval", "--format", "raw", "--stdin-input", "--data", str(policy)]
+    command += ["--ignore", "*_test.rego", "data.whose.labeling.decisions"]
+    answered = subprocess.run(
+        command, input=snippet("labeling-input"), capture_output=True, text=True, check=True
+    )
+    assert json.loads(answered.stdout) == json.loads(snippet("labeling-answer"))
+    # The shipped policy maps none of those keys: every document is refused.
+    shipped = subprocess.run(
+        [*command[:6], str(POLICY_DIR), *command[7:]],
+        input=snippet("labeling-input"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert {tuple(d.get("reasons", ())) for d in json.loads(shipped.stdout)} == {
+        ("missing_metadata:audience", "missing_metadata:source")
+    }
 
 
 def test_erasure_snippets(tmp_path: Path) -> None:

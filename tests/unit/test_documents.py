@@ -1,180 +1,107 @@
-"""The one convention for documents RAG libraries write (writes/documents.py): each
-library's payload shape, the metadata keys that name readers, holder, author,
-source and modality, and refusals that name the key to add. Payloads are made by
-the libraries themselves where they can be (LlamaIndex, Haystack)."""
+"""What the labeling policy is asked about a document, and the record its answer makes
+(writes/documents.py, pure). The labels themselves are the policy's:
+tests/integration/test_documents.py asks the real one."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
 import pytest
 
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-
-from haystack import Document as HaystackDocument
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
-from llama_index.core.vector_stores.utils import node_to_metadata_dict
-
-from sidecar.record import MemoryRecord
-from sidecar.writes.documents import library_document, payload_of, to_write
+from sidecar.policy.contract import LabelDecision
+from sidecar.writes.documents import labeling_question, to_write
 from sidecar.writes.writer import WriteRefused
 
 POINT = uuid.UUID("7a3c5e1e-8f7b-4c1d-9a43-2f1e0b9c8d7a")
 VECTOR = [0.1, 0.2, 0.3]
-READERS = {"audience": ["alice", "bob"], "source": "offsite.md"}
+METADATA = {
+    "acl": ["bob"],
+    "owner": "alice",
+    "path": "/eng/x.md",
+    "valid_at": "2026-10-01T00:00:00Z",
+}
+LABELS = {
+    "audience": ["bob"],
+    "holder": "alice",
+    "author": "alice",
+    "source_id": "/eng/x.md",
+    "modality": "asserted",
+    "source_kind": "document",
+    "from": {"audience": "acl", "holder": "owner", "source_id": "path"},
+}
 
 
-def written(payload: dict[str, Any], writer: str = "alice") -> dict[str, Any]:
-    body = to_write(0, POINT, payload, VECTOR, writer)
-    return body.model_dump(mode="json", exclude_none=True, exclude={"vector"})
+def decided(**labels: Any) -> LabelDecision:
+    return LabelDecision.model_validate({"labels": LABELS | labels})
 
 
-def refused(payload: dict[str, Any]) -> list[Any]:
+def test_the_policy_reads_the_metadata_never_the_text() -> None:
+    question = labeling_question({"page_content": "the roadmap", "metadata": METADATA})
+    assert question is not None
+    assert question.model_dump(exclude_none=True) == {
+        "library": "langchain",
+        "metadata": METADATA,
+        "text_length": len("the roadmap"),
+    }
+
+
+def test_a_memory_record_is_not_asked_about() -> None:
+    record = {"content": "x", "modality": "believed", "source_id": "s", "audience": ["a"]}
+    assert labeling_question(record) is None
+
+
+def test_a_payload_update_says_whose_the_version_was() -> None:
+    question = labeling_question(
+        {"content": "x", "acl": "bob"}, was={"library": "haystack", "id": "d1"}, holder="alice"
+    )
+    assert question is not None
+    assert (question.library, question.document_id, question.previous_holder) == (
+        "haystack",
+        "d1",
+        "alice",
+    )
+
+
+def test_the_record_takes_the_policys_labels() -> None:
+    body = to_write(
+        0, POINT, {"page_content": "x", "metadata": METADATA}, VECTOR, decided(access_scope="eng")
+    )
+    record = body.model_dump(mode="json", exclude_none=True, exclude={"vector"})
+    assert record["audience"] == ["bob"]
+    assert (record["observer_id"], record["source"]["speaker"]) == ("alice", "alice")
+    assert (record["source_id"], record["access_scope"]) == ("/eng/x.md", "eng")
+    assert record["valid_at"] == "2026-10-01T00:00:00Z"  # read here, whatever the policy
+    assert record["document"] == {"library": "langchain", "metadata": METADATA}
+
+
+def test_no_holder_label_is_world_state_nobody_holds() -> None:
+    body = to_write(
+        0, POINT, {"content": "x"}, VECTOR, decided(holder=None, modality="world_state")
+    )
+    assert body.observer_id is None
+
+
+def refused(labeled: LabelDecision | None, text: str = "x") -> list[Any]:
     with pytest.raises(WriteRefused) as refusal:
-        to_write(0, POINT, payload, VECTOR, "alice")
+        to_write(0, POINT, {"page_content": text, "metadata": METADATA}, VECTOR, labeled)
     [problem] = refusal.value.problems
-    assert problem["id"] == str(POINT)
     return list(problem["reasons"])
 
 
-def test_langchain_default_keys() -> None:
-    record = written({"page_content": "the offsite is in Lisbon", "metadata": READERS})
-    assert record["content"] == "the offsite is in Lisbon"
-    assert record["audience"] == ["alice", "bob"]
-    assert record["source_id"] == "offsite.md"
-    assert record["document"] == {"library": "langchain", "metadata": READERS}
+def test_the_policys_reasons_are_the_refusal() -> None:
+    reasons = LabelDecision(reasons=["missing_metadata:audience"])
+    assert refused(reasons, text="") == ["missing_text", "missing_metadata:audience"]
+    assert refused(None) == ["no_decision"]
 
 
-def test_langchain_as_the_readme_configures_it() -> None:
-    assert library_document({"content": "x", "whose": READERS}).library == "langchain"
-    assert written({"content": "x", "whose": READERS})["audience"] == ["alice", "bob"]
+def test_a_bad_label_names_the_key_it_came_from() -> None:
+    [reason] = refused(decided(audience="bob"))
+    assert reason["metadata_key"] == "acl"
 
 
-def test_llamaindex_node_as_its_vector_store_writes_it() -> None:
-    node = TextNode(
-        text="the offsite is in Lisbon",
-        metadata={**READERS, "page": 3},
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="doc-1")},
-    )
-    payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
-    record = written(payload)
-    assert record["content"] == "the offsite is in Lisbon"
-    assert record["document"]["library"] == "llamaindex"
-    assert record["document"]["id"] == "doc-1"
-    assert record["document"]["metadata"]["page"] == 3
-
-
-def test_llamaindex_document_id_is_the_source_when_none_is_named() -> None:
-    node = TextNode(
-        text="x",
-        metadata={"audience": ["alice"]},
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="doc-1")},
-    )
-    payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
-    assert written(payload)["source_id"] == "doc-1"
-
-
-def test_haystack_document_as_its_store_writes_it() -> None:
-    document = HaystackDocument(content="the offsite is in Lisbon", meta=READERS)
-    payload = document.to_dict(flatten=False)
-    payload.pop("embedding")
-    record = written(payload)
-    assert record["document"]["library"] == "haystack"
-    assert record["document"]["id"] == document.id
-    assert record["source_id"] == "offsite.md"
-
-
-def test_plain_payload_every_other_key_is_metadata() -> None:
-    record = written({"content": "x", "audience": "alice", "source_id": "notes", "page": 2})
-    assert record["audience"] == ["alice"]
-    assert record["document"] == {
-        "library": "plain",
-        "metadata": {"audience": "alice", "source_id": "notes", "page": 2},
-    }
-
-
-def test_a_document_is_its_writers_assertion_by_default() -> None:
-    record = written({"content": "x", **READERS}, writer="confluence-sync")
-    assert record["observer_id"] == "confluence-sync"
-    assert record["modality"] == "asserted"
-    assert record["source"] == {
-        "kind": "document",
-        "speaker": "confluence-sync",
-        "participants": [],
-    }
-
-
-def test_author_and_holder_name_whose_claim_it_is() -> None:
-    by_author = written({"content": "x", **READERS, "author": "carol"}, writer="bot")
-    assert (by_author["observer_id"], by_author["source"]["speaker"]) == ("carol", "carol")
-    held = written({"content": "x", **READERS, "holder": "dave", "author": "carol"})
-    assert (held["observer_id"], held["source"]["speaker"]) == ("dave", "carol")
-
-
-def test_world_state_is_its_authors_word_not_a_holders_view() -> None:
-    record = written({"content": "x", **READERS, "author": "ops", "modality": "world_state"})
-    assert "observer_id" not in record
-    assert record["source"]["speaker"] == "ops"
-
-
-def test_the_other_convention_keys() -> None:
-    premise = str(uuid.uuid4())
-    record = written(
-        {
-            "content": "x",
-            **READERS,
-            "access_scope": "launch-core",
-            "valid_at": "2026-10-01T00:00:00Z",
-            "confidence": 0.5,
-            "source_kind": "conversation",
-            "derived_from": [premise],
-        }
-    )
-    assert record["access_scope"] == "launch-core"
-    assert record["valid_at"] == "2026-10-01T00:00:00Z"
-    assert record["confidence"] == 0.5
-    assert record["source"]["kind"] == "conversation"
-    assert record["provenance"] == {"derived_from": [premise]}
-
-
-def test_refusals_name_the_key_to_add() -> None:
-    assert refused({"page_content": "x", "metadata": {}}) == [
-        "missing_metadata:audience",
-        "missing_metadata:source",
-    ]
-    assert refused({"page_content": "", "metadata": READERS}) == ["missing_text"]
-
-
-def test_a_bad_value_names_its_metadata_key() -> None:
-    [reason] = refused({"content": "x", **READERS, "modality": "gossip"})
-    assert reason["metadata_key"] == "modality"
-    [reason] = refused({"content": "x", **READERS, "source_kind": "rumour"})
-    assert reason["metadata_key"] == "source_kind"
-
-
-def test_a_memory_record_payload_is_taken_as_one() -> None:
-    payload = {
-        "content": "alice believes x",
-        "observer_id": "alice",
-        "source_id": "s",
-        "modality": "believed",
-        "audience": ["alice"],
-        "whose": {"served": "and written back"},
-    }
-    record = written(payload)
-    assert "document" not in record
-    assert record["modality"] == "believed"
-
-
-def test_a_payload_update_sees_a_document_as_plain() -> None:
-    stored = MemoryRecord.model_validate(
-        written({"page_content": "x", "metadata": {**READERS, "page": 1}})
-    ).payload()
-    plain = payload_of(stored)
-    assert plain == {"content": "x", **READERS, "page": 1}
-    again = to_write(0, POINT, {**plain, "page": 2}, VECTOR, "alice", was=stored["document"])
-    assert again.document is not None
-    assert again.document.library == "langchain"
-    assert again.document.metadata["page"] == 2
+def test_a_decision_is_labels_or_reasons() -> None:
+    with pytest.raises(ValueError, match="labels or reasons"):
+        LabelDecision.model_validate({})
+    with pytest.raises(ValueError, match="labels or reasons"):
+        LabelDecision.model_validate({"labels": LABELS, "reasons": ["x"]})

@@ -3,12 +3,13 @@ decided by the write or erasure policy (docs/design.md §6, "Documents through t
 proxy").
 
 A RAG library writes documents in its own payload shape; writes/documents.py reads
-them as perspective records by one convention, and writes/versions.py keeps the ids
-the library chose naming its documents: upserting an id makes a new version,
-deleting one erases every version. Each operation here parses Qdrant's body, names
-the points (ids, or a filter over the current points), and calls memory.py.
+them as perspective records, labelled by the labeling policy (rego/whose/labeling), and
+writes/versions.py keeps the ids the library chose naming its documents: upserting an
+id makes a new version, deleting one erases every version. Each operation here parses
+Qdrant's body, names the points (ids, or a filter over the current points), and calls
+memory.py.
 Refusals answer in Qdrant's error shape with the reasons (http/qdrant/dialect.py):
-422 for a document the policy or the convention refuses (which metadata key to add),
+422 for a document the policies refuse (which metadata key to add or label to give),
 403 for an erasure the policy refuses, 400 for what the sidecar does not do (vectors
 alone, nested payload keys). An id or a filter match the caller may not see is left alone and
 answers exactly as a missing one: `completed`, nothing changed.
@@ -61,7 +62,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     one the point id names; all or nothing."""
     started = time.perf_counter()
     _collection(collection, svc)
-    await _upsert(svc, who, body)
+    await _upsert(svc, who, body, collection)
     return ok(DONE, started)
 
 
@@ -70,7 +71,7 @@ async def delete_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     """Erase the documents named, by id or by filter: every version of each."""
     started = time.perf_counter()
     _collection(collection, svc)
-    await _delete(svc, who, body)
+    await _delete(svc, who, body, collection)
     return ok(DONE, started)
 
 
@@ -79,7 +80,7 @@ async def set_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> J
     """A new version of each document named, with these payload keys set."""
     started = time.perf_counter()
     _collection(collection, svc)
-    await _set_payload(svc, who, body, overwrite=False)
+    await _set_payload(svc, who, body, collection, overwrite=False)
     return ok(DONE, started)
 
 
@@ -88,7 +89,7 @@ async def overwrite_payload(collection: str, body: RawBody, svc: Svc, who: Asker
     """A new version of each document named, with this whole payload."""
     started = time.perf_counter()
     _collection(collection, svc)
-    await _set_payload(svc, who, body, overwrite=True)
+    await _set_payload(svc, who, body, collection, overwrite=True)
     return ok(DONE, started)
 
 
@@ -97,7 +98,7 @@ async def delete_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -
     """A new version of each document named, without these payload keys."""
     started = time.perf_counter()
     _collection(collection, svc)
-    await _delete_payload(svc, who, body)
+    await _delete_payload(svc, who, body, collection)
     return ok(DONE, started)
 
 
@@ -129,7 +130,7 @@ async def batch_update(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     results = []
     for index, (kind, arguments) in enumerate(runs):
         try:
-            await _BATCHED[kind](svc, who, arguments)
+            await _BATCHED[kind](svc, who, arguments, collection)
         except QdrantError as exc:
             exc.message = f"operation {index} ({kind}): {exc.message}"
             raise
@@ -144,7 +145,7 @@ async def batch_update(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
 # --- the operations -------------------------------------------------------------------
 
 
-async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+async def _upsert(svc: Services, who: Identity, body: dict[str, Any], collection: str) -> None:
     _no_conditions(body)
     rows = upsert_rows(body)
     points = []
@@ -153,16 +154,16 @@ async def _upsert(svc: Services, who: Identity, body: dict[str, Any]) -> None:
         if record is None:
             raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
         points.append(WrittenPoint(record, dense_vector(vector), payload))
-    await svc.memory.upsert_points(who, points)
+    await svc.memory.upsert_points(who, points, collection=collection)
 
 
-async def _delete(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+async def _delete(svc: Services, who: Identity, body: dict[str, Any], _: str) -> None:
     targets = await _selected(svc, who, body)
     await svc.memory.delete_points(who, targets)
 
 
 async def _set_payload(
-    svc: Services, who: Identity, body: dict[str, Any], *, overwrite: bool
+    svc: Services, who: Identity, body: dict[str, Any], collection: str, *, overwrite: bool
 ) -> None:
     request = parse(qm.SetPayload, body)
     if request.key is not None:
@@ -173,24 +174,31 @@ async def _set_payload(
         return dict(given) if overwrite else {**payload, **given}
 
     route = "proxy.overwrite_payload" if overwrite else "proxy.set_payload"
-    await _update(svc, who, body, change, route)
+    await _update(svc, who, body, change, route, collection)
 
 
-async def _delete_payload(svc: Services, who: Identity, body: dict[str, Any]) -> None:
+async def _delete_payload(
+    svc: Services, who: Identity, body: dict[str, Any], collection: str
+) -> None:
     request = parse(qm.DeletePayload, body)
     keys = set(request.keys)
 
     def change(payload: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in payload.items() if k not in keys}
 
-    await _update(svc, who, body, change, "proxy.delete_payload")
+    await _update(svc, who, body, change, "proxy.delete_payload", collection)
 
 
 async def _update(
-    svc: Services, who: Identity, body: dict[str, Any], change: Change, route: Any
+    svc: Services,
+    who: Identity,
+    body: dict[str, Any],
+    change: Change,
+    route: Any,
+    collection: str,
 ) -> None:
     targets = await _selected(svc, who, body)
-    await svc.memory.update_points(who, targets, change, route)
+    await svc.memory.update_points(who, targets, change, route, collection)
 
 
 async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[UUID] | Scope:
@@ -230,12 +238,12 @@ def _operation(index: int, operation: Any) -> tuple[str, dict[str, Any]]:
     return kind, arguments
 
 
-async def _overwrite(svc: Services, who: Identity, body: dict[str, Any]) -> None:
-    await _set_payload(svc, who, body, overwrite=True)
+async def _overwrite(svc: Services, who: Identity, body: dict[str, Any], collection: str) -> None:
+    await _set_payload(svc, who, body, collection, overwrite=True)
 
 
-async def _set(svc: Services, who: Identity, body: dict[str, Any]) -> None:
-    await _set_payload(svc, who, body, overwrite=False)
+async def _set(svc: Services, who: Identity, body: dict[str, Any], collection: str) -> None:
+    await _set_payload(svc, who, body, collection, overwrite=False)
 
 
 _BATCHED = {
