@@ -29,7 +29,11 @@ from sidecar.reads.query.collection import Hit, Lookup, PointId, Schema
 from sidecar.reads.query.engine import QueryEngine
 from sidecar.reads.query.groups import query_groups
 from sidecar.reads.query.plan import Bounds, vector_names
+from sidecar.reads.query.stack import StackView
 from sidecar.reads.query.whose import Decided, WhoseCollection
+from sidecar.reads.gate import Disclosure
+from sidecar.stack_paths import StackPaths, Stacks
+from sidecar.writes.versions import Versions
 from sidecar.reads.reader import Reader, Shown
 from sidecar.store.probes import Vector
 from sidecar.store.vectors import DENSE
@@ -95,30 +99,45 @@ class Scrolled:
 
 @door
 class PointReads:
-    def __init__(self, reader: Reader, engine: QueryEngine, collection: str, vector_size: int):
+    def __init__(
+        self,
+        reader: Reader,
+        engine: QueryEngine,
+        collection: str,
+        vector_size: int,
+        versions: Versions,
+        stacks: Stacks | None = None,
+    ):
         self.reader = reader
         self.engine = engine
         self.collection = collection
         self.vector_size = vector_size
+        self.versions = versions
+        self.stacks = stacks
 
     @property
     def bounds(self) -> Bounds:
         return self.engine.bounds
 
-    def names(self) -> list[str]:
-        return [self.collection]
+    async def names(self, who: Identity) -> list[str]:
+        """The collections of the asker's tenant: whose's own, and the stack's."""
+        stacks = await self.stacks.collections.names(who.tenant) if self.stacks else []
+        return [self.collection, *stacks]
 
-    def exists(self, name: str) -> bool:
-        return name == self.collection
+    async def exists(self, who: Identity, name: str) -> bool:
+        return name == self.collection or await self._stack(who, name) is not None
 
-    def schema(self, name: str) -> Schema:
-        self._known(name)
-        return whose.schema(self.vector_size)
+    async def schema(self, who: Identity, name: str) -> Schema:
+        if name == self.collection:
+            return whose.schema(self.vector_size)
+        return (await self._known_stack(who, name)).schema
 
-    def vectors_asked(self, name: str, with_vector: qm.WithVector | None) -> frozenset[str]:
+    async def vectors_asked(
+        self, who: Identity, name: str, with_vector: qm.WithVector | None
+    ) -> frozenset[str]:
         """The vectors a read by id asks to have returned (a name the collection lacks:
         refused, as Qdrant)."""
-        return vector_names(with_vector, self.schema(name))
+        return vector_names(with_vector, await self.schema(who, name))
 
     async def query(self, asked: Asked, request: qm.QueryRequest) -> Points:
         async with self._opened(asked) as (coll, lookup):
@@ -135,15 +154,11 @@ class PointReads:
             grouped = await query_groups(self.engine, coll, request, lookup)
             hits = [h for g in grouped.groups for h in g.hits]
             lookups = [g.lookup for g in grouped.groups if g.lookup is not None]
-            shown = await _points(coll, [*hits, *lookups])
-            by_hit = iter(shown)
-            groups = []
-            for g in grouped.groups:
-                points = [next(by_hit) for _ in g.hits]
-                groups.append(Group(g.key, points))
+            shown = iter(await _points(coll, [*hits, *lookups]))
+            groups = [Group(g.key, [next(shown) for _ in g.hits]) for g in grouped.groups]
             for i, g in enumerate(grouped.groups):
                 if g.lookup is not None:
-                    groups[i] = Group(groups[i].key, groups[i].points, next(by_hit))
+                    groups[i] = Group(g.key, groups[i].points, next(shown))
             return Groups(groups, grouped.truncated)
 
     async def scroll(self, asked: Asked, request: qm.ScrollRequest) -> Scrolled:
@@ -160,35 +175,103 @@ class PointReads:
             return await scans.facet(coll, request, self.bounds)
 
     async def retrieve(
-        self, asked: Asked, ids: Sequence[UUID], vectors: frozenset[str]
+        self, asked: Asked, ids: Sequence[PointId], with_vector: qm.WithVector | None
     ) -> list[Point]:
-        """The points asked for that the asker may see (purpose `get`, any version); an
-        id the asker may not see is missing, exactly as one that does not exist."""
-        self._known(asked.collection)
+        """The points asked for that the asker may see; an id the asker may not see is
+        missing, exactly as one that does not exist. In the whose collection an id is a
+        record's (any version) or, for its writer, the current version of a document it
+        wrote under that id (writes/versions.py); in a stack collection, the id the
+        stack chose (reads/query/stack.py)."""
+        vectors = await self.vectors_asked(asked.who, asked.collection, with_vector)
+        if asked.collection != self.collection:
+            async with self._opened(asked, purpose="get") as (coll, _):
+                assert isinstance(coll, StackView)
+                return await _points(coll, await coll.by_ids(ids, vectors=vectors))
+        records = [r for r in map(record_id, ids) if r is not None]
+        named = await self.versions.aliases(asked.who, records)
+        wanted = list(dict.fromkeys(r for found in named.values() for r in found))
         question = _question(asked.who, "get")
-        answer = await self.reader.by_ids(question, asked.route, list(ids), bool(vectors))
+        answer = await self.reader.by_ids(question, asked.route, wanted, bool(vectors))
         return [
             Point(s.record.id, 1.0, _dense(s.record.vector) if vectors else {}, s)
             for s in answer.shown
         ]
 
-    def _known(self, name: str) -> None:
-        if not self.exists(name):
-            raise NotFound("collection_not_found", f"Collection `{name}` doesn't exist!")
+    async def _stack(self, who: Identity, name: str) -> StackPaths | None:
+        if self.stacks is None or name == self.collection:
+            return None
+        return await self.stacks.paths(who.tenant, name)
+
+    async def _known_stack(self, who: Identity, name: str) -> StackPaths:
+        paths = await self._stack(who, name)
+        if paths is None:
+            raise missing(name)
+        return paths
 
     @asynccontextmanager
-    async def _opened(self, asked: Asked) -> AsyncIterator[tuple[WhoseCollection, Lookup[Decided]]]:
-        self._known(asked.collection)
-        question = _question(asked.who, "recall")
-        async with whose.opened(
-            self.reader, question, asked.route, asked.check, self.collection, self.vector_size
-        ) as coll:
+    async def _opened(
+        self, asked: Asked, purpose: str = "recall"
+    ) -> AsyncIterator[tuple[WhoseCollection, Lookup[Decided]]]:
+        """The collection asked about, opened for one request: one disclosure (one audit
+        entry) for all its leaves; `lookup_from` and `with_lookup` resolve only among
+        the collections of the caller's tenant, under the same disclosure."""
+        question = _question(asked.who, purpose)
+        if asked.collection == self.collection:
+            opening = whose.opened(
+                self.reader, question, asked.route, asked.check, self.collection, self.vector_size
+            )
+        else:
+            paths = await self._known_stack(asked.who, asked.collection)
+            opening = _stack_opened(paths, question, asked)
+        async with opening as coll:
 
             async def lookup(name: str) -> WhoseCollection | None:
-                # `lookup_from` and `with_lookup` resolve only in the caller's tenant.
-                return coll if name == self.collection else None
+                if name == asked.collection:
+                    return coll
+                if name == self.collection:
+                    return whose.WhoseCollection(
+                        self.reader,
+                        coll.disclosure,
+                        asked.check,
+                        self.collection,
+                        self.vector_size,
+                        coll.now,
+                    )
+                other = await self._stack(asked.who, name)
+                return None if other is None else _view(other, coll.disclosure, asked, coll.now)
 
             yield coll, lookup
+
+
+@asynccontextmanager
+async def _stack_opened(
+    paths: StackPaths, question: DisclosureQuestion, asked: Asked
+) -> AsyncIterator[StackView]:
+    async with paths.reader.gate.begin(question, asked.route) as disclosure:
+        yield _view(paths, disclosure, asked, question.now)
+
+
+def _view(paths: StackPaths, disclosure: Disclosure, asked: Asked, now: datetime) -> StackView:
+    return StackView(
+        paths.reader,
+        disclosure,
+        asked.check,
+        paths.info.name,
+        0,
+        now,
+        layout_schema=paths.schema,
+    )
+
+
+def record_id(raw: PointId) -> UUID | None:
+    try:
+        return UUID(int=raw) if isinstance(raw, int) else UUID(str(raw))
+    except ValueError:
+        return None
+
+
+def missing(name: str) -> NotFound:
+    return NotFound("collection_not_found", f"Collection `{name}` doesn't exist!")
 
 
 def _json(vector: Vector) -> Any:

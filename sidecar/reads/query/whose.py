@@ -117,7 +117,7 @@ class WhoseCollection:
         scope = await self._scope(where)
         if scope is None:
             return []
-        excluded = [str(p) for p in _record_ids(where.exclude)]
+        excluded = self._excluded(where)
         store = self.reader.store
 
         async def fetch(batch: int, seen: frozenset[str]) -> list[Found]:
@@ -142,7 +142,7 @@ class WhoseCollection:
             bounded_rounds=False,
         )
         budget.spend(found.examined, found.truncated)
-        return [_hit(f, d) for f, d in found.allowed[:limit]]
+        return [self._hit(f, d) for f, d in found.allowed[:limit]]
 
     async def scroll(
         self,
@@ -157,7 +157,7 @@ class WhoseCollection:
         scope = await self._scope(where)
         if scope is None:
             return Page([])
-        excluded = [str(p) for p in _record_ids(where.exclude)]
+        excluded = self._excluded(where)
         if order_by is not None:
             return await self._ordered(scope, excluded, limit, order_by, vectors, budget)
         return await self._by_id(scope, excluded, limit, offset, budget)
@@ -191,7 +191,7 @@ class WhoseCollection:
             bounded_rounds=False,
         )
         budget.spend(found.examined, found.truncated)
-        return Page([_hit(f, d) for f, d in found.allowed[:limit]])
+        return Page([self._hit(f, d) for f, d in found.allowed[:limit]])
 
     async def _by_id(
         self,
@@ -225,7 +225,7 @@ class WhoseCollection:
                 if len(shown) == limit:
                     next_offset = point_id(self.tenant, record.id)
                     break
-                shown.append(_hit(Found(record, {}), decision))
+                shown.append(self._hit(Found(record, {}), decision))
             cursor = page.next_offset
             if next_offset is not None or cursor is None:
                 break
@@ -241,9 +241,16 @@ class WhoseCollection:
             # Asked even when nothing was found: a missing point and a forbidden one take
             # the same path (and fail the same way when the policy is down).
             decisions = await by_id.decide([f.record for f in found])
-        allowed = {f.record.id: _hit(f, decisions[f.record.id]) for f in found}
+        allowed = {f.record.id: self._hit(f, decisions[f.record.id]) for f in found}
         allowed = {k: h for k, h in allowed.items() if h.item[1].allow}
         return [allowed[str(p)] for p in ids if str(p) in allowed]
+
+    def _hit(self, found: Found, decision: Decision) -> Hit[Decided]:
+        return _hit(found, decision)
+
+    def _excluded(self, where: Where) -> list[str]:
+        """The record ids a leaf leaves out (the ids a query used as examples)."""
+        return [str(p) for p in _record_ids(where.exclude)]
 
     async def shown(self, hits: Sequence[Hit[Decided]]) -> list[Shown]:
         """The final hits as the answer shows them: each record's version links kept
@@ -297,7 +304,8 @@ def _hit(found: Found, decision: Decision) -> Hit[Decided]:
 
 
 def _just_after(tenant: str, hit: Hit[Decided]) -> str:
-    return str(uuid.UUID(int=(uuid.UUID(point_id(tenant, str(hit.id))).int + 1) % 2**128))
+    record_id = hit.item[0].id
+    return str(uuid.UUID(int=(uuid.UUID(point_id(tenant, record_id)).int + 1) % 2**128))
 
 
 @asynccontextmanager

@@ -1,0 +1,94 @@
+"""Each stack collection's read and write paths, built on first use over its store.
+
+A stack collection (store/stacks.py: a RAG stack's own collection, with its own
+vectors, in the caller's tenant) holds whose records like the whose collection, so it
+is read and written by the same parts: a `Reader` over its store for the query engine
+(points.py), and the writer, eraser and versions for the documents the dialect writes
+(memory.py). They are made here, once per collection, sharing the policy, gate,
+locks and audit log of the whose collection's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from qdrant_client.http import models as qm
+
+from sidecar.audit.writer import AuditLog
+from sidecar.embed import Embedder
+from sidecar.policy.engine import PolicyEngine
+from sidecar.reads.query import whose
+from sidecar.reads.query.collection import Dense, Schema
+from sidecar.reads.reader import Reader
+from sidecar.store.layout import VectorLayout
+from sidecar.store.stacks import StackCollections, StackInfo
+from sidecar.writes.eraser import Eraser
+from sidecar.writes.locks import ChainLocks
+from sidecar.writes.versions import Versions
+from sidecar.writes.writer import Writer
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    info: StackInfo
+    reader: Reader
+    versions: Versions
+
+    @property
+    def schema(self) -> Schema:
+        return schema(self.info.layout)
+
+
+def schema(layout: VectorLayout) -> Schema:
+    """A stack collection's schema: its own vectors, the record fields' indexes."""
+    indexes: dict[str, qm.PayloadSchemaType] = dict(whose.schema(1).indexes)
+    return Schema(
+        dense={n: Dense(s.size, s.distance) for n, s in layout.dense.items()},
+        sparse=frozenset(layout.sparse),
+        indexes=indexes,
+    )
+
+
+class Stacks:
+    """The stack collections of every tenant, and their paths."""
+
+    def __init__(
+        self,
+        collections: StackCollections,
+        reader: Reader,
+        policy: PolicyEngine,
+        embedder: Embedder,
+        locks: ChainLocks,
+        audit: AuditLog,
+    ) -> None:
+        self.collections = collections
+        self._reader = reader
+        self._policy = policy
+        self._embedder = embedder
+        self._locks = locks
+        self._audit = audit
+        self._paths: dict[str, StackPaths] = {}
+        self._lock = asyncio.Lock()
+
+    async def paths(self, tenant: str, name: str) -> StackPaths | None:
+        """The paths of the tenant's collection `name`, or None if it has none."""
+        info = await self.collections.get(tenant, name)
+        if info is None:
+            return None
+        async with self._lock:
+            made = self._paths.get(info.physical)
+            if made is not None and made.info == info:
+                return made
+            store = await self.collections.store(tenant, name)
+            reader = Reader(store, self._reader.gate, self._reader.bounds)
+            writer = Writer(store, self._policy, self._embedder, self._locks, self._audit)
+            eraser = Eraser(store, self._policy, self._locks, reader, self._audit)
+            versions = Versions(store, reader, writer, eraser, self._locks)
+            made = StackPaths(info, reader, versions)
+            self._paths[info.physical] = made
+            return made
+
+    def forget(self, info: StackInfo) -> None:
+        """A dropped collection's paths go with it."""
+        self._paths.pop(info.physical, None)
