@@ -29,6 +29,8 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionExists,
+    CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -122,6 +124,8 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     QueryRefused: 400,
     QueryTooCostly: 400,
     QueryMissing: 404,
+    CollectionRefused: 400,
+    CollectionExists: 409,
     Unauthenticated: 401,
     MethodNotAllowed: 405,
     RequestTooLarge: 413,
@@ -158,7 +162,9 @@ def _message(error: WhoseError, reasons: list[Any]) -> str:
 
 
 def _what(error: WhoseError, reasons: list[Any]) -> str:
-    if isinstance(error, FilterRefused | QueryRefused | QueryMissing):
+    if isinstance(
+        error, FilterRefused | QueryRefused | QueryMissing | CollectionRefused | CollectionExists
+    ):
         # Their messages are Qdrant's own words (reads/query/), as a client expects them.
         return str(error)
     summary = _summary(reasons)
