@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from qdrant_client import AsyncQdrantClient
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -43,6 +44,7 @@ from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
+from sidecar.store.stacks import StackCollections
 from sidecar.store.vectors import IndexSpec
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests, RedisRequests
@@ -73,6 +75,9 @@ class Services:
     # Qdrant's Query API over disclosable points (reads/query/): the transports pass it
     # a collection (reads/query/whose.py for the whose collection).
     queries: QueryEngine
+    # A RAG stack's own collections, per tenant (store/stacks.py): each one's store is
+    # read and written as `store` is (a Reader and a Writer over it).
+    stacks: StackCollections
 
 
 def query_bounds(settings: Settings) -> QueryBounds:
@@ -149,22 +154,13 @@ def open_store(
         weight = hybrid.WEIGHT_WITH_HASHING if hashing else hybrid.WEIGHT_WITH_A_MODEL
     search = Search(settings.search_exact_below, settings.search_hnsw_ef, weight)
     if settings.store == "server":
-        if not settings.qdrant_url:
-            raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
-        if settings.qdrant_write_consistency > settings.qdrant_replication:
-            raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
-        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return ServerStore.connect(
-            [url.strip() for url in settings.qdrant_url.split(",") if url.strip()],
+            _qdrant_urls(settings),
             settings.collection,
             settings.vector_size,
-            api_key=api_key,
+            api_key=_qdrant_key(settings),
             timeout_s=settings.qdrant_timeout_s,
-            layout=Layout(
-                settings.qdrant_shards,
-                settings.qdrant_replication,
-                settings.qdrant_write_consistency,
-            ),
+            layout=_qdrant_layout(settings),
             retries=settings.qdrant_retries,
             search=search,
             index=index,
@@ -172,6 +168,61 @@ def open_store(
     path = settings.data_dir / "store" / settings.collection
     return EdgeStore(
         path, settings.vector_size, settings.optimize_interval_s, quiet_for, search, index
+    )
+
+
+def _qdrant_urls(settings: Settings) -> list[str]:
+    if not settings.qdrant_url:
+        raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+    if settings.qdrant_write_consistency > settings.qdrant_replication:
+        raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
+    return [url.strip() for url in settings.qdrant_url.split(",") if url.strip()]
+
+
+def _qdrant_key(settings: Settings) -> str | None:
+    return settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+
+
+def _qdrant_layout(settings: Settings) -> Layout:
+    return Layout(
+        settings.qdrant_shards, settings.qdrant_replication, settings.qdrant_write_consistency
+    )
+
+
+def open_stacks(
+    settings: Settings, quiet_for: Callable[[], float] | None = None
+) -> StackCollections:
+    """The stack collections on the configured backend, not yet opened: shards under
+    `<data_dir>/store/stacks`, or collections on the Qdrant server beside whose's own,
+    spread as it is. Searched as the whose collection's dense vector is (exact below
+    WHOSE_SEARCH_EXACT_BELOW); there is no lexical weight, nothing being fused."""
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    reserved = [settings.collection]
+    if settings.store == "server":
+        clients = [
+            AsyncQdrantClient(
+                url=url,
+                api_key=_qdrant_key(settings),
+                timeout=settings.qdrant_timeout_s,
+                check_compatibility=False,
+            )
+            for url in _qdrant_urls(settings)
+        ]
+        return StackCollections.server(
+            clients,
+            max_collections=settings.max_collections,
+            reserved=reserved,
+            layout=_qdrant_layout(settings),
+            retries=settings.qdrant_retries,
+            search=search,
+        )
+    return StackCollections.edge(
+        settings.data_dir / "store" / "stacks",
+        max_collections=settings.max_collections,
+        reserved=reserved,
+        search=search,
+        optimize_interval_s=settings.optimize_interval_s,
+        quiet_for=quiet_for,
     )
 
 
@@ -297,6 +348,9 @@ async def open_services(
         store = MeasuredStore(open_store(settings, quiet_for, index_spec(embedder)))
         await store.open()
         stack.push_async_callback(store.close)
+        stacks = open_stacks(settings, quiet_for)
+        await stacks.open()
+        stack.push_async_callback(stacks.close)
         redis = await stack.enter_async_context(open_redis(settings))
         audit = audit_log(settings, redis)
         await audit.start()
@@ -363,4 +417,5 @@ async def open_services(
             memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
             oversight=Oversight(store, policy, audit),
             queries=QueryEngine(query_bounds(settings)),
+            stacks=stacks,
         )
