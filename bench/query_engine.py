@@ -126,7 +126,7 @@ async def run(url: str, folder: Path, points: int, queries: int) -> None:
     )
     await store.open()
     for i in range(0, points, 500):
-        await store.put(TENANT, items[i : i + 500])
+        await store.put(TENANT, [(p, {"": v}) for p, v in items[i : i + 500]])
     plain = f"plain_{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(base_url=f"{url}/collections/{plain}", timeout=120) as c:
         config = {"vectors": {"size": DIM, "distance": "Cosine"}, "sparse_vectors": {"lexical": {}}}

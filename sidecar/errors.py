@@ -140,6 +140,34 @@ class QueryMissing(WhoseError):
         return cls(reason, reason)
 
 
+class CollectionRefused(WhoseError):
+    """A stack collection the sidecar will not create or keep as asked (store/layout.py,
+    store/stacks.py): a setting whose cannot honour (`reason` names it: `multivector_config`,
+    `datatype`, `sharding_method`, `init_from`, ...), a name Qdrant would refuse
+    (`collection_name`), or one collection more than a tenant may have
+    (`too_many_collections`). Decided before anything is created."""
+
+    code = "collection_refused"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, [reason])
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WhoseError:
+        reasons = _listed(body.get("reasons"))
+        reason = str(reasons[0]) if reasons else cls.code
+        return cls(reason, reason)
+
+
+class CollectionExists(WhoseError):
+    """The caller's tenant already has a collection of that name (Qdrant answers 409).
+    Only ever about the caller's own tenant: another tenant's `kb` is another collection."""
+
+    code = "collection_exists"
+
+
 class Unauthenticated(WhoseError):
     """No verified identity: a missing, expired or unverifiable token, or dev headers
     that are not accepted (auth/tokens.py). `reason` says which."""

@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from uuid import UUID
 
 from sidecar import metrics
@@ -50,6 +50,7 @@ from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite, observed_path
 from sidecar.settings import Settings
 from sidecar.store.scope import Scope
+from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.observations import to_records as observed_records
@@ -57,6 +58,9 @@ from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
 from sidecar.writes.witnessed import to_records as witnessed_records
 from sidecar.writes.writer import MAX_BATCH, Writer
+
+if TYPE_CHECKING:
+    from sidecar.stack_paths import Stacks
 
 log = logging.getLogger("whose")
 
@@ -118,8 +122,11 @@ class Memory:
         eraser: Eraser,
         versions: Versions,
         erasures: ErasureRequests,
+        stacks: Stacks | None = None,
     ) -> None:
         self.settings = settings
+        # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
+        self.stacks = stacks
         self.reader = reader
         self.writer = writer
         self.embedder = embedder
@@ -180,7 +187,8 @@ class Memory:
     ) -> StoredRecords:
         """Each point a new document, or a new version of the one its id names
         (writes/versions.py), labelled by the labeling policy; all or nothing."""
-        stored = await self.versions.upsert(who, points, route, collection)
+        versions = await self._versions(who, collection)
+        stored = await versions.upsert(who, points, route, collection)
         return StoredRecords(records=stored)
 
     async def update_points(
@@ -192,18 +200,34 @@ class Memory:
         collection: str | None = None,
     ) -> StoredRecords:
         """A new version of each document named, its payload changed; all or nothing."""
-        stored = await self.versions.update(who, targets, change, route, collection)
+        versions = await self._versions(who, collection)
+        stored = await versions.update(who, targets, change, route, collection)
         return StoredRecords(records=stored)
 
     async def delete_points(
-        self, who: Identity, targets: Sequence[UUID] | Scope, route: str = "proxy.delete"
+        self,
+        who: Identity,
+        targets: Sequence[UUID] | Scope,
+        route: str = "proxy.delete",
+        collection: str | None = None,
     ) -> list[str]:
         """Erase every version of each document named that the asker may see."""
-        return await self.versions.delete(who, targets, route)
+        return await (await self._versions(who, collection)).delete(who, targets, route)
 
-    async def point_aliases(self, who: Identity, ids: Sequence[UUID]) -> dict[UUID, list[UUID]]:
+    async def point_aliases(
+        self, who: Identity, ids: Sequence[UUID], collection: str | None = None
+    ) -> dict[UUID, list[UUID]]:
         """The record ids each point id names for the asker (writes/versions.py)."""
-        return await self.versions.aliases(who, ids)
+        return await (await self._versions(who, collection)).aliases(who, ids)
+
+    async def _versions(self, who: Identity, collection: str | None) -> Versions:
+        """The documents of the collection named: whose's own, or a stack's."""
+        if collection is None or collection == self.settings.collection or self.stacks is None:
+            return self.versions
+        paths = await self.stacks.paths(who.tenant, collection)
+        if paths is None:
+            raise missing(collection)
+        return paths.versions
 
     # --- erasure ------------------------------------------------------------------------
 

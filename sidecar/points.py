@@ -21,9 +21,9 @@ from uuid import UUID
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import NotFound
 from sidecar.memory import door
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.reads.gate import Disclosure
 from sidecar.reads.query import scans, whose
 from sidecar.reads.query.collection import Hit, Lookup, PointId, Schema
 from sidecar.reads.query.engine import QueryEngine
@@ -31,12 +31,12 @@ from sidecar.reads.query.groups import query_groups
 from sidecar.reads.query.plan import Bounds, vector_names
 from sidecar.reads.query.stack import StackView
 from sidecar.reads.query.whose import Decided, WhoseCollection
-from sidecar.reads.gate import Disclosure
-from sidecar.stack_paths import StackPaths, Stacks
-from sidecar.writes.versions import Versions
 from sidecar.reads.reader import Reader, Shown
+from sidecar.stack_paths import StackPaths, Stacks
 from sidecar.store.probes import Vector
+from sidecar.store.stacks import missing
 from sidecar.store.vectors import DENSE
+from sidecar.writes.versions import Versions
 
 
 @dataclass(frozen=True)
@@ -268,10 +268,6 @@ def record_id(raw: PointId) -> UUID | None:
         return UUID(int=raw) if isinstance(raw, int) else UUID(str(raw))
     except ValueError:
         return None
-
-
-def missing(name: str) -> NotFound:
-    return NotFound("collection_not_found", f"Collection `{name}` doesn't exist!")
 
 
 def _json(vector: Vector) -> Any:

@@ -10,13 +10,21 @@ from __future__ import annotations
 import json
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from sidecar.auth.identity import MAX_NAME_CHARS, person_name
@@ -294,6 +302,22 @@ class MemoryWrite(MemoryRecord):
     """A record as written: optionally with the caller's own embedding."""
 
     vector: Vector | None = None
+    # A record for a stack collection (store/stacks.py) carries the stack's vectors by
+    # name instead (`with_vectors`): set by the code that read them from a Qdrant
+    # request, never read from the native API's JSON nor dumped into any. Each a dense
+    # list of floats or a qdrant-client SparseVector, by name ("" the unnamed one); the
+    # writer checks them against the store's layout (store/layout.py).
+    _vectors: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def with_vectors(self, vectors: Mapping[str, Any]) -> MemoryWrite:
+        """This record with the named `vectors` (and no `vector`)."""
+        written = self.model_copy(update={"vector": None})
+        written._vectors = dict(vectors)
+        return written
+
+    @property
+    def named_vectors(self) -> dict[str, Any] | None:
+        return self._vectors
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from qdrant_client import AsyncQdrantClient
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -40,10 +41,12 @@ from sidecar.reads.query.engine import QueryEngine
 from sidecar.reads.query.plan import Bounds as QueryBounds
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.settings import Settings
+from sidecar.stack_paths import Stacks
 from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
 from sidecar.store.server import Layout, ServerStore
+from sidecar.store.stacks import StackCollections
 from sidecar.store.vectors import IndexSpec
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests, RedisRequests
@@ -73,6 +76,9 @@ class Services:
     oversight: Oversight
     # The Qdrant dialect's reads: Qdrant's query API over disclosable points (points.py).
     points: PointReads
+    # A RAG stack's own collections, per tenant (store/stacks.py), and each one's read
+    # and write paths (stack_paths.py).
+    stacks: Stacks
 
 
 def query_bounds(settings: Settings) -> QueryBounds:
@@ -142,22 +148,13 @@ def open_store(
         weight = hybrid.WEIGHT_WITH_HASHING if hashing else hybrid.WEIGHT_WITH_A_MODEL
     search = Search(settings.search_exact_below, settings.search_hnsw_ef, weight)
     if settings.store == "server":
-        if not settings.qdrant_url:
-            raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
-        if settings.qdrant_write_consistency > settings.qdrant_replication:
-            raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
-        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return ServerStore.connect(
-            [url.strip() for url in settings.qdrant_url.split(",") if url.strip()],
+            _qdrant_urls(settings),
             settings.collection,
             settings.vector_size,
-            api_key=api_key,
+            api_key=_qdrant_key(settings),
             timeout_s=settings.qdrant_timeout_s,
-            layout=Layout(
-                settings.qdrant_shards,
-                settings.qdrant_replication,
-                settings.qdrant_write_consistency,
-            ),
+            layout=_qdrant_layout(settings),
             retries=settings.qdrant_retries,
             search=search,
             index=index,
@@ -165,6 +162,61 @@ def open_store(
     path = settings.data_dir / "store" / settings.collection
     return EdgeStore(
         path, settings.vector_size, settings.optimize_interval_s, quiet_for, search, index
+    )
+
+
+def _qdrant_urls(settings: Settings) -> list[str]:
+    if not settings.qdrant_url:
+        raise ValueError("WHOSE_STORE=server needs WHOSE_QDRANT_URL")
+    if settings.qdrant_write_consistency > settings.qdrant_replication:
+        raise ValueError("WHOSE_QDRANT_WRITE_CONSISTENCY exceeds WHOSE_QDRANT_REPLICATION")
+    return [url.strip() for url in settings.qdrant_url.split(",") if url.strip()]
+
+
+def _qdrant_key(settings: Settings) -> str | None:
+    return settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+
+
+def _qdrant_layout(settings: Settings) -> Layout:
+    return Layout(
+        settings.qdrant_shards, settings.qdrant_replication, settings.qdrant_write_consistency
+    )
+
+
+def open_stacks(
+    settings: Settings, quiet_for: Callable[[], float] | None = None
+) -> StackCollections:
+    """The stack collections on the configured backend, not yet opened: shards under
+    `<data_dir>/store/stacks`, or collections on the Qdrant server beside whose's own,
+    spread as it is. Searched as the whose collection's dense vector is (exact below
+    WHOSE_SEARCH_EXACT_BELOW); there is no lexical weight, nothing being fused."""
+    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    reserved = [settings.collection]
+    if settings.store == "server":
+        clients = [
+            AsyncQdrantClient(
+                url=url,
+                api_key=_qdrant_key(settings),
+                timeout=settings.qdrant_timeout_s,
+                check_compatibility=False,
+            )
+            for url in _qdrant_urls(settings)
+        ]
+        return StackCollections.server(
+            clients,
+            max_collections=settings.max_collections,
+            reserved=reserved,
+            layout=_qdrant_layout(settings),
+            retries=settings.qdrant_retries,
+            search=search,
+        )
+    return StackCollections.edge(
+        settings.data_dir / "store" / "stacks",
+        max_collections=settings.max_collections,
+        reserved=reserved,
+        search=search,
+        optimize_interval_s=settings.optimize_interval_s,
+        quiet_for=quiet_for,
     )
 
 
@@ -290,6 +342,9 @@ async def open_services(
         store = MeasuredStore(open_store(settings, quiet_for, index_spec(embedder)))
         await store.open()
         stack.push_async_callback(store.close)
+        stacks = open_stacks(settings, quiet_for)
+        await stacks.open()
+        stack.push_async_callback(stacks.close)
         redis = await stack.enter_async_context(open_redis(settings))
         audit = audit_log(settings, redis)
         await audit.start()
@@ -317,6 +372,7 @@ async def open_services(
         writer = Writer(store, policy, embedder, locks, audit)
         eraser = Eraser(store, policy, locks, reader, audit)
         versions = Versions(store, reader, writer, eraser, locks)
+        paths = Stacks(stacks, reader, policy, embedder, locks, audit)
         erasures = ErasureRequests(
             store,
             policy,
@@ -353,12 +409,15 @@ async def open_services(
             sweeper=sweeper,
             embedder=embedder,
             authenticate=authenticate,
-            memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures),
+            memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures, paths),
             oversight=Oversight(store, policy, audit),
             points=PointReads(
                 reader,
                 QueryEngine(query_bounds(settings)),
                 settings.collection,
                 settings.vector_size,
+                versions,
+                paths,
             ),
+            stacks=paths,
         )

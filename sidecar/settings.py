@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     qdrant_timeout_s: int = Field(default=5, ge=1, le=60)
     qdrant_retries: int = Field(default=2, ge=0, le=5)
     collection: str = "whose_memories"
+    # Stack collections (store/stacks.py: a RAG stack's own collections, with its own
+    # vectors) one tenant may have at once; creating one more is refused by name.
+    max_collections: int = Field(default=64, ge=1, le=10_000)
     # The dense vectors' dimension: the hashing embedder's, or (set by embed_dim) the
     # configured model's.
     vector_size: int = Field(default=384, ge=8, le=4096)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from qdrant_client.http import models as qm
 
 from sidecar.audit.writer import AuditLog
+from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder
+from sidecar.memory import door
 from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.query import whose
 from sidecar.reads.query.collection import Dense, Schema
@@ -50,6 +53,7 @@ def schema(layout: VectorLayout) -> Schema:
     )
 
 
+@door
 class Stacks:
     """The stack collections of every tenant, and their paths."""
 
@@ -89,6 +93,25 @@ class Stacks:
             self._paths[info.physical] = made
             return made
 
-    def forget(self, info: StackInfo) -> None:
-        """A dropped collection's paths go with it."""
-        self._paths.pop(info.physical, None)
+    # --- the collections themselves (the Qdrant dialect's collection routes) ---------
+
+    async def names(self, who: Identity) -> list[str]:
+        return await self.collections.names(who.tenant)
+
+    async def info(self, who: Identity, name: str) -> StackInfo | None:
+        return await self.collections.get(who.tenant, name)
+
+    async def create(self, who: Identity, name: str, body: Any) -> StackInfo:
+        """A new collection of the asker's tenant with the vectors a Qdrant
+        create-collection body asks for (settings whose cannot honour refused by name)."""
+        layout = VectorLayout.from_create_body(body)
+        return await self.collections.create(who.tenant, name, layout, who.id)
+
+    async def drop(self, who: Identity, name: str) -> bool:
+        """Remove the collection and every document in it; False if there was none."""
+        info = await self.collections.get(who.tenant, name)
+        if info is None:
+            return False
+        async with self._lock:
+            self._paths.pop(info.physical, None)
+        return await self.collections.drop(who.tenant, name)

@@ -26,6 +26,8 @@ from starlette.responses import JSONResponse, Response
 
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionExists,
+    CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -61,6 +63,8 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     QueryRefused: 400,
     QueryTooCostly: 400,
     QueryMissing: 404,
+    CollectionRefused: 400,
+    CollectionExists: 409,
     Unauthenticated: 401,
     MethodNotAllowed: 405,
     RequestTooLarge: 413,

@@ -36,6 +36,8 @@ from sidecar.auth.identity import (
 )
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionExists,
+    CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -110,6 +112,8 @@ WORDS: dict[type[WhoseError], str] = {
     QueryRefused: "the query is not served as asked",
     QueryTooCostly: "the query asks more than one request may",
     QueryMissing: "no such point or collection, or none you may see",
+    CollectionRefused: "the collection is not created as asked",
+    CollectionExists: "a collection of that name exists already",
     Unauthenticated: "not authenticated",
     MethodNotAllowed: "not served here",
     RequestTooLarge: "the request is too large",

@@ -18,8 +18,12 @@ from qdrant_client.http import models as qm
 from sidecar.errors import StoreUnavailable as StoreUnavailable
 from sidecar.record import Stored
 from sidecar.store import probes
+from sidecar.store.layout import VectorLayout
 from sidecar.store.probes import Probe, Vector
 from sidecar.store.scope import Scope
+
+# A point's vectors by name ("" the unnamed dense one), as a writer sent them.
+Vectors = dict[str, Vector]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,12 @@ class Found:
 
 
 class Store(Protocol):
+    @property
+    def vectors(self) -> VectorLayout:
+        """Which vectors its points carry: the whose collection's (VectorLayout.whose),
+        or a stack collection's own (store/stacks.py)."""
+        ...
+
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -103,7 +113,8 @@ class Store(Protocol):
         with_vectors: frozenset[str] = frozenset(),
     ) -> list[Found]:
         """Records within scope scored by `probe` (store/probes.py) on the vector named
-        `using` ("" the dense one, "lexical" the BM25 one), best first, leaving out the
+        `using` (any name of the layout: in the whose collection "" the dense one,
+        "lexical" the BM25 one), best first, leaving out the
         `exclude` record ids: the query engine's leaf search (reads/query/)."""
         ...
 
@@ -133,9 +144,10 @@ class Store(Protocol):
         """Records within scope by filter alone (no vector), in point-id order, a page at a time."""
         ...
 
-    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
-        """Store records (payload, dense vector) of one tenant in one operation; the
-        store adds each one's lexical vector (store/vectors.py)."""
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], Vectors]]) -> None:
+        """Store records (payload, named vectors as `vectors` lays them out) of one
+        tenant in one operation; in the whose collection the store adds each one's
+        lexical vector (store/vectors.py)."""
         ...
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:

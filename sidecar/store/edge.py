@@ -40,11 +40,13 @@ from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
+    Vectors,
     hybrid,
     probes,
     records,
     rescore,
 )
+from sidecar.store.layout import VectorLayout
 from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
@@ -54,7 +56,16 @@ from sidecar.store.schema import (
     point_id,
 )
 from sidecar.store.scope import Scope, to_qdrant
-from sidecar.store.vectors import DENSE, LEXICAL, SPEC_KEY, IndexSpec, check, dense, lexical
+from sidecar.store.vectors import (
+    LAYOUT_KEY,
+    LEXICAL,
+    SPEC_KEY,
+    IndexMismatch,
+    IndexSpec,
+    check,
+    dense,
+    lexical,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +127,16 @@ class EdgeStore:
         quiet_for: Callable[[], float] | None = None,
         search: Search | None = None,
         index: IndexSpec | None = None,
+        vectors: VectorLayout | None = None,
     ) -> None:
         """`quiet_for`: seconds since the server last had a request in flight (0 while
         one is); without it, only this store's own calls count. `index`: the vectors
         this sidecar makes (default: the hashing embedder's), checked against the
-        store's own record of them at open."""
+        store's own record of them at open. `vectors`: the points' vectors (default:
+        the whose collection's, `vector_size` and lexical); a stack collection's
+        layout is checked against the one recorded beside its shard instead."""
         self.path = path
+        self.vectors = vectors or VectorLayout.whose(vector_size)
         self.search_tuning = search or Search()
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
@@ -153,6 +168,36 @@ class EdgeStore:
             self._dirty.set()
 
     def _open_shard(self) -> qe.EdgeShard:
+        if not self.vectors.computes_lexical:
+            shard = self._open_stack_shard()
+        else:
+            shard = self._open_whose_shard()
+        # On a new store the indexes go in before any data, so every segment is built
+        # with them; a store made by an earlier version gains the ones added since.
+        indexed = shard.info().payload_schema
+        for name, schema in _indexes():
+            if name not in indexed:
+                shard.update(qe.UpdateOperation.create_field_index(name, schema))
+        return shard
+
+    def _open_stack_shard(self) -> qe.EdgeShard:
+        """A stack collection's shard: its layout recorded beside the engine's files."""
+        layout_file = self.path / f"{LAYOUT_KEY}.json"
+        if (self.path / "edge_config.json").exists():
+            recorded = None
+            if layout_file.exists():
+                recorded = VectorLayout.from_json(json.loads(layout_file.read_text()))
+            if recorded != self.vectors:
+                held = recorded.describe() if recorded is not None else "no recorded layout"
+                raise IndexMismatch(
+                    f"the store {self.path} holds {held}, not {self.vectors.describe()}"
+                )
+            return load_shard(self.path)
+        shard = qe.EdgeShard.create(str(self.path), self.vectors.edge_config())
+        layout_file.write_text(json.dumps(self.vectors.as_json()))
+        return shard
+
+    def _open_whose_shard(self) -> qe.EdgeShard:
         spec_file = self.path / f"{SPEC_KEY}.json"
         if (self.path / "edge_config.json").exists():
             recorded = None
@@ -164,12 +209,6 @@ class EdgeStore:
         else:
             shard = qe.EdgeShard.create(str(self.path), edge_config(self.index))
             spec_file.write_text(json.dumps(self.index.as_json()))
-        # On a new store the indexes go in before any data, so every segment is built
-        # with them; a store made by an earlier version gains the ones added since.
-        indexed = shard.info().payload_schema
-        for name, schema in _indexes():
-            if name not in indexed:
-                shard.update(qe.UpdateOperation.create_field_index(name, schema))
         return shard
 
     async def close(self) -> None:
@@ -257,6 +296,7 @@ class EdgeStore:
         score_threshold: float | None = None,
         with_vectors: frozenset[str] = frozenset(),
     ) -> list[Found]:
+        self.vectors.require({using} | with_vectors)
         flt = _edge_filter(scope, exclude)
         query = probes.edge(probe, using)
         fetched = with_vectors | {using} if probes.rescored_exactly(probe) else with_vectors
@@ -284,6 +324,7 @@ class EdgeStore:
         *,
         with_vectors: frozenset[str] = frozenset(),
     ) -> list[Found]:
+        self.vectors.require(with_vectors)
         direction = (
             qe.Direction.Desc if order_by.direction == qm.Direction.DESC else qe.Direction.Asc
         )
@@ -302,6 +343,7 @@ class EdgeStore:
     async def fetch(
         self, tenant: str, record_ids: list[UUID], names: frozenset[str]
     ) -> list[Found]:
+        self.vectors.require(names)
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
         found = await self._run(self.shard.retrieve, ids, True, sorted(names) or False)
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
@@ -346,14 +388,23 @@ class EdgeStore:
         page = records([(r.payload, None, dense(r.vector)) for r in found])
         return Page(page, None if next_offset is None else str(next_offset))
 
-    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], Vectors]]) -> None:
         points = [
-            qe.Point(point_id(tenant, payload["id"]), _vectors(payload, vector), payload)
-            for payload, vector in items
+            qe.Point(point_id(tenant, payload["id"]), self._vectors(payload, vectors), payload)
+            for payload, vectors in items
         ]
         # One operation: a batch is stored whole or not at all.
         await self._run(self.shard.update, qe.UpdateOperation.upsert_points(points))
         self._dirty.set()
+
+    def _vectors(self, payload: dict[str, Any], vectors: Vectors) -> dict[str, Any]:
+        """The point's vectors in the engine's types: as given, and in the whose
+        collection the lexical one computed from the record."""
+        given: dict[str, Any] = {n: probes.edge_vector(v) for n, v in vectors.items()}
+        if self.vectors.computes_lexical:
+            sparse = lexical(payload)
+            given[LEXICAL] = qe.SparseVector(sparse.indices, sparse.values)
+        return given
 
     async def update(self, tenant: str, record_id: UUID, fields: dict[str, Any]) -> None:
         operation = qe.UpdateOperation.set_payload([point_id(tenant, record_id)], fields)
@@ -447,11 +498,6 @@ def edge_config(index: IndexSpec) -> qe.EdgeConfig:
         vectors=qe.EdgeVectorParams(size=index.dim, distance=qe.Distance.Cosine),
         sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams()},
     )
-
-
-def _vectors(payload: dict[str, Any], vector: list[float]) -> dict[str, Any]:
-    sparse = lexical(payload)
-    return {DENSE: vector, LEXICAL: qe.SparseVector(sparse.indices, sparse.values)}
 
 
 _Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams

@@ -12,7 +12,8 @@ from qdrant_client.http import models as qm
 
 from sidecar import metrics
 from sidecar.record import Stored
-from sidecar.store import Found, Page, Store
+from sidecar.store import Found, Page, Store, Vectors
+from sidecar.store.layout import VectorLayout
 from sidecar.store.probes import Probe
 from sidecar.store.scope import Scope
 
@@ -29,6 +30,10 @@ async def _timed(op: str) -> AsyncIterator[None]:
 class MeasuredStore:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
+
+    @property
+    def vectors(self) -> VectorLayout:
+        return self.inner.vectors
 
     async def open(self) -> None:
         await self.inner.open()
@@ -116,7 +121,7 @@ class MeasuredStore:
         async with _timed("find"):
             return await self.inner.find(scope, limit, offset=offset, with_vector=with_vector)
 
-    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], Vectors]]) -> None:
         async with _timed("put"):
             await self.inner.put(tenant, items)
 

@@ -37,7 +37,7 @@ from sidecar.embed.indexed import indexed_text
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore, claim, load_shard
 from sidecar.store.server import Layout, ServerStore
-from sidecar.store.vectors import IndexSpec
+from sidecar.store.vectors import DENSE, IndexSpec
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,9 @@ async def copy_pages(
         for tenant, records in by_tenant.items():
             texts = [indexed_text(p) for p in records]
             vectors = await embedder.embed_batch(texts, "document")
-            await target.put(tenant, list(zip(records, vectors, strict=True)))
+            await target.put(
+                tenant, [(r, {DENSE: v}) for r, v in zip(records, vectors, strict=True)]
+            )
             copied += len(records)
         await save(next_offset)
         report(f"copied {copied} records")

@@ -47,11 +47,13 @@ from sidecar.store import (
     Page,
     Search,
     StoreUnavailable,
+    Vectors,
     hybrid,
     probes,
     records,
     rescore,
 )
+from sidecar.store.layout import VectorLayout
 from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
@@ -62,7 +64,7 @@ from sidecar.store.schema import (
 )
 from sidecar.store.scope import Scope, to_qdrant
 from sidecar.store.vectors import (
-    DENSE,
+    LAYOUT_KEY,
     LEXICAL,
     SPEC_KEY,
     IndexMismatch,
@@ -101,13 +103,29 @@ class ServerStore:
         retries: int = 2,
         search: Search | None = None,
         index: IndexSpec | None = None,
+        *,
+        vectors: VectorLayout | None = None,
+        metadata: dict[str, Any] | None = None,
+        creates: bool = True,
+        owns_clients: bool = True,
     ) -> None:
         """`clients`: one per node URL, tried in turn when one fails. `index`: the
-        vectors this sidecar makes, checked against the collection's record of them."""
+        vectors this sidecar makes, checked against the collection's record of them.
+        `vectors`: the points' vectors (default: the whose collection's); a stack
+        collection's layout is checked against the one in the collection's metadata
+        instead, beside which `metadata` is recorded when it is created. `creates`:
+        whether a missing collection is created when first used (a stack collection
+        is created only by `create`, store/stacks.py: one dropped stays dropped).
+        `owns_clients`: whether `close` closes the clients (not when they are shared
+        by the stack collections of one registry)."""
         if not clients:
             raise ValueError("a server store needs at least one Qdrant URL")
         self.clients = clients
         self.collection = collection
+        self.vectors = vectors or VectorLayout.whose(vector_size)
+        self.metadata = metadata or {}
+        self.creates = creates
+        self.owns_clients = owns_clients
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
         self.layout = layout or Layout()
@@ -129,6 +147,9 @@ class ServerStore:
         retries: int = 2,
         search: Search | None = None,
         index: IndexSpec | None = None,
+        vectors: VectorLayout | None = None,
+        metadata: dict[str, Any] | None = None,
+        creates: bool = True,
     ) -> ServerStore:
         # No compatibility check: it is a blocking request at construction, and it
         # warns across two minor versions; the tests run against the server we ship.
@@ -138,7 +159,18 @@ class ServerStore:
             )
             for url in urls
         ]
-        return cls(clients, collection, vector_size, layout, retries, search, index)
+        return cls(
+            clients,
+            collection,
+            vector_size,
+            layout,
+            retries,
+            search,
+            index,
+            vectors=vectors,
+            metadata=metadata,
+            creates=creates,
+        )
 
     async def open(self) -> None:
         # A sidecar that starts while Qdrant is down reports not-ready (/readyz) and
@@ -162,18 +194,14 @@ class ServerStore:
             return
         exists = await self._call(lambda c: c.collection_exists(self.collection))
         if not exists:
-            await self._call(self._create, idempotent=False)
+            if not self.creates:
+                raise StoreUnavailable(f"the Qdrant collection {self.collection} is missing")
+            await self.create()
         info = await self._call(lambda c: c.get_collection(self.collection))
-        recorded = IndexSpec.from_json((info.config.metadata or {}).get(SPEC_KEY))
-        if recorded is None and await self._adoptable(info):
-            # An empty collection made by hand with these vectors: it is ours now.
-            metadata = {SPEC_KEY: self.index.as_json()}
-            await self._call(
-                lambda c: c.update_collection(self.collection, metadata=metadata),
-                idempotent=False,
-            )
-            recorded = self.index
-        check(f"the Qdrant collection {self.collection}", recorded, self.index)
+        if self.vectors.computes_lexical:
+            await self._check_index(info)
+        else:
+            self._check_layout(info)
         # A collection made by an earlier version gains the indexes added since
         # (a server in strict mode refuses filters on fields without one).
         for name, schema in _indexes():
@@ -184,6 +212,28 @@ class ServerStore:
                     )
                 )
         self._ensured = True
+
+    def _check_layout(self, info: qm.CollectionInfo) -> None:
+        """A stack collection holds the vectors it was created with."""
+        recorded = VectorLayout.from_json((info.config.metadata or {}).get(LAYOUT_KEY))
+        if recorded != self.vectors:
+            held = recorded.describe() if recorded is not None else "no recorded layout"
+            raise IndexMismatch(
+                f"the Qdrant collection {self.collection} holds {held}, "
+                f"not {self.vectors.describe()}"
+            )
+
+    async def _check_index(self, info: qm.CollectionInfo) -> None:
+        recorded = IndexSpec.from_json((info.config.metadata or {}).get(SPEC_KEY))
+        if recorded is None and await self._adoptable(info):
+            # An empty collection made by hand with these vectors: it is ours now.
+            metadata = {SPEC_KEY: self.index.as_json()}
+            await self._call(
+                lambda c: c.update_collection(self.collection, metadata=metadata),
+                idempotent=False,
+            )
+            recorded = self.index
+        check(f"the Qdrant collection {self.collection}", recorded, self.index)
 
     async def _adoptable(self, info: qm.CollectionInfo) -> bool:
         """Empty, with the dense vector (this dimension, cosine) and the lexical one,
@@ -202,27 +252,72 @@ class ServerStore:
         counted = await self._call(lambda c: c.count(self.collection, exact=True))
         return counted.count == 0
 
+    async def create(self) -> bool:
+        """Create the collection (shards and replication from `layout`); False if it
+        exists already (another worker or replica created it first, or the name is
+        taken)."""
+        created = True
+
+        async def make(client: AsyncQdrantClient) -> None:
+            nonlocal created
+            try:
+                await self._create(client)
+            except UnexpectedResponse as exc:
+                if exc.status_code != 409:
+                    raise
+                created = False
+
+        await self._call(make, idempotent=False)
+        return created
+
     async def _create(self, client: AsyncQdrantClient) -> None:
-        try:
-            await client.create_collection(
-                self.collection,
-                vectors_config=qm.VectorParams(size=self.index.dim, distance=qm.Distance.COSINE),
-                # No IDF modifier: it would weigh every term by the other records
-                # (store/hybrid.py).
-                sparse_vectors_config={LEXICAL: qm.SparseVectorParams()},
-                metadata={SPEC_KEY: self.index.as_json()},
-                shard_number=self.layout.shards,
-                replication_factor=self.layout.replication,
-                write_consistency_factor=self.layout.write_consistency,
-            )
-        except UnexpectedResponse as exc:
-            # Another worker or replica created it first: theirs has the same layout.
-            if exc.status_code != 409:
+        vectors: Any
+        if self.vectors.computes_lexical:
+            vectors = qm.VectorParams(size=self.index.dim, distance=qm.Distance.COSINE)
+            metadata: dict[str, Any] = {SPEC_KEY: self.index.as_json()}
+        else:
+            vectors = self.vectors.vectors_config() or {}
+            metadata = {LAYOUT_KEY: self.vectors.as_json()}
+        await client.create_collection(
+            self.collection,
+            vectors_config=vectors,
+            # No IDF modifier: it would weigh every term by the other records
+            # (store/hybrid.py, store/layout.py).
+            sparse_vectors_config=self.vectors.sparse_config(as_sent=False) or None,
+            metadata=metadata | self.metadata,
+            shard_number=self.layout.shards,
+            replication_factor=self.layout.replication,
+            write_consistency_factor=self.layout.write_consistency,
+        )
+
+    async def recorded(self) -> dict[str, Any] | None:
+        """The collection's metadata, or None when there is no such collection."""
+
+        async def read(client: AsyncQdrantClient) -> dict[str, Any] | None:
+            try:
+                info = await client.get_collection(self.collection)
+            except UnexpectedResponse as exc:
+                if exc.status_code == 404:
+                    return None
                 raise
+            return dict(info.config.metadata or {})
+
+        return await self._call(read)
+
+    async def collections(self) -> list[str]:
+        """The names of every collection on the server."""
+        found = await self._call(lambda c: c.get_collections())
+        return [c.name for c in found.collections]
+
+    async def drop(self) -> None:
+        """Delete the collection, points and all (a stack collection dropped)."""
+        await self._call(lambda c: c.delete_collection(self.collection), idempotent=False)
+        self._ensured = False
 
     async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
+        if self.owns_clients:
+            for client in self.clients:
+                await client.close()
 
     async def ping(self) -> None:
         await self._ensure_collection()
@@ -290,6 +385,7 @@ class ServerStore:
         score_threshold: float | None = None,
         with_vectors: frozenset[str] = frozenset(),
     ) -> list[Found]:
+        self.vectors.require({using} | with_vectors)
         await self._ensure_collection()
         query_filter = to_qdrant(scope, exclude)
         params = await self._params(query_filter)
@@ -318,6 +414,7 @@ class ServerStore:
         *,
         with_vectors: frozenset[str] = frozenset(),
     ) -> list[Found]:
+        self.vectors.require(with_vectors)
         await self._ensure_collection()
         scroll_filter = to_qdrant(scope, exclude)
         found, _ = await self._call(
@@ -335,6 +432,7 @@ class ServerStore:
     async def fetch(
         self, tenant: str, record_ids: list[UUID], names: frozenset[str]
     ) -> list[Found]:
+        self.vectors.require(names)
         await self._ensure_collection()
         ids: list[qm.ExtendedPointId] = [point_id(tenant, rid) for rid in record_ids]
         found = await self._call(
@@ -395,8 +493,9 @@ class ServerStore:
         page = records([(r.payload, None, dense(r.vector)) for r in found])
         return Page(page, None if next_offset is None else str(next_offset))
 
-    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
-        points = [_point(tenant, payload, vector) for payload, vector in items]
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], Vectors]]) -> None:
+        lexical_too = self.vectors.computes_lexical
+        points = [_point(tenant, payload, vectors, lexical_too) for payload, vectors in items]
         await self._ensure_collection()
         await self._call(
             lambda c: c.upsert(self.collection, points=points, wait=True), idempotent=False
@@ -519,16 +618,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _point(tenant: str, payload: dict[str, Any], vector: list[float]) -> qm.PointStruct:
-    sparse = lexical(payload)
-    return qm.PointStruct(
-        id=point_id(tenant, payload["id"]),
-        vector={
-            DENSE: vector,
-            LEXICAL: qm.SparseVector(indices=sparse.indices, values=sparse.values),
-        },
-        payload=payload,
-    )
+def _point(
+    tenant: str, payload: dict[str, Any], vectors: Vectors, lexical_too: bool
+) -> qm.PointStruct:
+    """The point: its vectors as given, and in the whose collection the lexical one
+    computed from the record."""
+    named: dict[str, Any] = dict(vectors)
+    if lexical_too:
+        sparse = lexical(payload)
+        named[LEXICAL] = qm.SparseVector(indices=sparse.indices, values=sparse.values)
+    return qm.PointStruct(id=point_id(tenant, payload["id"]), vector=named, payload=payload)
 
 
 _Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams

@@ -24,6 +24,8 @@ DENSE = ""
 LEXICAL = "lexical"
 # Where the spec is recorded: the server collection's metadata, or beside the shard.
 SPEC_KEY = "whose_index"
+# Where a stack collection's vector layout is recorded (store/layout.py), likewise.
+LAYOUT_KEY = "whose_layout"
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def to_write(
     index: int,
     point: UUID,
     payload: Payload,
-    vector: list[float],
+    vector: list[float] | None,
     labeled: LabelDecision | None,
     *,
     was: Mapping[str, Any] | None = None,

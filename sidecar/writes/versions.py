@@ -28,7 +28,7 @@ filter match the asker may not see answers exactly like a missing one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +41,7 @@ from sidecar.policy.contract import DisclosureQuestion, LabelDecision
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite, Payload, PremiseChange, Stored, iso
 from sidecar.store import Store
+from sidecar.store.probes import Vector
 from sidecar.store.scope import AnyOf, Match, Scope
 from sidecar.writes.documents import labeling_question, payload_of, to_write
 from sidecar.writes.eraser import MAX_IDS, Eraser
@@ -60,10 +61,11 @@ def _utcnow() -> datetime:
 
 @dataclass(frozen=True)
 class WrittenPoint:
-    """One point a library wrote: its id, its dense vector, its payload."""
+    """One point a library wrote: its id, its vectors (a dense one; or by name, in a
+    stack collection), its payload."""
 
     id: UUID
-    vector: list[float]
+    vector: list[float] | Mapping[str, Vector]
     payload: Payload
 
 
@@ -181,12 +183,24 @@ class Versions:
         if not found:
             return []
         ids = [UUID(r.id) for r in found]
-        with_vectors = {r.id: r for r in await self.store.get(who.tenant, ids, with_vector=True)}
-        changed: list[tuple[int, Stored, list[float], Payload]] = []
-        for index, record in enumerate(found):
-            stored = with_vectors.get(record.id)
-            if stored is not None and stored.vector is not None:
-                changed.append((index, stored, stored.vector, change(payload_of(stored.payload))))
+        changed: list[tuple[int, Stored, list[float] | Mapping[str, Vector], Payload]] = []
+        if self.store.vectors.embeds:
+            with_vectors = {
+                r.id: r for r in await self.store.get(who.tenant, ids, with_vector=True)
+            }
+            for index, record in enumerate(found):
+                stored = with_vectors.get(record.id)
+                if stored is not None and stored.vector is not None:
+                    new = change(payload_of(stored.payload))
+                    changed.append((index, stored, stored.vector, new))
+        else:
+            # A stack collection's points keep every vector the stack sent, by name.
+            names = self.store.vectors.given()
+            fetched = {f.record.id: f for f in await self.store.fetch(who.tenant, ids, names)}
+            for index, record in enumerate(found):
+                if (f := fetched.get(record.id)) is not None:
+                    new = change(payload_of(f.record.payload))
+                    changed.append((index, f.record, dict(f.vectors), new))
         labeled = await self._labeled(
             who,
             [
@@ -200,13 +214,16 @@ class Versions:
         problems: list[dict[str, Any]] = []
         for (index, stored, vector, payload), labels in zip(changed, labeled, strict=True):
             try:
-                body = to_write(
-                    index,
-                    UUID(stored.id),
-                    payload,
+                body = _with_vectors(
+                    to_write(
+                        index,
+                        UUID(stored.id),
+                        payload,
+                        vector if isinstance(vector, list) else None,
+                        labels,
+                        was=stored.payload.get("document"),
+                    ),
                     vector,
-                    labels,
-                    was=stored.payload.get("document"),
                 )
             except WriteRefused as refused:
                 problems += refused.problems
@@ -325,6 +342,11 @@ class Versions:
         return [s.record for s in answer.shown]
 
 
+def _with_vectors(body: MemoryWrite, vector: list[float] | Mapping[str, Vector]) -> MemoryWrite:
+    """The record with a stack's named vectors, when it sent them by name."""
+    return body if isinstance(vector, list) else body.with_vectors(vector)
+
+
 def _converted(
     points: Sequence[WrittenPoint], labeled: Sequence[LabelDecision | None]
 ) -> list[MemoryWrite]:
@@ -332,7 +354,9 @@ def _converted(
     problems: list[dict[str, Any]] = []
     for index, (point, labels) in enumerate(zip(points, labeled, strict=True)):
         try:
-            bodies.append(to_write(index, point.id, point.payload, point.vector, labels))
+            dense = point.vector if isinstance(point.vector, list) else None
+            body = to_write(index, point.id, point.payload, dense, labels)
+            bodies.append(_with_vectors(body, point.vector))
         except WriteRefused as refused:
             problems += refused.problems
     if problems:

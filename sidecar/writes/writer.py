@@ -27,8 +27,10 @@ from sidecar.errors import PolicyUnavailable
 from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Provenance, iso
-from sidecar.store import Store, StoreUnavailable
+from sidecar.store import Store, StoreUnavailable, Vectors
+from sidecar.store.layout import VectorLayout
 from sidecar.store.scope import Scope
+from sidecar.store.vectors import DENSE
 from sidecar.writes.lineage import Lineage
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
@@ -59,8 +61,9 @@ _CHAIN_FIELDS = ("supersedes", "superseded_by", "invalid_at")
 @dataclass
 class Prepared:
     payload: dict[str, Any]
-    # The writer's own embedding, or None until the embedder makes one (`_embedded`).
-    vector: list[float] | None
+    # The writer's own vectors by name ({"": its embedding} through the native API), or
+    # None until the embedder makes one (`_embedded`; the whose collection only).
+    vectors: Vectors | None
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ class Writer:
             for body, chosen_id in zip(bodies, ids, strict=True)
         ]
         attempt.records = [p.payload for p in prepared]
-        _refuse_if(_prepared_problems(prepared, self.embedder.dim), attempt.records)
+        _refuse_if(_prepared_problems(prepared, self.store.vectors), attempt.records)
         return prepared
 
     async def _decided(
@@ -243,22 +246,23 @@ class Writer:
         successors = await successors_of(self.store, tenant, suspects)
         return _Snapshot(open_versions, around, named_records, successors)
 
-    async def _embedded(self, prepared: list[Prepared]) -> list[list[float]]:
-        """Each record's dense vector: the writer's own, else the embedder's, of what is
-        indexed for the record (embed/indexed.py), all of a batch in one call."""
-        missing = [p for p in prepared if p.vector is None]
+    async def _embedded(self, prepared: list[Prepared]) -> list[Vectors]:
+        """Each record's vectors: the writer's own, else the embedder's dense one, of
+        what is indexed for the record (embed/indexed.py), all of a batch in one call
+        (a stack collection's records came with theirs: `_prepared_problems`)."""
+        missing = [p for p in prepared if p.vectors is None]
         made: list[list[float]] = []
         if missing:
             texts = [indexed_text(p.payload) for p in missing]
             made = await self.embedder.embed_batch(texts, "document")
         supplied = iter(made)
-        return [p.vector if p.vector is not None else next(supplied) for p in prepared]
+        return [p.vectors if p.vectors is not None else {DENSE: next(supplied)} for p in prepared]
 
     async def _commit(
         self,
         tenant: str,
         payloads: list[dict[str, Any]],
-        vectors: list[list[float]],
+        vectors: list[Vectors],
         updates: list[tuple[str, dict[str, Any]]],
     ) -> None:
         # New versions first: if we stop half-way, each names its predecessor,
@@ -329,7 +333,7 @@ class Writer:
                 ),
             }
         )
-        return Prepared(record.payload(), body.vector)
+        return Prepared(record.payload(), _given(body))
 
     async def _refuse_taken_ids(self, payloads: list[dict[str, Any]], tenant: str) -> None:
         taken = await self.store.get(tenant, [uuid.UUID(p["id"]) for p in payloads])
@@ -437,12 +441,22 @@ def _body_problems(
     return problems
 
 
-def _prepared_problems(prepared: list[Prepared], dim: int) -> list[tuple[int, str]]:
+def _given(body: MemoryWrite) -> Vectors | None:
+    """The vectors the writer sent: named, or its embedding as the unnamed one."""
+    if body.named_vectors:
+        return dict(body.named_vectors)
+    return None if body.vector is None else {DENSE: body.vector}
+
+
+def _prepared_problems(prepared: list[Prepared], layout: VectorLayout) -> list[tuple[int, str]]:
     problems: list[tuple[int, str]] = []
     seen: set[str] = set()
     for i, p in enumerate(prepared):
-        if p.vector is not None and len(p.vector) != dim:
-            problems.append((i, f"vector_dimension_must_be_{dim}"))
+        if p.vectors is not None:
+            problems += [(i, reason) for reason in layout.problems(p.vectors)]
+        if p.vectors is None and not layout.embeds:
+            # A stack collection holds the stack's own vectors; whose makes none.
+            problems.append((i, "vector_required"))
         if p.payload["id"] in seen:
             problems.append((i, "duplicate_id_in_batch"))
         seen.add(p.payload["id"])

@@ -51,7 +51,7 @@ async def put(store: Store, *records: dict[str, Any]) -> None:
     for r in records:
         by_tenant.setdefault(r["tenant"], []).append((r, embed(indexed_text(r))))
     for tenant, items in by_tenant.items():
-        await store.put(tenant, items)
+        await store.put(tenant, [(p, {"": v}) for p, v in items])
 
 
 def scores(found: list[Any]) -> dict[str, float]:

@@ -27,7 +27,7 @@ from sidecar.auth.identity import Identity
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryWrite
-from sidecar.store import Store, StoreUnavailable
+from sidecar.store import Store, StoreUnavailable, Vectors
 from sidecar.store.edge import EdgeStore
 from sidecar.store.schema import KEYWORD_FIELDS
 from sidecar.store.scope import Scope
@@ -170,12 +170,12 @@ class LandsLate:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.late = False
-        self.pending: list[tuple[str, list[tuple[dict[str, Any], list[float]]]]] = []
+        self.pending: list[tuple[str, list[tuple[dict[str, Any], Vectors]]]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def put(self, tenant: str, items: list[tuple[dict[str, Any], list[float]]]) -> None:
+    async def put(self, tenant: str, items: list[tuple[dict[str, Any], Vectors]]) -> None:
         if self.late:
             self.pending.append((tenant, items))
             raise StoreUnavailable("ReadTimeout: ")
@@ -277,7 +277,7 @@ async def test_the_store_finds_records_by_what_they_supersede(store: Store) -> N
         _stored(str(uuid.uuid4()), tenant="globex", supersedes=a),
     ]
     for record in records:
-        await store.put(record["tenant"], [(record, embedder.embed("c"))])
+        await store.put(record["tenant"], [(record, {"": embedder.embed("c")})])
 
     def found(ids: tuple[str, ...]) -> Scope:
         return Scope(tenant="acme", supersedes_any_of=ids)
@@ -303,8 +303,8 @@ async def test_an_edge_store_made_without_the_supersedes_index_gains_it(
         made = EdgeStore(tmp_path / "edge", DIM, optimize_interval_s=60)
         await made.open()
         assert "supersedes" not in made.shard.info().payload_schema
-        await made.put("acme", [(_stored(a), embedder.embed("c"))])
-        await made.put("acme", [(_stored(names_a, supersedes=a), embedder.embed("c"))])
+        await made.put("acme", [(_stored(a), {"": embedder.embed("c")})])
+        await made.put("acme", [(_stored(names_a, supersedes=a), {"": embedder.embed("c")})])
         await made.close()
 
     reopened = EdgeStore(tmp_path / "edge", DIM, optimize_interval_s=60)

@@ -51,7 +51,7 @@ async def crowded(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Edg
     shared = [
         rec(f"team lunch menu for the launch party {i}", ["group:launch-team"]) for i in range(5)
     ]
-    await store.put("acme", [(r, embedder.embed(r["content"])) for r in private + shared])
+    await store.put("acme", [(r, {"": embedder.embed(r["content"])}) for r in private + shared])
     yield store
     await store.close()
 

@@ -108,7 +108,7 @@ async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
         }
         for shape in SHAPES
     ]
-    await edge.put("acme", [(r, [1.0] * DIM) for r in records])
+    await edge.put("acme", [(r, {"": [1.0] * DIM}) for r in records])
     yield edge
     await edge.close()
 

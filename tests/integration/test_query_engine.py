@@ -83,7 +83,7 @@ def setup(
     store = backend(request.param, folder, DIM, 300, request)
     policy = linked_policy(POLICY_DIR, folder)
     loop.run_until_complete(store.open())
-    loop.run_until_complete(store.put(TENANT, items))
+    loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
     loop.run_until_complete(policy.start())
     plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
     pools = Pools(

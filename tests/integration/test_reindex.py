@@ -55,7 +55,7 @@ async def fill(store: Store) -> list[dict[str, Any]]:
     written = records("acme", 25) + records("globex", 12)
     for tenant in ("acme", "globex"):
         mine = [r for r in written if r["tenant"] == tenant]
-        await store.put(tenant, [(r, OLD.embed(indexed_text(r))) for r in mine])
+        await store.put(tenant, [(r, {"": OLD.embed(indexed_text(r))}) for r in mine])
     return written
 
 

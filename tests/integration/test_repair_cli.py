@@ -40,7 +40,7 @@ async def test_repair_command_closes_an_interrupted_chain(tmp_path: Path) -> Non
     old = version()
     # The state a crash between storing a new version and closing the old one leaves.
     new = version(supersedes=str(old["id"]), valid_at="2026-10-02T00:00:00Z")
-    await store.put("acme", [(old, embed("k")), (new, embed("k"))])
+    await store.put("acme", [(old, {"": embed("k")}), (new, {"": embed("k")})])
     await store.close()
 
     result = await asyncio.to_thread(

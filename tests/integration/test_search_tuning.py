@@ -72,7 +72,7 @@ async def store(
             )
             for i in range(start, min(N, start + 1000))
         ]
-        await opened.put("acme", items)
+        await opened.put("acme", [(p, {"": v}) for p, v in items])
     if isinstance(opened, EdgeStore):
         await opened.optimize()
     else:

@@ -44,7 +44,7 @@ def rec(tenant: str, text: str, **fields: Any) -> dict[str, Any]:
 
 async def put(store: Store, *records: dict[str, Any]) -> None:
     for r in records:
-        await store.put(r["tenant"], [(r, embed(r["content"]))])
+        await store.put(r["tenant"], [(r, {"": embed(r["content"])})])
 
 
 async def test_search_never_crosses_tenants(store: Store) -> None:
@@ -132,7 +132,7 @@ async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
     first = EdgeStore(tmp_path / "edge", DIM)
     await first.open()
     r = rec("acme", "durable")
-    await first.put("acme", [(r, embed("durable"))])
+    await first.put("acme", [(r, {"": embed("durable")})])
     await first.optimize()
     await first.close()
     again = EdgeStore(tmp_path / "edge", DIM)
@@ -153,7 +153,7 @@ async def test_edge_store_indexes_only_once_the_server_is_quiet(tmp_path: Path) 
     await store.open()
     try:
         vectors = np.random.default_rng(1).normal(size=(n, dim)).tolist()
-        await store.put("acme", [(rec("acme", f"r{i}"), v) for i, v in enumerate(vectors)])
+        await store.put("acme", [(rec("acme", f"r{i}"), {"": v}) for i, v in enumerate(vectors)])
         await asyncio.sleep(1.0)  # five optimize intervals with a request in flight
         # The lexical vectors are indexed as they are written (an inverted index); the
         # dense ones only by the optimize that builds HNSW.

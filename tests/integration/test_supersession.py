@@ -225,7 +225,7 @@ async def test_an_interrupted_write_is_repaired_by_the_next_one(opa_url: str) ->
             "supersedes": str(old.id),
             "valid_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         }
-        await store.put("acme", [(orphan, embedder.embed("k v2"))])
+        await store.put("acme", [(orphan, {"": embedder.embed("k v2")})])
         assert sum("invalid_at" not in r for r in await everything(store)) == 2
 
         [newest] = await writer.write([belief("alice", "k", "v3")], ALICE, datetime.now(UTC))
@@ -247,7 +247,7 @@ async def test_repair_closes_interrupted_chains_without_a_new_write(opa_url: str
             "id": str(uuid.uuid4()),
             "supersedes": str(old.id),
         }
-        await store.put("acme", [(orphan, embedder.embed("k"))])
+        await store.put("acme", [(orphan, {"": embedder.embed("k")})])
         assert await repair(store, LocalLocks(), "acme") == 1
         assert await repair(store, LocalLocks(), "acme") == 0
         check_chains(await everything(store))

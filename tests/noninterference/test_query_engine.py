@@ -113,7 +113,7 @@ def worlds(
     policy = linked_policy(policy_dir, folder)
     for store, items in ((store_a, shared), (store_b, shared + extra)):
         loop.run_until_complete(store.open())
-        loop.run_until_complete(store.put(TENANT, items))
+        loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
     loop.run_until_complete(policy.start())
     pushdown = how != "audience, pushdown off"
     pools = Pools(

@@ -30,6 +30,8 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionExists,
+    CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -123,6 +125,8 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     QueryRefused: 400,
     QueryTooCostly: 400,
     QueryMissing: 404,
+    CollectionRefused: 400,
+    CollectionExists: 409,
     Unauthenticated: 401,
     MethodNotAllowed: 405,
     RequestTooLarge: 413,
@@ -159,7 +163,9 @@ def _message(error: WhoseError, reasons: list[Any]) -> str:
 
 
 def _what(error: WhoseError, reasons: list[Any]) -> str:
-    if isinstance(error, FilterRefused | QueryRefused | QueryMissing):
+    if isinstance(
+        error, FilterRefused | QueryRefused | QueryMissing | CollectionRefused | CollectionExists
+    ):
         # Their messages are Qdrant's own words (reads/query/), as a client expects them.
         return str(error)
     summary = _summary(reasons)
@@ -224,15 +230,16 @@ async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter |
 
 
 async def filter_check(
-    memory: Memory, who: Identity, body: Any
+    memory: Memory, who: Identity, body: Any, stack: bool = False
 ) -> Callable[[qm.Filter], qm.Filter]:
     """How the query engine runs each filter of a request (at the root, in every
-    prefetch): checked, bounded and tenant-scoped (http/qdrant/caller_filter.py), each
-    `has_id` id also naming what it names for the asker (as `aliased_filter`). The ids
-    are resolved once, for the whole body, before anything is searched."""
+    prefetch): checked, bounded and tenant-scoped (http/qdrant/caller_filter.py). In the
+    whose collection each `has_id` id also names what it names for the asker (as
+    `aliased_filter`; resolved once, for the whole body, before anything is searched);
+    in a stack collection, the documents written under that id (`chosen_ids`)."""
     wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(body)) if r is not None]
     points: dict[str, list[str]] = {}
-    if wanted:
+    if wanted and not stack:
         named = await memory.point_aliases(who, wanted)
         points = {
             point_id(who.tenant, asked): [point_id(who.tenant, r) for r in records]
@@ -241,10 +248,25 @@ async def filter_check(
 
     def check(flt: qm.Filter) -> qm.Filter:
         raw = flt.model_dump(mode="json", exclude_none=True, by_alias=True)
+        if stack:
+            raw = chosen_ids(raw)
         checked = caller_filter(raw, who.tenant) or qm.Filter()
         return _with_aliases(checked, points) if points else checked
 
     return check
+
+
+def chosen_ids(raw: Any) -> Any:
+    """A filter (JSON) whose `has_id` conditions name the ids a stack chose: each
+    becomes a match on the id every version keeps (`provenance.chosen_id`)."""
+    if isinstance(raw, list):
+        return [chosen_ids(c) for c in raw]
+    if not isinstance(raw, dict):
+        return raw
+    if set(raw) == {"has_id"} and isinstance(raw["has_id"], list):
+        keys = [str(r) for r in (point_as_record_id(i) for i in raw["has_id"]) if r is not None]
+        return {"key": "provenance.chosen_id", "match": {"any": keys}}
+    return {k: chosen_ids(v) for k, v in raw.items()}
 
 
 def _raw_has_ids(raw: Any) -> list[Any]:
@@ -305,10 +327,50 @@ def dense_vector(vector: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
+def stack_vectors(vector: Any) -> dict[str, Any]:
+    """A point's vectors for a stack collection, by name, as sent: the unnamed dense
+    one under "", a sparse one as a SparseVector (the collection's layout checks names,
+    sizes and values when the record is written)."""
+    if not isinstance(vector, dict):
+        vector = {"": vector}
+    named: dict[str, Any] = {}
+    for name, value in vector.items():
+        if isinstance(value, dict):
+            try:
+                named[name] = qm.SparseVector.model_validate(value)
+            except ValidationError:
+                raise QdrantError(400, f"Format error in JSON body: vector `{name}`") from None
+        elif isinstance(value, list) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value
+        ):
+            named[name] = [float(x) for x in value]
+        else:
+            raise QdrantError(400, f"Format error in JSON body: vector `{name}`")
+    return named
+
+
 def point_as_record_id(raw: Any) -> UUID | None:
-    # Record ids are UUIDs; an integer id can name no record here.
+    """The UUID a point id is kept as: a UUID, or an unsigned integer as the UUID of
+    that number (reads/query/stack.py); None for anything else (it names nothing)."""
+    point = point_id_of(raw)
+    if point is None:
+        return None
+    return uuid.UUID(int=point) if isinstance(point, int) else uuid.UUID(point)
+
+
+def point_id_of(raw: Any) -> int | str | None:
+    """A point id as Qdrant takes it: an unsigned 64-bit integer (a string of digits in
+    a path), or a UUID in its canonical form; None for anything else."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if 0 <= raw < 2**64 else None
+    text = str(raw)
+    if text.isascii() and text.isdigit():
+        number = int(text)
+        return number if number < 2**64 else None
     try:
-        return uuid.UUID(str(raw))
+        return str(uuid.UUID(text))
     except ValueError:
         return None
 
@@ -435,10 +497,27 @@ def upsert_rows(body: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
     """(point id, vector, payload) for each point of an upsert body, list or batch form."""
     if "batch" in body:
         batch = parse(qm.PointsBatch, body).batch
-        if not isinstance(batch.vectors, list):
-            raise QdrantError(400, "named vectors are not supported")
         payloads = batch.payloads or [{} for _ in batch.ids]
-        if not len(batch.ids) == len(batch.vectors) == len(payloads):
+        vectors: list[Any]
+        if isinstance(batch.vectors, dict):
+            # By name: each name's list holds one vector per point.
+            named = {n: list(v) for n, v in batch.vectors.items()}
+            if any(len(v) != len(batch.ids) for v in named.values()):
+                raise QdrantError(400, "batch ids, vectors and payloads differ in length")
+            vectors = [{n: _as_sent(v[i]) for n, v in named.items()} for i in range(len(batch.ids))]
+        else:
+            vectors = list(batch.vectors)
+        if not len(batch.ids) == len(vectors) == len(payloads):
             raise QdrantError(400, "batch ids, vectors and payloads differ in length")
-        return list(zip(batch.ids, batch.vectors, payloads, strict=True))
-    return [(p.id, p.vector, p.payload or {}) for p in parse(qm.PointsList, body).points]
+        return list(zip(batch.ids, vectors, payloads, strict=True))
+    points = parse(qm.PointsList, body).points
+    return [(p.id, _as_sent(p.vector), p.payload or {}) for p in points]
+
+
+def _as_sent(vector: Any) -> Any:
+    """A vector as its JSON said it (qdrant-client's models parse a sparse one)."""
+    if isinstance(vector, qm.SparseVector):
+        return vector.model_dump(mode="json")
+    if isinstance(vector, dict):
+        return {n: _as_sent(v) for n, v in vector.items()}
+    return vector

@@ -39,7 +39,7 @@ from sidecar.http.qdrant.dialect import (
     filter_check,
     ok,
     parse,
-    point_as_record_id,
+    point_id_of,
 )
 from sidecar.points import Asked
 from sidecar.reads.query import legacy
@@ -50,16 +50,18 @@ RawBody = Annotated[dict[str, Any], Body()]
 M = TypeVar("M", bound=BaseModel)
 
 
-def _collection(name: str, svc: Services) -> None:
-    if not svc.points.exists(name):
+async def _collection(name: str, svc: Services, who: Identity) -> None:
+    if not await svc.points.exists(who, name):
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
 async def _asked(svc: Services, who: Identity, collection: str, route: str, body: Any) -> Asked:
     """The request as the surface takes it: the collection known, and the caller's
-    filters (wherever the body holds one) checked as the dialect runs them."""
-    _collection(collection, svc)
-    return Asked(who, collection, route, await filter_check(svc.memory, who, body))
+    filters (wherever the body holds one) checked as the dialect runs them: in a stack
+    collection, a `has_id` names the ids the stack chose."""
+    await _collection(collection, svc, who)
+    stack = collection != svc.settings.collection
+    return Asked(who, collection, route, await filter_check(svc.memory, who, body, stack))
 
 
 def _payload(request: Any, default: Any) -> Any:
@@ -75,14 +77,18 @@ async def root() -> dict[str, Any]:
 @router.get("/collections")
 async def list_collections(svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    return ok({"collections": [{"name": n} for n in svc.points.names()]}, started)
+    return ok({"collections": [{"name": n} for n in await svc.points.names(who)]}, started)
 
 
 @router.get("/collections/{collection}")
 async def collection_info(collection: str, svc: Svc, who: Asker) -> JSONResponse:
     """The collection's configuration; never a point count (that would count secrets)."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    if collection != svc.settings.collection:
+        stack = await svc.stacks.info(who, collection)
+        if stack is None:
+            raise QdrantError(404, f"Not found: Collection `{collection}` doesn't exist!")
+        return ok(stack.layout.as_info().model_dump(mode="json", exclude_none=True), started)
     info = qm.CollectionInfo(
         status=qm.CollectionStatus.GREEN,
         optimizer_status=qm.OptimizersStatusOneOf.OK,
@@ -104,7 +110,44 @@ async def collection_info(collection: str, svc: Svc, who: Asker) -> JSONResponse
 @router.get("/collections/{collection}/exists")
 async def collection_exists(collection: str, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    return ok({"exists": svc.points.exists(collection)}, started)
+    return ok({"exists": await svc.points.exists(who, collection)}, started)
+
+
+@router.put("/collections/{collection}")
+async def create_collection(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """A stack's own collection, in the caller's tenant, with the vectors it asks for
+    (docs/rag-proxy.md, "Your own collections")."""
+    started = time.perf_counter()
+    await svc.stacks.create(who, collection, body)
+    return ok(True, started)
+
+
+@router.delete("/collections/{collection}")
+async def delete_collection(collection: str, svc: Svc, who: Asker) -> JSONResponse:
+    """The collection and every document in it; false if the tenant has none by that
+    name (whose's own collection is not dropped this way)."""
+    started = time.perf_counter()
+    if collection == svc.settings.collection:
+        raise QdrantError(400, f"not supported by whose: deleting `{collection}`")
+    return ok(await svc.stacks.drop(who, collection), started)
+
+
+@router.put("/collections/{collection}/index")
+async def create_index(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """Accepted: the fields a filter, a grouping or an ordering may read are whose's own
+    indexes of the record (docs/rag-proxy.md, "Filters"); a stack's index request
+    changes no answer."""
+    started = time.perf_counter()
+    parse(qm.CreateFieldIndex, body)
+    await _collection(collection, svc, who)
+    return ok({"operation_id": 0, "status": "completed"}, started)
+
+
+@router.delete("/collections/{collection}/index/{field}")
+async def delete_index(collection: str, field: str, svc: Svc, who: Asker) -> JSONResponse:
+    started = time.perf_counter()
+    await _collection(collection, svc, who)
+    return ok({"operation_id": 0, "status": "completed"}, started)
 
 
 # --- the query API ------------------------------------------------------------------
@@ -287,12 +330,8 @@ async def _by_ids(
     """The points asked for that the asker may see; an id also names the current
     version of a document the asker wrote under it (writes/versions.py)."""
     asked = await _asked(svc, who, collection, "proxy.retrieve", None)
-    named = await svc.memory.point_aliases(
-        who, [r for r in map(point_as_record_id, ids) if r is not None]
-    )
-    wanted = list(dict.fromkeys(r for records in named.values() for r in records))
-    names = svc.points.vectors_asked(collection, with_vector)
-    points = await svc.points.retrieve(asked, wanted, names)
+    wanted = [p for p in map(point_id_of, ids) if p is not None]
+    points = await svc.points.retrieve(asked, wanted, with_vector)
     return [as_point(p, with_payload) for p in points]
 
 
@@ -300,7 +339,7 @@ async def _by_ids(
 async def retrieve_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.PointRequest, body)
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     if len(request.ids) > svc.settings.max_candidates:
         raise QdrantError(400, f"at most {svc.settings.max_candidates} ids per request")
     with_payload = request.with_payload if request.with_payload is not None else True

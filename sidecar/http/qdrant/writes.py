@@ -29,14 +29,17 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.errors import WhoseError
 from sidecar.http.deps import Asker, Svc
+from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.http.qdrant.dialect import (
     ERRORS,
     QdrantError,
     aliased_filter,
+    chosen_ids,
     dense_vector,
     ok,
     parse,
     point_as_record_id,
+    stack_vectors,
     upsert_rows,
 )
 from sidecar.services import Services
@@ -51,8 +54,8 @@ RawBody = Annotated[dict[str, Any], Body()]
 DONE = {"operation_id": 0, "status": "completed"}
 
 
-def _collection(name: str, svc: Services) -> None:
-    if name != svc.settings.collection:
+async def _collection(name: str, svc: Services, who: Identity) -> None:
+    if not await svc.points.exists(who, name):
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
@@ -61,7 +64,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     """Upsert documents (or memory records): a new document, or a new version of the
     one the point id names; all or nothing."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     await _upsert(svc, who, body, collection)
     return ok(DONE, started)
 
@@ -70,7 +73,7 @@ async def upsert_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
 async def delete_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """Erase the documents named, by id or by filter: every version of each."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     await _delete(svc, who, body, collection)
     return ok(DONE, started)
 
@@ -79,7 +82,7 @@ async def delete_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
 async def set_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """A new version of each document named, with these payload keys set."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     await _set_payload(svc, who, body, collection, overwrite=False)
     return ok(DONE, started)
 
@@ -88,7 +91,7 @@ async def set_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> J
 async def overwrite_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """A new version of each document named, with this whole payload."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     await _set_payload(svc, who, body, collection, overwrite=True)
     return ok(DONE, started)
 
@@ -97,7 +100,7 @@ async def overwrite_payload(collection: str, body: RawBody, svc: Svc, who: Asker
 async def delete_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """A new version of each document named, without these payload keys."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     await _delete_payload(svc, who, body, collection)
     return ok(DONE, started)
 
@@ -108,7 +111,7 @@ async def delete_payload(collection: str, body: RawBody, svc: Svc, who: Asker) -
 async def refused_update(collection: str, svc: Svc, who: Asker) -> JSONResponse:
     """Refused by name: a document without its payload or its vector is no document
     (delete the points, or upsert the document again with its new vector)."""
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     raise QdrantError(
         400,
         "not supported by whose: clearing a payload or changing vectors alone; delete the "
@@ -122,7 +125,7 @@ async def batch_update(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     one transaction: a refused operation stops the batch, and the answer names it
     (the operations before it are done; each operation is all or nothing)."""
     started = time.perf_counter()
-    _collection(collection, svc)
+    await _collection(collection, svc, who)
     operations = body.get("operations")
     if not isinstance(operations, list) or not 1 <= len(operations) <= MAX_IDS:
         raise QdrantError(400, f"operations: a list of 1..{MAX_IDS} operations")
@@ -149,17 +152,19 @@ async def _upsert(svc: Services, who: Identity, body: dict[str, Any], collection
     _no_conditions(body)
     rows = upsert_rows(body)
     points = []
+    stack = collection != svc.settings.collection
     for point, vector, payload in rows:
         record = point_as_record_id(point)
         if record is None:
-            raise QdrantError(400, f"point id {point} is not a UUID; record ids are UUIDs")
-        points.append(WrittenPoint(record, dense_vector(vector), payload))
+            raise QdrantError(400, f"point id {point} is neither an unsigned integer nor a UUID")
+        sent = stack_vectors(vector) if stack else dense_vector(vector)
+        points.append(WrittenPoint(record, sent, payload))
     await svc.memory.upsert_points(who, points, collection=collection)
 
 
-async def _delete(svc: Services, who: Identity, body: dict[str, Any], _: str) -> None:
-    targets = await _selected(svc, who, body)
-    await svc.memory.delete_points(who, targets)
+async def _delete(svc: Services, who: Identity, body: dict[str, Any], collection: str) -> None:
+    targets = await _selected(svc, who, body, collection)
+    await svc.memory.delete_points(who, targets, collection=collection)
 
 
 async def _set_payload(
@@ -197,11 +202,13 @@ async def _update(
     route: Any,
     collection: str,
 ) -> None:
-    targets = await _selected(svc, who, body)
+    targets = await _selected(svc, who, body, collection)
     await svc.memory.update_points(who, targets, change, route, collection)
 
 
-async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[UUID] | Scope:
+async def _selected(
+    svc: Services, who: Identity, body: dict[str, Any], collection: str
+) -> list[UUID] | Scope:
     """The points a body names: its ids (`points`), or the current points its filter
     matches; checked and bounded before anything is read."""
     if body.get("shard_key") is not None:
@@ -209,7 +216,10 @@ async def _selected(svc: Services, who: Identity, body: dict[str, Any]) -> list[
     if "filter" in body and body["filter"] is not None:
         if body.get("points") is not None:
             raise QdrantError(400, "give points or filter, not both")
-        caller = await aliased_filter(svc.memory, who, body["filter"])
+        if collection != svc.settings.collection:
+            caller = caller_filter(chosen_ids(body["filter"]), who.tenant)
+        else:
+            caller = await aliased_filter(svc.memory, who, body["filter"])
         return Scope(tenant=who.tenant, current_at=datetime.now(UTC), caller=caller)
     ids = body.get("points")
     if not isinstance(ids, list):

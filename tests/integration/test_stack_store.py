@@ -1,0 +1,310 @@
+"""Stack collections (store/stacks.py) on both backends against the real engines: a
+RAG stack's own collection, with its own vectors, per tenant.
+
+`edge`: shards under a folder of the test's own. `server`: collections on the
+session's real Qdrant server (skipped with one line where there is no binary), each
+test with tenants of its own, since the server is shared."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models as qm
+
+from sidecar.auth.identity import Identity
+from sidecar.embed.remote import RemoteEmbedder
+from sidecar.errors import CollectionExists, CollectionRefused, QueryMissing, QueryRefused
+from sidecar.policy.engine import PolicyEngine
+from sidecar.record import MemoryWrite
+from sidecar.store import Store
+from sidecar.store.layout import VectorLayout
+from sidecar.store.probes import Nearest, Recommend
+from sidecar.store.scope import Scope
+from sidecar.store.stacks import StackCollections, physical_name
+from sidecar.writes.locks import LocalLocks
+from sidecar.writes.writer import Writer, WriteRefused
+from tests.factories import record
+from tests.integration.conftest import BACKENDS
+
+DIM = 1536
+SPARSE = "langchain-sparse"
+# LangChain's hybrid collection (`from_texts` with OpenAI's size and its defaults).
+KB = {
+    "vectors": {"": {"size": DIM, "distance": "Cosine"}},
+    "sparse_vectors": {SPARSE: {"modifier": "idf"}},
+}
+
+
+def kb() -> VectorLayout:
+    return VectorLayout.from_create_body(KB)
+
+
+def registry(
+    kind: str, folder: Path, request: pytest.FixtureRequest, **more: Any
+) -> StackCollections:
+    if kind == "edge":
+        return StackCollections.edge(folder / "stacks", optimize_interval_s=0.01, **more)
+    qdrant = request.getfixturevalue("qdrant_server")
+    client = AsyncQdrantClient(url=qdrant.url, timeout=30, check_compatibility=False)
+    return StackCollections.server([client], **more)
+
+
+@pytest.fixture(params=BACKENDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def stacks(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[StackCollections]:
+    opened = registry(kind, tmp_path, request, reserved=["whose_memories"])
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def tenants() -> tuple[str, str]:
+    """Two tenants of this test alone (the server is the session's)."""
+    run = uuid.uuid4().hex[:8]
+    return f"acme-{run}", f"globex-{run}"
+
+
+def dense(*hot: int) -> list[float]:
+    """A unit vector along the sum of the axes `hot`."""
+    v = [0.0] * DIM
+    for axis in hot:
+        v[axis] = 1.0
+    norm = math.sqrt(len(hot))
+    return [x / norm for x in v]
+
+
+def sparse(weights: dict[int, float]) -> qm.SparseVector:
+    return qm.SparseVector(indices=list(weights), values=list(weights.values()))
+
+
+async def put(store: Store, tenant: str, text: str, vectors: dict[str, Any]) -> str:
+    payload = record(text, tenant=tenant)
+    await store.put(tenant, [(payload, vectors)])
+    return str(payload["id"])
+
+
+async def test_a_stack_collection_holds_and_searches_its_own_vectors(
+    stacks: StackCollections, tenants: tuple[str, str]
+) -> None:
+    acme, _ = tenants
+    info = await stacks.create(acme, "kb", kb(), "alice")
+    assert (info.tenant, info.name, info.creator) == (acme, "kb", "alice")
+    store = await stacks.store(acme, "kb")
+    assert store.vectors == kb()
+    launch = await put(
+        store, acme, "the launch is October 17", {"": dense(0), SPARSE: sparse({1: 2.0, 2: 1.0})}
+    )
+    venue = await put(
+        store, acme, "the venue is hall A", {"": dense(1), SPARSE: sparse({2: 0.5, 3: 3.0})}
+    )
+    both = await put(
+        store, acme, "launch at hall A", {"": dense(0, 1), SPARSE: sparse({1: 1.0, 3: 1.0})}
+    )
+    scope = Scope(tenant=acme)
+
+    found = await store.probe(Nearest(dense(0)), "", scope, 3)
+    assert [f.record.id for f in found] == [launch, both, venue]
+    assert found[0].record.score == pytest.approx(1.0)
+    assert found[1].record.score == pytest.approx(1 / math.sqrt(2))
+
+    # Sparse: the dot product of the weights as sent (no IDF, whatever was asked).
+    query = sparse({1: 1.0, 3: 1.0})
+    found = await store.probe(
+        Nearest(query), SPARSE, scope, 3, with_vectors=frozenset({SPARSE, ""})
+    )
+    scored = [(f.record.id, f.record.score) for f in found]
+    assert scored[0] == (venue, 3.0)
+    assert set(scored[1:]) == {(launch, 2.0), (both, 2.0)}
+    stored = {f.record.id: f.vectors for f in found}
+    assert stored[launch][SPARSE] == sparse({1: 2.0, 2: 1.0})
+    assert stored[launch][""] == pytest.approx(dense(0))
+
+    recommended = await store.probe(
+        Recommend("best_score", (dense(1),), ()), "", scope, 1, exclude={venue}
+    )
+    assert [f.record.id for f in recommended] == [both]
+
+    fetched = await store.fetch(acme, [uuid.UUID(launch)], frozenset({SPARSE}))
+    assert [set(f.vectors) for f in fetched] == [{SPARSE}]
+    with pytest.raises(QueryRefused, match="Not existing vector name"):
+        await store.probe(Nearest(dense(0)), "lexical", scope, 3)
+
+
+async def test_two_tenants_each_have_a_kb_and_never_see_the_others(
+    stacks: StackCollections, tenants: tuple[str, str]
+) -> None:
+    acme, globex = tenants
+    await stacks.create(acme, "kb", kb(), "alice")
+    # Another layout under the same name: another collection altogether.
+    theirs = VectorLayout.from_create_body({"vectors": {"size": 4, "distance": "Dot"}})
+    await stacks.create(globex, "kb", theirs, "gary")
+    ours_store, their_store = await stacks.store(acme, "kb"), await stacks.store(globex, "kb")
+    ours = await put(ours_store, acme, "ours", {"": dense(0), SPARSE: sparse({1: 1.0})})
+    their_id = await put(their_store, globex, "theirs", {"": [1.0, 0.0, 0.0, 0.0]})
+
+    mine = await ours_store.probe(Nearest(dense(0)), "", Scope(tenant=acme), 10)
+    assert [f.record.id for f in mine] == [ours]
+    # The other tenant's scope on our store finds nothing, and the same the other way.
+    assert await ours_store.probe(Nearest(dense(0)), "", Scope(tenant=globex), 10) == []
+    assert await their_store.probe(Nearest([1.0, 0, 0, 0]), "", Scope(tenant=acme), 10) == []
+    assert await ours_store.get(acme, [uuid.UUID(their_id)]) == []
+    assert [r.id for r in (await their_store.find(Scope(tenant=globex), 10)).records] == [their_id]
+
+    assert await stacks.names(acme) == ["kb"]
+    assert (await stacks.get(globex, "kb")) is not None
+    assert (await stacks.get(globex, "kb")).layout == theirs  # type: ignore[union-attr]
+    # Dropping ours leaves theirs.
+    assert await stacks.drop(acme, "kb")
+    assert await stacks.names(globex) == ["kb"]
+    assert [r.id for r in (await their_store.find(Scope(tenant=globex), 10)).records] == [their_id]
+
+
+async def test_the_collections_survive_a_restart(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, tenants: tuple[str, str]
+) -> None:
+    acme, _ = tenants
+    first = registry(kind, tmp_path, request)
+    await first.open()
+    docs = VectorLayout.from_create_body(
+        {"vectors": {"text": {"size": 3, "distance": "Euclid"}}, "sparse_vectors": {"bm25": {}}}
+    )
+    await first.create(acme, "kb", kb(), "alice")
+    await first.create(acme, "docs", docs, "bob")
+    point = await put(await first.store(acme, "docs"), acme, "kept", {"text": [1.0, 2.0, 3.0]})
+    await first.close()
+
+    again = registry(kind, tmp_path, request)
+    await again.open()
+    try:
+        assert await again.names(acme) == ["docs", "kb"]
+        info = await again.get(acme, "docs")
+        assert info is not None
+        assert (info.layout, info.creator) == (docs, "bob")
+        assert info.created <= datetime.now(UTC)
+        assert (await again.get(acme, "kb")).layout == kb()  # type: ignore[union-attr]
+        store = await again.store(acme, "docs")
+        found = await store.probe(Nearest([1.0, 2.0, 3.5]), "text", Scope(tenant=acme), 5)
+        assert [f.record.id for f in found] == [point]
+        # Euclid: the distance, smaller is nearer.
+        assert found[0].record.score == pytest.approx(0.5)
+    finally:
+        await again.close()
+
+
+async def test_drop_removes_the_collection_and_its_points(
+    kind: str, stacks: StackCollections, tenants: tuple[str, str], tmp_path: Path
+) -> None:
+    acme, _ = tenants
+    await stacks.create(acme, "kb", kb(), "alice")
+    store = await stacks.store(acme, "kb")
+    await put(store, acme, "gone soon", {"": dense(0)})
+    physical = physical_name(acme, "kb")
+    if kind == "edge":
+        assert (tmp_path / "stacks" / physical).is_dir()
+        assert (tmp_path / "stacks" / f"{physical}.json").is_file()
+
+    assert await stacks.drop(acme, "kb")
+    assert await stacks.get(acme, "kb") is None
+    assert await stacks.names(acme) == []
+    assert not await stacks.drop(acme, "kb")
+    with pytest.raises(QueryMissing, match="Collection `kb` doesn't exist"):
+        await stacks.store(acme, "kb")
+    if kind == "edge":
+        assert list((tmp_path / "stacks").iterdir()) == []
+    # The name is free again, for an empty collection.
+    await stacks.create(acme, "kb", kb(), "alice")
+    again = await stacks.store(acme, "kb")
+    assert (await again.find(Scope(tenant=acme), 10)).records == []
+
+
+async def test_names_exists_and_bounds_are_refused_by_name(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, tenants: tuple[str, str]
+) -> None:
+    acme, globex = tenants
+    stacks = registry(kind, tmp_path, request, max_collections=2, reserved=["whose_memories"])
+    await stacks.open()
+    try:
+        await stacks.create(acme, "a", kb(), "alice")
+        with pytest.raises(CollectionExists):
+            await stacks.create(acme, "a", kb(), "bob")
+        # The whose collection's name is everyone's already.
+        with pytest.raises(CollectionExists):
+            await stacks.create(acme, "whose_memories", kb(), "alice")
+        assert await stacks.get(acme, "whose_memories") is None
+        for bad in ("", "a/b", "x" * 256, "nul\0"):
+            with pytest.raises(CollectionRefused) as refused:
+                await stacks.create(acme, bad, kb(), "alice")
+            assert refused.value.reason == "collection_name"
+            assert await stacks.get(acme, bad) is None
+        await stacks.create(acme, "b", kb(), "alice")
+        with pytest.raises(CollectionRefused) as refused:
+            await stacks.create(acme, "c", kb(), "alice")
+        assert refused.value.reason == "too_many_collections"
+        # The bound is per tenant.
+        await stacks.create(globex, "c", kb(), "gary")
+        assert await stacks.names(acme) == ["a", "b"]
+        assert await stacks.names(globex) == ["c"]
+    finally:
+        await stacks.close()
+
+
+async def test_the_writer_stores_a_stacks_records_with_its_vectors_and_no_embedder(
+    stacks: StackCollections, policy: PolicyEngine, tenants: tuple[str, str]
+) -> None:
+    acme, _ = tenants
+    await stacks.create(acme, "kb", kb(), "alice")
+    store = await stacks.store(acme, "kb")
+    # An embedder nobody answers for: any call to it would fail the write.
+    nowhere = RemoteEmbedder("http://127.0.0.1:9", "none", DIM, timeout_s=0.5, retries=0)
+    writer = Writer(store, policy, nowhere, LocalLocks())
+    alice = Identity("alice", acme)
+
+    def body(text: str, vectors: dict[str, Any] | None) -> MemoryWrite:
+        written = MemoryWrite.model_validate(
+            {
+                "content": text,
+                "observer_id": "alice",
+                "source_id": "doc-1",
+                "modality": "asserted",
+                "audience": ["alice"],
+            }
+        )
+        return written if vectors is None else written.with_vectors(vectors)
+
+    now = datetime.now(UTC)
+    [stored] = await writer.write(
+        [body("the launch is October 17", {"": dense(2), SPARSE: sparse({5: 1.0})})], alice, now
+    )
+    found = await store.probe(Nearest(dense(2)), "", Scope(tenant=acme), 5)
+    assert [f.record.id for f in found] == [str(stored.id)]
+    assert found[0].record.payload["content"] == "the launch is October 17"
+    assert found[0].record.score == pytest.approx(1.0)
+
+    refusals = [
+        (body("no vectors", None), "vector_required"),
+        (body("unknown", {"dense": dense(0)}), "vector_name_unknown:dense"),
+        (body("short", {"": [1.0, 2.0]}), f"vector_dimension_must_be_{DIM}"),
+        (
+            body("ragged", {"": dense(0), SPARSE: qm.SparseVector(indices=[1, 2], values=[1.0])}),
+            f"sparse_vector_invalid:{SPARSE}",
+        ),
+    ]
+    for written, reason in refusals:
+        with pytest.raises(WriteRefused) as refused:
+            await writer.write([written], alice, now)
+        assert refused.value.problems[0]["reasons"] == [reason]
+    assert len((await store.find(Scope(tenant=acme), 10)).records) == 1
