@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionForbidden,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -57,6 +58,7 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     InvalidRequest: 422,
     NotFound: 404,
     Forbidden: 403,
+    CollectionForbidden: 403,
     FilterRefused: 400,
     QueryRefused: 400,
     QueryTooCostly: 400,

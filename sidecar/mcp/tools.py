@@ -36,6 +36,7 @@ from sidecar.auth.identity import (
 )
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionForbidden,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -106,6 +107,7 @@ WORDS: dict[type[WhoseError], str] = {
     InvalidRequest: "the arguments are not valid",
     NotFound: "no such memory, or none you may see",
     Forbidden: "your role does not allow this",
+    CollectionForbidden: "the collections policy does not let you do this to the collection",
     FilterRefused: "the filter is not valid",
     QueryRefused: "the query is not served as asked",
     QueryTooCostly: "the query asks more than one request may",

@@ -30,6 +30,7 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.errors import (
     AuditUnavailable,
+    CollectionForbidden,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
@@ -119,6 +120,7 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     InvalidRequest: 400,
     NotFound: 404,
     Forbidden: 403,
+    CollectionForbidden: 403,
     FilterRefused: 400,
     QueryRefused: 400,
     QueryTooCostly: 400,
