@@ -75,6 +75,16 @@ class Forbidden(WhoseError):
     code = "forbidden"
 
 
+class CollectionForbidden(Forbidden):
+    """The collections policy (rego/whose/collections) refused an action on a stack
+    collection of the caller's tenant: creating or dropping it, or one of its payload
+    indexes. Nothing was changed; `reasons` are the policy's (`not_collection_creator`,
+    `role_required:<role>`, ...). A 403 as Forbidden is, for one collection rather
+    than a whole route."""
+
+    code = "collection_forbidden"
+
+
 class FilterRefused(WhoseError):
     """A caller's Qdrant filter the sidecar will not run (http/qdrant/caller_filter.py),
     or one the engine refused; `reason` is machine-readable."""

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse, WitnessedEvent
 from sidecar.policy.contract import (
+    CollectionsInput,
     Decision,
     DerivedChoice,
     DisclosureInput,
@@ -165,9 +166,19 @@ class Labeling(_Data):
     rules: list[LabelingRule] = Field(default_factory=list)
 
 
+class Collections(_Data):
+    """Who may drop a stack collection besides its creator (whose.collections)."""
+
+    admin_roles: list[Name] = Field(
+        default=["admin"],
+        description="Roles that may drop any collection of their tenant (dropping one "
+        "erases every document in it, including ones the dropper may not read).",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
-    erasure, retention, trust and labeling."""
+    erasure, retention, trust, labeling and stack collections."""
 
     evidence: EvidencePolicy
     announcements: Announcements
@@ -189,6 +200,10 @@ class Config(_Data):
     labeling: Labeling = Field(
         default_factory=Labeling,
         description="Documents through the Qdrant dialect: see whose.labeling.",
+    )
+    collections: Collections = Field(
+        default_factory=Collections,
+        description="Stack collections through the Qdrant dialect: see whose.collections.",
     )
 
 
@@ -214,6 +229,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "retention_input": RetentionInput,
     "trust_input": TrustInput,
     "labeling_input": LabelingInput,
+    "collections_input": CollectionsInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

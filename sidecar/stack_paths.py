@@ -19,13 +19,15 @@ from qdrant_client.http import models as qm
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder
+from sidecar.errors import CollectionForbidden
 from sidecar.memory import door
+from sidecar.policy.contract import CollectionAction
 from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.query import whose
 from sidecar.reads.query.collection import Dense, Schema
 from sidecar.reads.reader import Reader
 from sidecar.store.layout import VectorLayout
-from sidecar.store.stacks import StackCollections, StackInfo
+from sidecar.store.stacks import StackCollections, StackInfo, missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.versions import Versions
@@ -103,15 +105,40 @@ class Stacks:
 
     async def create(self, who: Identity, name: str, body: Any) -> StackInfo:
         """A new collection of the asker's tenant with the vectors a Qdrant
-        create-collection body asks for (settings whose cannot honour refused by name)."""
+        create-collection body asks for (settings whose cannot honour refused by name),
+        if the collections policy lets the asker make one."""
         layout = VectorLayout.from_create_body(body)
+        await self._allowed(who, "create", name, None)
         return await self.collections.create(who.tenant, name, layout, who.id)
 
     async def drop(self, who: Identity, name: str) -> bool:
-        """Remove the collection and every document in it; False if there was none."""
+        """Remove the collection and every document in it, if the collections policy
+        lets the asker (its creator, or a role it names); False if there was none."""
         info = await self.collections.get(who.tenant, name)
         if info is None:
             return False
+        await self._allowed(who, "drop", name, info)
         async with self._lock:
             self._paths.pop(info.physical, None)
         return await self.collections.drop(who.tenant, name)
+
+    async def index(self, who: Identity, name: str, action: CollectionAction) -> None:
+        """A payload index made or dropped: the policy's to allow; whose's own indexes
+        of the record serve every filter, so it changes no answer."""
+        info = await self.collections.get(who.tenant, name)
+        if info is None:
+            raise missing(name)
+        await self._allowed(who, action, name, info)
+
+    async def _allowed(
+        self, who: Identity, action: CollectionAction, name: str, info: StackInfo | None
+    ) -> None:
+        decision = await self._policy.collection_action(
+            who,
+            action,
+            name,
+            info.creator if info is not None else None,
+            created_at=info.created if info is not None else None,
+        )
+        if not decision.allow:
+            raise CollectionForbidden(f"{action} refused", list(decision.reasons))

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from sidecar.errors import (
     AuditUnavailable,
     CollectionExists,
+    CollectionForbidden,
     CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
@@ -59,6 +60,7 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     InvalidRequest: 422,
     NotFound: 404,
     Forbidden: 403,
+    CollectionForbidden: 403,
     FilterRefused: 400,
     QueryRefused: 400,
     QueryTooCostly: 400,

@@ -37,6 +37,7 @@ from sidecar.auth.identity import (
 from sidecar.errors import (
     AuditUnavailable,
     CollectionExists,
+    CollectionForbidden,
     CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
@@ -108,6 +109,7 @@ WORDS: dict[type[WhoseError], str] = {
     InvalidRequest: "the arguments are not valid",
     NotFound: "no such memory, or none you may see",
     Forbidden: "your role does not allow this",
+    CollectionForbidden: "the collections policy does not let you do this to the collection",
     FilterRefused: "the filter is not valid",
     QueryRefused: "the query is not served as asked",
     QueryTooCostly: "the query asks more than one request may",

@@ -414,3 +414,72 @@ def erasure_input(
 
 def retention_input(records: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
     return {"records": [policy_view(r) for r in records], "now": iso(now)}
+
+
+# --- stack collections (rego/whose/collections/) ----------------------------
+
+# What may be done to a stack collection: create or drop it, or one of its payload indexes.
+CollectionAction = Literal["create", "drop", "create_index", "drop_index"]
+
+
+class PolicyCollection(BaseModel):
+    """A stack collection as the collections policy sees it: always one of the asker's
+    own tenant (a name is the tenant's), never its points."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    creator: Name | None = Field(default=None, description="Who created it; absent for create.")
+    created_at: str | None = Field(default=None, description="RFC 3339, UTC")
+
+
+class CollectionsInput(BaseModel):
+    """data.whose.collections.decision: may the asker do `action` to the collection?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    action: CollectionAction
+    collection: PolicyCollection
+
+
+class CollectionAnswer(BaseModel):
+    """The collections policy's answer as it comes: allowed exactly when no reason is
+    given (anything else is no answer: fail closed)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str]
+
+    @model_validator(mode="after")
+    def _allowed_without_reasons(self) -> CollectionAnswer:
+        if self.allow == bool(self.reasons):
+            raise ValueError("a collection decision allows exactly when it gives no reason")
+        return self
+
+
+@dataclass(frozen=True)
+class CollectionDecision:
+    """What the collections policy decided about one action on a stack collection:
+    `reasons` (machine-readable, e.g. `not_collection_creator`, `role_required:admin`)
+    are every reason it is refused, empty when allowed."""
+
+    allow: bool
+    reasons: tuple[str, ...] = ()
+
+
+def collections_input(
+    asker: Identity,
+    action: CollectionAction,
+    name: str,
+    creator: str | None,
+    created_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The collections policy's input: the asker, the action, the collection."""
+    collection: dict[str, Any] = {"name": name}
+    if creator is not None:
+        collection["creator"] = creator
+    if created_at is not None:
+        collection["created_at"] = iso(created_at)
+    return {"asker": asker.policy_view(), "action": action, "collection": collection}

@@ -23,6 +23,9 @@ from sidecar.errors import PolicyUnavailable
 from sidecar.policy.contract import (
     NO_DECISION,
     BatchDecisions,
+    CollectionAction,
+    CollectionAnswer,
+    CollectionDecision,
     Decision,
     DisclosureQuestion,
     ErasureAnswer,
@@ -34,6 +37,7 @@ from sidecar.policy.contract import (
     RetentionDecision,
     TrustInput,
     WriteDecision,
+    collections_input,
     erasure_input,
     labeling_input,
     retention_input,
@@ -52,6 +56,7 @@ RETENTION_RULE = "whose/retention/decisions"
 RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
 TRUST_RULE = "whose/trust/adoptions"
 LABELING_RULE = "whose/labeling/decisions"
+COLLECTIONS_RULE = "whose/collections/decision"
 
 
 class Untranslatable(Exception):
@@ -219,6 +224,27 @@ class PolicyEngine(ABC):
             return _LABELS.validate_python(result)
         except ValidationError as exc:
             raise PolicyUnavailable("OPA labeling answer is malformed") from exc
+
+    async def collection_action(
+        self,
+        asker: Identity,
+        action: CollectionAction,
+        name: str,
+        creator: str | None = None,
+        *,
+        created_at: datetime | None = None,
+    ) -> CollectionDecision:
+        """May the asker do `action` to the stack collection `name` of their tenant
+        (`creator`: who created it, None for create or when none is recorded)? Every
+        reason it may not; PolicyUnavailable when the policy gives no well-formed
+        answer (the caller then changes nothing)."""
+        question = collections_input(asker, action, name, creator, created_at)
+        answer = await self._query(COLLECTIONS_RULE, question)
+        try:
+            parsed = CollectionAnswer.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA collections answer is malformed") from exc
+        return CollectionDecision(parsed.allow, tuple(parsed.reasons))
 
 
 T = TypeVar("T", bound=BaseModel)

@@ -121,7 +121,8 @@ def test_from_texts_into_its_own_collection_at_its_own_size(base: str) -> None:
     info = client(base, "alice").get_collection("kb")
     # As LangChain sent it: the unnamed vector, by the name "".
     params = info.config.params.vectors
-    assert isinstance(params, dict) and params[""].size == DIM
+    assert isinstance(params, dict)
+    assert params[""].size == DIM
 
 
 def test_two_tenants_each_have_their_own_kb(base: str) -> None:
@@ -154,7 +155,8 @@ def test_two_tenants_each_have_their_own_kb(base: str) -> None:
         timeout=20,
     )
     [own] = acme.scroll("kb2", limit=10)[0]
-    assert own.payload is not None and "acme's kb2 note" in own.payload["page_content"]
+    assert own.payload is not None
+    assert "acme's kb2 note" in own.payload["page_content"]
     assert globex.count("kb2").count == 1
 
 
@@ -229,3 +231,19 @@ def test_delete_by_the_ids_langchain_chose(base: str) -> None:
     alice = client(base, "alice")
     assert alice.delete_collection("forget")
     assert not alice.collection_exists("forget")
+
+
+def test_who_may_drop_a_collection_is_the_policys(base: str) -> None:
+    alice, bob = client(base, "alice"), client(base, "bob")
+    alice.create_collection("owned", vectors_config=qm.VectorParams(size=4, distance="Cosine"))
+    with pytest.raises(UnexpectedResponse) as refused:
+        bob.delete_collection("owned")
+    assert refused.value.status_code == 403
+    assert b"not_collection_creator" in refused.value.content
+    assert alice.collection_exists("owned")
+    # Another tenant's drop of the same name answers as for a name it never had.
+    assert client(base, "mallory", "globex").delete_collection("owned") is False
+    assert client(base, "mallory", "globex").delete_collection("never-was") is False
+    assert alice.collection_exists("owned")
+    assert alice.delete_collection("owned") is True
+    assert not alice.collection_exists("owned")

@@ -104,6 +104,9 @@ RUN = {
     "labeling-config": "test_labeling_snippets",
     "labeling-input": "test_labeling_snippets",
     "labeling-answer": "test_labeling_snippets",
+    "collections-config": "test_collections_snippets",
+    "collections-input": "test_collections_snippets",
+    "collections-answer": "test_collections_snippets",
 }
 
 
@@ -247,6 +250,33 @@ def test_labeling_snippets(tmp_path: Path) -> None:
     assert {tuple(d.get("reasons", ())) for d in json.loads(shipped.stdout)} == {
         ("missing_metadata:audience", "missing_metadata:source")
     }
+
+
+def test_collections_snippets(tmp_path: Path) -> None:
+    # docs/policies.md: the team's admin roles set in a copy of the policy, bob's drop of
+    # alice's collection asked as written, the answer as shown.
+    policy = tmp_path / "rego"
+    shutil.copytree(POLICY_DIR, policy)
+    config = policy / "whose" / "config" / "data.json"
+    config.write_text(
+        json.dumps(json.loads(config.read_text()) | json.loads(snippet("collections-config")))
+    )
+
+    def decided(folder: Path) -> Any:
+        command = [str(OPA_BINARY), "eval", "--format", "raw", "--stdin-input"]
+        command += ["--data", str(folder), "--ignore", "*_test.rego"]
+        answered = subprocess.run(
+            [*command, "data.whose.collections.decision"],
+            input=snippet("collections-input"),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(answered.stdout)
+
+    assert decided(policy) == json.loads(snippet("collections-answer"))
+    # The shipped policy: `admin` alone.
+    assert decided(POLICY_DIR)["reasons"] == ["not_collection_creator", "role_required:admin"]
 
 
 def test_erasure_snippets(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import (
     AuditUnavailable,
     CollectionExists,
+    CollectionForbidden,
     CollectionRefused,
     EmbeddingUnavailable,
     ErasureRefused,
@@ -121,6 +122,7 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     InvalidRequest: 400,
     NotFound: 404,
     Forbidden: 403,
+    CollectionForbidden: 403,
     FilterRefused: 400,
     QueryRefused: 400,
     QueryTooCostly: 400,

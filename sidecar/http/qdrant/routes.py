@@ -139,15 +139,21 @@ async def create_index(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     changes no answer."""
     started = time.perf_counter()
     parse(qm.CreateFieldIndex, body)
-    await _collection(collection, svc, who)
+    await _index(collection, svc, who, "create_index")
     return ok({"operation_id": 0, "status": "completed"}, started)
 
 
 @router.delete("/collections/{collection}/index/{field}")
 async def delete_index(collection: str, field: str, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    await _collection(collection, svc, who)
+    await _index(collection, svc, who, "drop_index")
     return ok({"operation_id": 0, "status": "completed"}, started)
+
+
+async def _index(collection: str, svc: Services, who: Identity, action: Any) -> None:
+    if collection == svc.settings.collection:
+        return  # whose's own indexes are the sidecar's
+    await svc.stacks.index(who, collection, action)
 
 
 # --- the query API ------------------------------------------------------------------
