@@ -432,7 +432,10 @@ def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
     found = [d.page_content for d in scope["docs"] if "offsite" in d.page_content]
     assert found
     assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    assert scope["ids"]
     assert scope["store"].get_by_ids(scope["ids"]) == []  # deleted
+    info = scope["store"].client.get_collection("kb")
+    assert info.config.params.vectors[""].size == 1536  # the stack's own size
 
 
 @pytest.mark.usefixtures("keyed")
