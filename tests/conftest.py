@@ -27,7 +27,7 @@ from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_no
 # Tests that set max_examples themselves size it with `examples(ci=..., long=...)`.
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("long", max_examples=2000, deadline=None)
-settings.load_profile(os.environ.get("WHOSE_HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(os.environ.get("WHOSE_HYPOTHESIS_PROFILE") or "ci")
 
 
 def examples(ci: int, long: int) -> int:
