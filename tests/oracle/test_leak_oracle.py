@@ -580,6 +580,49 @@ class Checker:
         self.check_pages(expected)
         count = self.request("POST", f"{base}/count", json={})
         assert count.json()["result"]["count"] == len(expected)
+        self.check_query_api(expected)
+
+    def check_query_api(self, expected: set[str]) -> None:
+        """Fusion, MMR, batches, groups and facets (the query engine) disclose exactly
+        what a plain query does: every point they rank, choose, group or count is one
+        the asker may see, and all of those are there."""
+        base = f"/collections/{COLLECTION}/points"
+        near = {"query": VECTOR, "limit": 100}
+        asks = {
+            "fusion": {"prefetch": [near, near], "query": {"fusion": "rrf"}, "limit": 100},
+            "mmr": {"query": {"nearest": VECTOR, "mmr": {"candidates_limit": 100}}, "limit": 100},
+        }
+        for name, body in asks.items():
+            response = self.request("POST", f"{base}/query", json=body | {"with_payload": True})
+            assert response.status_code == 200, response.text
+            points = response.json()["result"]["points"]
+            assert sorted(str(p["id"]) for p in points) == sorted(expected), (name, self.world)
+            self.no_secrets_but(response, expected)
+        batch = self.request("POST", f"{base}/query/batch", json={"searches": [near, near]})
+        for answer in batch.json()["result"]:
+            assert sorted(str(p["id"]) for p in answer["points"]) == sorted(expected), "batch"
+        holders = Counter(
+            str(self.records[i]["observer_id"])
+            for i in expected
+            if self.records[i].get("observer_id")
+        )
+        grouping = {
+            "group_by": "observer_id",
+            "group_size": 100,
+            "limit": 100,
+            "with_payload": True,
+        }
+        grouped = self.request("POST", f"{base}/query/groups", json=near | grouping)
+        assert grouped.status_code == 200, grouped.text
+        groups = grouped.json()["result"]["groups"]
+        assert {g["id"]: len(g["hits"]) for g in groups} == dict(holders), "groups"
+        self.no_secrets_but(grouped, expected)
+        facet = self.request(
+            "POST", f"/collections/{COLLECTION}/facet", json={"key": "observer_id", "limit": 100}
+        )
+        assert facet.status_code == 200, facet.text
+        counted = {h["value"]: h["count"] for h in facet.json()["result"]["hits"]}
+        assert counted == dict(holders), "facet"
 
     def check_pages(self, expected: set[str]) -> None:
         """Scroll and query page by page: the pages add up to what may be seen, and
