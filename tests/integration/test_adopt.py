@@ -65,7 +65,7 @@ POINTS: dict[int | str, dict[str, Any]] = {
     **{i: doc(f"draft {i} nobody labeled", None) for i in range(19, 22)},
     "9f1c2a3e-0000-4000-8000-000000000001": doc("an orphan page", None, None),
 }
-UNLABELED = {19, 20, 21, "9f1c2a3e-0000-4000-8000-000000000001"}
+UNLABELED: set[int | str] = {19, 20, 21, "9f1c2a3e-0000-4000-8000-000000000001"}
 LABELED = set(POINTS) - UNLABELED
 BOB_SEES = {p for p in LABELED if "bob" in POINTS[p]["metadata"]["audience"]}
 
@@ -130,7 +130,9 @@ def adopt(node: QdrantNode, data_dir: Path, *more: str) -> subprocess.CompletedP
 
 
 def stack_collections(client: QdrantClient) -> list[str]:
-    return [c.name for c in client.get_collections().collections if c.name.startswith("whose_stack_")]
+    return [
+        c.name for c in client.get_collections().collections if c.name.startswith("whose_stack_")
+    ]
 
 
 def test_a_dry_run_reports_and_writes_nothing(
@@ -159,7 +161,8 @@ def test_a_run_stopped_by_max_resumes_and_finishes(
     assert "12 of 27 points seen (12 by this run)" in first.stdout
     assert "stopped by --max: run again to go on" in first.stdout
     saved = json.loads((data_dir / "adopt" / f"{TENANT}-{SOURCE}.json").read_text())
-    assert saved["done"] is False and saved["offset"] is not None
+    assert saved["done"] is False
+    assert saved["offset"] is not None
     assert saved["tally"]["seen"] == 12
 
     second = adopt(node, data_dir, "--batch", "5")
@@ -171,7 +174,8 @@ def test_a_run_stopped_by_max_resumes_and_finishes(
 
     # Done: a rerun reads nothing; --restart goes over it again and writes nothing new.
     again = adopt(node, data_dir)
-    assert "(0 by this run)" in again.stdout and "; done" in again.stdout
+    assert "(0 by this run)" in again.stdout
+    assert "; done" in again.stdout
     over = adopt(node, data_dir, "--restart")
     # Alice, the adopter, may not read the points told to bob and carol alone: not
     # compared, left as adopted (her own ids are taken); nothing refused.
@@ -195,8 +199,9 @@ def points_seen(base: str, who: str) -> set[int | str]:
     try:
         found, _ = client.scroll(SOURCE, limit=100, with_vectors=True)
         for point in found:
-            assert isinstance(point.vector, list) and len(point.vector) == DIM
-        return {p.id for p in found}
+            assert isinstance(point.vector, list)
+            assert len(point.vector) == DIM
+        return {p.id if isinstance(p.id, int) else str(p.id) for p in found}
     finally:
         client.close()
 
@@ -245,6 +250,8 @@ def test_failures_are_one_line_and_exit_non_zero(node: QdrantNode, tmp_path: Pat
     assert edge.returncode == 2
     assert "set WHOSE_STORE=server and WHOSE_QDRANT_URL" in edge.stderr
     nobody = whose(node.url, tmp_path, SOURCE, "--tenant", TENANT, "--as", " ")
-    assert nobody.returncode == 2 and nobody.stderr.startswith("cannot adopt: --as and --tenant")
+    assert nobody.returncode == 2
+    assert nobody.stderr.startswith("cannot adopt: --as and --tenant")
     untold = whose(node.url, tmp_path, SOURCE, "--as", "alice")
-    assert untold.returncode == 2 and "--tenant" in untold.stderr
+    assert untold.returncode == 2
+    assert "--tenant" in untold.stderr
