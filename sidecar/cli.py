@@ -1,4 +1,4 @@
-"""The `whose` command: serve, mcp, demo, repair, reindex, bench, schemas."""
+"""The `whose` command: serve, mcp, demo, repair, sweep, reindex, adopt, bench, schemas."""
 
 from __future__ import annotations
 
@@ -319,6 +319,138 @@ def reindex(
     except (ValueError, OSError) as exc:  # OSError: the store's folder is held (store/edge.py)
         raise refuse("cannot reindex", exc) from None
     typer.echo(f"reindexed: {copied} records copied by this run")
+
+
+@app.command()
+def adopt(
+    source: Annotated[str, typer.Argument(help="The collection on the Qdrant server to adopt.")],
+    tenant: Annotated[str, typer.Option(help="The tenant the documents become part of.")],
+    as_: Annotated[
+        str, typer.Option("--as", help="Who writes them (the labeling policy's writer).")
+    ],
+    collection: Annotated[
+        str | None, typer.Option(help="The tenant's stack collection (default: SOURCE).")
+    ] = None,
+    group: Annotated[list[str] | None, typer.Option(help="A group of the writer; repeat.")] = None,
+    role: Annotated[list[str] | None, typer.Option(help="A role of the writer; repeat.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Label and count; write nothing, save nothing.")
+    ] = False,
+    batch: Annotated[int, typer.Option(help="Points per batch (1..1000).")] = 256,
+    max_points: Annotated[
+        int | None, typer.Option("--max", help="Points read by this run at most.")
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Start over, forgetting the saved progress.")
+    ] = False,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where progress is saved (WHOSE_DATA_DIR).")
+    ] = None,
+) -> None:
+    """Put whose in front of a collection already on its Qdrant server, resumably.
+
+    Reads SOURCE (never changes it), makes a stack collection of --tenant with its
+    vectors, and writes each point through the write path as --as: its vectors, its
+    id, its payload as the document. The labeling policy decides each point's readers;
+    a point it leaves unlabeled is not written, and is reported with its reasons.
+    Progress is saved after each batch under <data_dir>/adopt/: run it again to go on.
+    """
+    import asyncio
+    import logging
+    import sys
+
+    from qdrant_client import AsyncQdrantClient
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from sidecar import adopt as adoption
+    from sidecar import logs
+    from sidecar.auth.identity import Refused, dev_identity
+    from sidecar.auth.tokens import Authenticator
+    from sidecar.errors import WhoseError
+    from sidecar.services import open_services
+
+    settings = settings_from_environment(data_dir=data_dir)
+    logs.configure(settings)
+    if settings.store != "server" or not settings.qdrant_url:
+        typer.echo(
+            "cannot adopt: whose adopts a collection of the Qdrant server it fronts:"
+            " set WHOSE_STORE=server and WHOSE_QDRANT_URL",
+            err=True,
+        )
+        raise typer.Exit(code=2)
+    try:
+        who = dev_identity(as_, tenant, group or (), role or ())
+    except Refused:
+        typer.echo(
+            "cannot adopt: --as and --tenant must be names (1..200 characters, unpadded;"
+            " --as not a group)",
+            err=True,
+        )
+        raise typer.Exit(code=2) from None
+    plan = adoption.Plan(source, collection or source, who, batch, max_points, dry_run)
+    url = settings.qdrant_url.split(",")[0].strip()
+    key = settings.qdrant_api_key
+    console = Console(stderr=True)  # stdout: the report alone
+    path = adoption.progress_path(settings.data_dir, who.tenant, source)
+    fresh = adoption.Progress(who.tenant, source, plan.target, who.id)
+
+    async def run() -> list[str]:
+        client = AsyncQdrantClient(
+            url=url,
+            api_key=key.get_secret_value() if key else None,
+            timeout=settings.qdrant_timeout_s,
+            check_compatibility=False,
+        )
+        try:
+            read = adoption.Source(client, source, url)
+            await read.create_body()  # a missing source or server: said before OPA starts
+            total = await read.count()
+            restarted = dry_run or restart
+            progress = fresh if restarted else adoption.load_progress(path, fresh)
+            unused = Authenticator(settings.model_copy(update={"dev": True}))
+            async with open_services(settings, unused, background=False) as svc:
+                adopting = adoption.Adoption(svc, read, plan)
+                await adopting.prepare()
+                left = total - progress.tally.seen
+                bound = left if max_points is None else min(left, max_points)
+                save = lambda p: adoption.save_progress(path, p)  # noqa: E731
+                if console.is_terminal:
+                    with Progress(
+                        "[progress.description]{task.description}",
+                        BarColumn(),
+                        MofNCompleteColumn(),
+                        TimeRemainingColumn(),
+                        console=console,
+                        transient=True,
+                    ) as bar:
+                        task = bar.add_task(f"adopting {source}", total=max(bound, 0))
+                        seen = await adopting.run(progress, save, lambda _, n: bar.advance(task, n))
+                else:
+
+                    def plain(seen: int, n: int) -> None:
+                        typer.echo(f"{source}: {seen} points read by this run (+{n})", err=True)
+
+                    seen = await adopting.run(progress, save, plain)
+                await svc.audit.flushed()
+            line = adoption.summary(plan, progress.tally, seen, progress, total)
+            logging.getLogger("whose").info(line, extra={"asker": who.id, "tenant": who.tenant})
+            return [line, *adoption.reasons_report(progress.tally)]
+        finally:
+            await client.close()
+
+    try:
+        lines = asyncio.run(run())
+    except adoption.AdoptFailed as exc:
+        raise refuse("cannot adopt", exc) from None
+    except WhoseError as exc:
+        why = ", ".join(str(r) for r in exc.reasons)
+        raise refuse("cannot adopt", Exception(f"{exc}" + (f" ({why})" if why else ""))) from None
+    except (ValueError, OSError) as exc:
+        raise refuse("cannot adopt", exc) from None
+    for line in lines:
+        typer.echo(line)
+    sys.stdout.flush()
 
 
 @app.command()

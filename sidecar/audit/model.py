@@ -42,6 +42,7 @@ WriteRoute = Literal[
     "proxy.overwrite_payload",
     "proxy.delete_payload",
     "mcp.remember",
+    "adopt",
 ]
 WriteOutcome = Literal["stored", "refused"]
 # What an erasure did to a record: erased it, or, for a record derived from an
@@ -255,7 +256,8 @@ def write_entry(
 
     - `writer`: (id, tenant) of the verified identity that wrote; the id is the
       entry's `asker`.
-    - `route`: `memories`, `observations`, `witnessed` or `proxy.upsert`.
+    - `route`: `memories`, `observations`, `witnessed`, `proxy.upsert` (and the
+      proxy's other writes), `mcp.remember`, or `adopt` (`whose adopt`).
     - `revision`: the policy revision that decided (None if the policy never answered).
     - `records`: every record of the batch, in batch order (`audited_write` builds
       one): `stored`, or `refused` with every reason. A refused batch stores

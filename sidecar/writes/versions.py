@@ -79,6 +79,9 @@ class _Planned:
     chosen: UUID | None
     # The version this one follows in a new line (its audience or scope changed).
     reissues: Stored | None = None
+    # Its place in the batch asked for (versions left unchanged are not written, so
+    # the writer's indexes are of the planned ones).
+    index: int = 0
 
 
 class Versions:
@@ -258,7 +261,7 @@ class Versions:
         problems: list[dict[str, Any]] = []
         for index, point, body, current in points:
             if current is None:
-                plans.append(_Planned(body, point))
+                plans.append(_Planned(body, point, index=index))
                 continue
             reason = _changed_holder(current.payload, body)
             if reason is not None:
@@ -270,16 +273,20 @@ class Versions:
             following = body.model_copy(update={"id": None})
             if _same_line(current.payload, body):
                 named = following.model_copy(update={"supersedes": UUID(current.id)})
-                plans.append(_Planned(named, chosen))
+                plans.append(_Planned(named, chosen, index=index))
             else:
-                plans.append(_Planned(following, chosen, reissues=current))
+                plans.append(_Planned(following, chosen, reissues=current, index=index))
         if problems:
             raise WriteRefused(problems)
         if not plans:
             return []
-        stored = await self.writer.write(
-            [p.body for p in plans], who, self.clock(), route, chosen=[p.chosen for p in plans]
-        )
+        try:
+            stored = await self.writer.write(
+                [p.body for p in plans], who, self.clock(), route, chosen=[p.chosen for p in plans]
+            )
+        except WriteRefused as refused:
+            # Each problem named by its place in the batch asked for, not among those planned.
+            raise WriteRefused([_placed(p, plans) for p in refused.problems]) from None
         reissued = [
             (p.reissues, r.valid_at or self.clock())
             for p, r in zip(plans, stored, strict=True)
@@ -362,6 +369,13 @@ def _converted(
     if problems:
         raise WriteRefused(problems)
     return bodies
+
+
+def _placed(problem: dict[str, Any], plans: Sequence[_Planned]) -> dict[str, Any]:
+    index = problem.get("index")
+    if isinstance(index, int) and 0 <= index < len(plans):
+        return {**problem, "index": plans[index].index}
+    return problem
 
 
 def _refuse_twice(points: Sequence[tuple[int, UUID, MemoryWrite, Stored | None]]) -> None:

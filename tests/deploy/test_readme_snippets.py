@@ -42,6 +42,7 @@ from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_
 from tests.factories import served as served_sidecar
+from tests.qdrant_server import start_node
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
@@ -107,6 +108,7 @@ RUN = {
     "collections-config": "test_collections_snippets",
     "collections-input": "test_collections_snippets",
     "collections-answer": "test_collections_snippets",
+    "adopt": "test_adopt_snippet",
 }
 
 
@@ -277,6 +279,65 @@ def test_collections_snippets(tmp_path: Path) -> None:
     assert decided(policy) == json.loads(snippet("collections-answer"))
     # The shipped policy: `admin` alone.
     assert decided(POLICY_DIR)["reasons"] == ["not_collection_creator", "role_required:admin"]
+
+
+def test_adopt_snippet(tmp_path: Path) -> None:
+    """docs/operations.md: a team's collection on a Qdrant server keyed as the docs say
+    (two documents with readers, one without), adopted by the commands as written, each
+    run's summary as the page shows it. Substituted: the server's address, a data folder."""
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models as qm
+
+    key = "adopt-snippet-qdrant-key"
+    node = start_node(tmp_path / "qdrant", api_key=key)
+    try:
+        raw = QdrantClient(url=node.url, api_key=key, check_compatibility=False)
+        raw.create_collection("kb", vectors_config=qm.VectorParams(size=4, distance="Cosine"))
+        told = [["alice", "bob"], ["alice"], None]
+        raw.upsert(
+            "kb",
+            [
+                qm.PointStruct(
+                    id=i + 1,
+                    vector=[1.0, float(i), 0.5, 0.25],
+                    payload={
+                        "page_content": f"note {i}",
+                        "metadata": {"source": "wiki"} | ({"audience": a} if a else {}),
+                    },
+                )
+                for i, a in enumerate(told)
+            ],
+            wait=True,
+        )
+        raw.close()
+        code = snippet("adopt").replace("http://127.0.0.1:6333", node.url)
+        env = os.environ | {"QDRANT_API_KEY": key, "WHOSE_DATA_DIR": str(tmp_path / "data")}
+        env["PYTHONPATH"] = str(REPO)  # this checkout's sidecar, whichever the venv installed
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=180,
+        )
+    finally:
+        node.stop()
+    assert done.returncode == 0, done.stderr
+    page = squeezed((REPO / "docs" / "operations.md").read_text())
+    shown = re.search(r"\(`(dry run 'kb'.*?)`\)", page)
+    assert shown is not None
+    lines = done.stdout.splitlines()
+    assert squeezed(lines[0]) == shown.group(1)
+    assert lines[1].strip() == "unlabeled missing_metadata:audience: 1 (e.g. 3)"
+    assert "in data/adopt/acme-kb.json" in page
+    assert (tmp_path / "data" / "adopt" / "acme-kb.json").exists()
+    finished = [line for line in lines if line.startswith("adopted 'kb'")]
+    assert [f.rsplit("; ", 1)[1] for f in finished] == [
+        "stopped by --max: run again to go on",
+        "done",
+    ]
+    assert "2 written, 0 unchanged, 1 unlabeled, 0 refused" in finished[1]
 
 
 def test_erasure_snippets(tmp_path: Path) -> None:
