@@ -53,7 +53,7 @@ from sidecar.errors import (
     WhoseError,
     WriteRefused,
 )
-from sidecar.http.qdrant.caller_filter import caller_filter
+from sidecar.http.qdrant.caller_filter import OwnIndexes, caller_filter
 from sidecar.memory import Memory
 from sidecar.messages import Item
 from sidecar.points import Group, Point
@@ -232,13 +232,15 @@ async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter |
 
 
 async def filter_check(
-    memory: Memory, who: Identity, body: Any, stack: bool = False
+    memory: Memory, who: Identity, body: Any, own: OwnIndexes | None = None
 ) -> Callable[[qm.Filter], qm.Filter]:
     """How the query engine runs each filter of a request (at the root, in every
     prefetch): checked, bounded and tenant-scoped (http/qdrant/caller_filter.py). In the
     whose collection each `has_id` id also names what it names for the asker (as
     `aliased_filter`; resolved once, for the whole body, before anything is searched);
-    in a stack collection, the documents written under that id (`chosen_ids`)."""
+    in a stack collection (`own`: its own indexes, its keys filterable), the documents
+    written under that id (`chosen_ids`)."""
+    stack = own is not None
     wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(body)) if r is not None]
     points: dict[str, list[str]] = {}
     if wanted and not stack:
@@ -252,7 +254,7 @@ async def filter_check(
         raw = flt.model_dump(mode="json", exclude_none=True, by_alias=True)
         if stack:
             raw = chosen_ids(raw)
-        checked = caller_filter(raw, who.tenant) or qm.Filter()
+        checked = caller_filter(raw, who.tenant, own) or qm.Filter()
         return _with_aliases(checked, points) if points else checked
 
     return check
@@ -433,8 +435,13 @@ def _payload(shown: Shown, selector: Any) -> Any:
     }
     if document is not None and document.get("library") == "haystack" and document.get("id"):
         # Haystack takes a document's id and meta from the payload, and finds and
-        # deletes it by that id again (writes/versions.py).
-        full |= {"id": document["id"], "meta": document.get("metadata") or {}}
+        # deletes it by that id again (writes/versions.py). It reads every other payload
+        # key into `meta` too, over the document's own (a record's `source` object would
+        # hide the writer's `source`): its document is its own shape alone, what the
+        # policy says of it under `meta.whose`.
+        said = {k: v for k, v in whose.items() if k != "metadata"}
+        own = document.get("metadata") or {}
+        full = {"id": document["id"], "content": item.content, "meta": {**own, "whose": said}}
     if selector is True:
         return full
     if isinstance(selector, list):
