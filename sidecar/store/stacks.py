@@ -39,6 +39,7 @@ from sidecar.errors import CollectionExists, CollectionRefused, QueryMissing
 from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.layout import VectorLayout
+from sidecar.store.schema import OWN_METADATA
 from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import LAYOUT_KEY
 
@@ -52,9 +53,6 @@ STACK_KEY = "whose_stack"
 # Qdrant's own rule for a collection name (lib/storage validate_collection_name).
 MAX_NAME_CHARS = 255
 FORBIDDEN_CHARS = frozenset('<>:"/\\|?*\0\x1f')
-# Where a document's own metadata is stored (writes/documents.py): a stack's own payload
-# indexes are on paths under it, beside whose's indexes of the record.
-OWN_METADATA = "document.metadata."
 # The index types a stack may ask for on its own metadata (geo is not filterable here).
 OWN_INDEX_TYPES = frozenset(
     {

@@ -24,8 +24,7 @@ from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.errors import FilterRefused
-from sidecar.store.schema import INDEXED_FIELDS, TEXT_FIELDS, point_id
-from sidecar.store.stacks import OWN_METADATA
+from sidecar.store.schema import INDEXED_FIELDS, OWN_METADATA, TEXT_FIELDS, point_id
 
 # What a stack's own indexes are: stored path (under OWN_METADATA) and type.
 OwnIndexes = Mapping[str, qm.PayloadSchemaType]
