@@ -109,8 +109,10 @@ typecheck:
 # shared by its tests as it is in a plain run; the slowest tests are listed at the end,
 # to keep the suite under 12 minutes on two cores.
 PYTEST_WORKERS ?= 2
+# Bytecode written (a machine may set PYTHONDONTWRITEBYTECODE): every sidecar a test
+# starts would otherwise compile whose's modules again, and pytest its assertion rewrites.
 pytest:  ## the suite
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 deploy-check: install-dev test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy

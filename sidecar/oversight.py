@@ -18,8 +18,8 @@ from sidecar.audit import AuditedRecord, AuditEntry, AuditPurpose, AuditQuery, O
 from sidecar.audit.sink import SINK_ERRORS
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
+from sidecar.door import door
 from sidecar.errors import AuditUnavailable, Forbidden, NotFound
-from sidecar.memory import door
 from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine

@@ -21,7 +21,7 @@ from uuid import UUID
 from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
-from sidecar.memory import door
+from sidecar.door import door
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.reads.gate import Disclosure
 from sidecar.reads.query import scans, whose

@@ -19,9 +19,9 @@ from qdrant_client.http import models as qm
 
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
+from sidecar.door import door
 from sidecar.embed import Embedder
 from sidecar.errors import CollectionForbidden, CollectionRefused
-from sidecar.memory import door
 from sidecar.policy.contract import CollectionAction
 from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.query import whose

@@ -21,12 +21,21 @@ from hypothesis import settings
 from tests.models import minilm as minilm  # the real small embedding model (a fixture)
 from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
-# Hypothesis profiles: "ci" (the default, what `make test` runs) and "long"
-# (`pytest --hypothesis-profile=long tests/oracle`: thousands of worlds).
-# Tests that set max_examples themselves keep their own.
+# Hypothesis profiles: "ci" (the default, what `make test` runs, sized so the suite fits
+# in 12 minutes on two cores) and "long" (thousands of worlds and examples), chosen by
+# WHOSE_HYPOTHESIS_PROFILE=long or `pytest --hypothesis-profile=long` (CONTRIBUTING.md).
+# Tests that set max_examples themselves size it with `examples(ci=..., long=...)`.
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("long", max_examples=2000, deadline=None)
-settings.load_profile("ci")
+settings.load_profile(os.environ.get("WHOSE_HYPOTHESIS_PROFILE") or "ci")
+
+
+def examples(ci: int, long: int) -> int:
+    """A property's number of examples under the current Hypothesis profile: `ci` in
+    `make test`, `long` for a deep run. (Read where the test module is collected,
+    after --hypothesis-profile took effect.)"""
+    return long if settings.get_current_profile_name() == "long" else ci
+
 
 REPO = Path(__file__).resolve().parent.parent
 OPA_BINARY = REPO / "bin" / "opa"

@@ -227,7 +227,7 @@ def test_every_proxy_refusal_has_qdrant_s_shape(http: httpx.Client) -> None:
         400: post(http, f"{POINTS}/scroll", {"filter": {"must": [{"key": "", "match": {}}]}}),
         401: http.post(f"{POINTS}/scroll", json={}),
         404: post(http, "/collections/other/points/scroll", {}),
-        405: http.delete("/collections/whose_memories", headers=as_("alice")),
+        405: http.post("/collections/whose_memories/snapshots", headers=as_("alice")),
         413: post(http, f"{POINTS}/scroll", too_large()),
     }
     for status, response in answers.items():

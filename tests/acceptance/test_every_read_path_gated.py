@@ -72,6 +72,11 @@ WRITES = {
     ("PUT", "/collections/{collection}/points/payload"),
     ("POST", "/collections/{collection}/points/payload/delete"),
     ("POST", "/collections/{collection}/points/batch"),
+    # A stack's own collections and their indexes: a bare status, the policy's to allow.
+    ("PUT", "/collections/{collection}"),
+    ("DELETE", "/collections/{collection}"),
+    ("PUT", "/collections/{collection}/index"),
+    ("DELETE", "/collections/{collection}/index/{field}"),
 }
 
 

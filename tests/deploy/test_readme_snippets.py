@@ -436,7 +436,10 @@ def test_langchain_snippet_writes_retrieves_and_deletes(served: str) -> None:
     found = [d.page_content for d in scope["docs"] if "offsite" in d.page_content]
     assert found
     assert found[0].startswith("alice says that “the offsite is in Lisbon”")
+    assert scope["ids"]
     assert scope["store"].get_by_ids(scope["ids"]) == []  # deleted
+    info = scope["store"].client.get_collection("kb")
+    assert info.config.params.vectors[""].size == 1536  # the stack's own size
 
 
 @pytest.mark.usefixtures("keyed")
@@ -488,7 +491,7 @@ def test_own_collection_snippets(served: str) -> None:
     [only] = langchain["budget"]
     assert only.page_content.startswith(budget)
     assert only.metadata["source"] == "budget.md"
-    [shown] = bob.scroll("kb", limit=10)[0]
+    [shown] = bob.scroll("wiki", limit=10)[0]
     assert (shown.payload or {})["page_content"].startswith(lisbon)
     bob.close()
 

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import POLICY_DIR
+from tests.conftest import POLICY_DIR, examples
 from tests.integration.conftest import BACKENDS, backend
 from tests.qdrant_server import QdrantNode
 from tests.query_engine import (
@@ -203,7 +203,10 @@ def check(setup: Setup, drawn: Drawn) -> None:
 
 
 @settings(
-    max_examples=200,
+    # 200 until the suite was sized to fit in 12 minutes in CI: each example is one
+    # drawn request of any kind, asked of both engines; WHOSE_HYPOTHESIS_PROFILE=long
+    # draws 1 000.
+    max_examples=examples(ci=80, long=1000),
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,

@@ -1,11 +1,11 @@
 """How much the noninterference property checks, per Hypothesis profile (tests/conftest.py).
 
-`ci` (the default profile, what `make test` runs) fits in about a minute and a half
-on two cores: two thirds for the embedded backend, a third for fewer examples on a
-Qdrant server (each store call crosses HTTP); `long` sends at least 50 requests
-per example, so its 2 100 examples compare more than 100 000 request pairs:
+`ci` (the default profile, what `make test` runs) fits in under a minute on two
+cores: two thirds for the embedded backend, a third for fewer examples on a Qdrant
+server (each store call crosses HTTP); `long` sends at least 50 requests per example,
+so its 2 100 examples compare more than 100 000 request pairs:
 
-    .venv/bin/pytest tests/noninterference/test_property.py --hypothesis-profile=long
+    WHOSE_HYPOTHESIS_PROFILE=long .venv/bin/pytest tests/noninterference/test_property.py
 
 WHOSE_NI_EXAMPLES, WHOSE_NI_CONTROL_EXAMPLES and WHOSE_NI_CONFIG_EXAMPLES
 (test_configs.py) override the numbers of examples, WHOSE_NI_TENANTS the size of the
@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, Phase, settings
 
 from tests.noninterference.strategies import Plan
 
-# ci: 250 and 75 (500 and 150 until the suite had to fit in 12 minutes: the same
-# property, half the worlds per run; the long profile is unchanged).
-EXAMPLES = {"ci": 250, "long": 2100}
-SERVER_EXAMPLES = {"ci": 75, "long": 600}
+# ci: 120 and 40 (500 and 150, then 250 and 75, as the suite was sized to fit in 12
+# minutes in CI: the same property and strategies, fewer worlds per run; every example
+# still draws a whole world and a request sequence, and the long profile is unchanged).
+EXAMPLES = {"ci": 120, "long": 2100}
+SERVER_EXAMPLES = {"ci": 40, "long": 600}
 CONTROL_EXAMPLES = {"ci": 8, "long": 200}
 # test_configs.py (policy data drawn per example; the embedded store only).
 CONFIG_EXAMPLES = {"ci": 40, "long": 600}

@@ -24,10 +24,10 @@ decided and cached alone), so that every run holds shapes on and off. Other poli
 data and pushdown off: test_configs.py.
 
 How many examples, and how big, comes from the Hypothesis profile (profiles.py):
-`ci` (the default) fits in about three minutes on two cores; `long` compares more
-than 100 000 request pairs:
+`ci` (the default) fits in about a minute on two cores; `long` compares more than
+100 000 request pairs:
 
-    .venv/bin/pytest tests/noninterference/test_property.py --hypothesis-profile=long
+    WHOSE_HYPOTHESIS_PROFILE=long .venv/bin/pytest tests/noninterference/test_property.py
 """
 
 from __future__ import annotations

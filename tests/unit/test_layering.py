@@ -32,6 +32,9 @@ CORE = (
     "sidecar.messages",
     "sidecar.auth.identity",
     "sidecar.memory",
+    "sidecar.points",
+    "sidecar.stack_paths",
+    "sidecar.door",
     "sidecar.errors",
 )
 TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar.mcp")
@@ -83,6 +86,8 @@ SERVER = (
     "sidecar.serving",
     "sidecar.workers",
     "sidecar.memory",
+    "sidecar.points",
+    "sidecar.stack_paths",
     "sidecar.reads",
     "sidecar.store",
     "sidecar.embed",
