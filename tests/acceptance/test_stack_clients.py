@@ -172,6 +172,11 @@ def test_llama_index_hybrid_from_documents(base: str) -> None:
     assert bob.node.get_content().startswith("alice says")
     assert bob.node.metadata["source"] == "li-1.md"
     assert bob.node.ref_doc_id == "doc-1"
+    # The node comes back under the id LlamaIndex gave it, so it finds it by that id.
+    alice_store = llama_store(base, "alice")
+    assert [n.node_id for n in alice_store.get_nodes(node_ids=[bob.node.node_id])] == [
+        bob.node.node_id
+    ]
     # A filter on the documents' own metadata key, indexed as LlamaIndex asked.
     assert [said(t) for t in llama_retrieve(index, "launch", source="li-0.md")] == [TEXTS[0]]
     assert llama_retrieve(bob_index, "launch", source="li-0.md") == []

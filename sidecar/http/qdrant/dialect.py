@@ -385,7 +385,7 @@ def as_point(
     """A disclosed record as a Qdrant point: id = record id, the engine's score."""
     base: dict[str, Any] = {
         "id": point.id,
-        "payload": _payload(point.shown, with_payload),
+        "payload": _payload(point.shown, with_payload, str(point.id)),
         "vector": point.vector(),
         "shard_key": None,
         "order_value": point.order_value if ordered else None,
@@ -406,7 +406,9 @@ def as_group(group: Group, with_payload: Any) -> dict[str, Any]:
     return answer
 
 
-def _payload(shown: Shown, selector: Any) -> Any:
+def _payload(shown: Shown, selector: Any, point_id: str) -> Any:
+    """The payload as each library reads it; `point_id`: the id the point is answered
+    by (in a stack collection the one its writer chose: LlamaIndex's node id)."""
     if selector is None or selector is False:
         return None
     item = shown.item
@@ -431,7 +433,7 @@ def _payload(shown: Shown, selector: Any) -> Any:
         "as_written": stored.get("content"),
         "whose": whose,
         **_langchain_document(whose, document),
-        **_llama_index_node(shown.record.id, item, document),
+        **_llama_index_node(point_id, item, document),
     }
     if document is not None and document.get("library") == "haystack" and document.get("id"):
         # Haystack takes a document's id and meta from the payload, and finds and
@@ -471,9 +473,10 @@ NODE_CONTENT, NODE_TYPE = "_node_content", "_node_type"
 
 
 def _llama_index_node(
-    record_id: str, item: Item, document: dict[str, Any] | None = None
+    node_id: str, item: Item, document: dict[str, Any] | None = None
 ) -> dict[str, str]:
-    """The point as a LlamaIndex TextNode: the attribution sentence as its text, and
+    """The point as a LlamaIndex TextNode (`node_id`: the point's id as answered, so
+    LlamaIndex finds and deletes the node by it): the attribution sentence as its text, and
     what the policy says of it (use, obligations, status, source) as its metadata.
     A document's own metadata comes along for the application, kept from the LLM and
     the embedding; its document id is the node's source, as LlamaIndex wrote it."""
@@ -486,7 +489,7 @@ def _llama_index_node(
     own = dict((document or {}).get("metadata") or {})
     metadata = {**own, **policy}
     node: dict[str, Any] = {
-        "id_": record_id,
+        "id_": node_id,
         "text": item.content,
         "metadata": metadata,
         # Metadata says how to use the text; it is not part of what the text means.
