@@ -11,6 +11,7 @@ locks and audit log of the whose collection's own.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +21,14 @@ from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.door import door
 from sidecar.embed import Embedder
-from sidecar.errors import CollectionForbidden
+from sidecar.errors import CollectionForbidden, CollectionRefused
 from sidecar.policy.contract import CollectionAction
 from sidecar.policy.engine import PolicyEngine
 from sidecar.reads.query import whose
 from sidecar.reads.query.collection import Dense, Schema
 from sidecar.reads.reader import Reader
 from sidecar.store.layout import VectorLayout
-from sidecar.store.stacks import StackCollections, StackInfo, missing
+from sidecar.store.stacks import OWN_INDEX_TYPES, StackCollections, StackInfo, missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.versions import Versions
@@ -42,12 +43,13 @@ class StackPaths:
 
     @property
     def schema(self) -> Schema:
-        return schema(self.info.layout)
+        return schema(self.info.layout, self.info.own_indexes)
 
 
-def schema(layout: VectorLayout) -> Schema:
-    """A stack collection's schema: its own vectors, the record fields' indexes."""
-    indexes: dict[str, qm.PayloadSchemaType] = dict(whose.schema(1).indexes)
+def schema(layout: VectorLayout, own: Mapping[str, qm.PayloadSchemaType] | None = None) -> Schema:
+    """A stack collection's schema: its own vectors, the record fields' indexes and the
+    stack's own (on its documents' metadata, store/stacks.py)."""
+    indexes: dict[str, qm.PayloadSchemaType] = dict(whose.schema(1).indexes) | dict(own or {})
     return Schema(
         dense={n: Dense(s.size, s.distance) for n, s in layout.dense.items()},
         sparse=frozenset(layout.sparse),
@@ -122,13 +124,32 @@ class Stacks:
             self._paths.pop(info.physical, None)
         return await self.collections.drop(who.tenant, name)
 
-    async def index(self, who: Identity, name: str, action: CollectionAction) -> None:
-        """A payload index made or dropped: the policy's to allow; whose's own indexes
-        of the record serve every filter, so it changes no answer."""
+    async def index(
+        self,
+        who: Identity,
+        name: str,
+        action: CollectionAction,
+        path: str | None,
+        kind: qm.PayloadSchemaType | None = None,
+    ) -> None:
+        """A payload index made or dropped, if the collections policy allows it: on
+        `path`, the stack's own metadata key (store/stacks.py), made on the collection
+        and recorded with it, so filters, groupings, orderings and facets may read it;
+        None: a record field whose indexes already (nothing to do)."""
         info = await self.collections.get(who.tenant, name)
         if info is None:
             raise missing(name)
         await self._allowed(who, action, name, info)
+        if path is None:
+            return
+        if action == "create_index":
+            if kind not in OWN_INDEX_TYPES:
+                raise CollectionRefused(
+                    "index_type", f"not supported by whose: a `{kind}` index on `{path}`"
+                )
+            await self.collections.create_index(who.tenant, name, path, kind)
+        else:
+            await self.collections.drop_index(who.tenant, name, path)
 
     async def _allowed(
         self, who: Identity, action: CollectionAction, name: str, info: StackInfo | None

@@ -168,6 +168,15 @@ class Store(Protocol):
         """Up to `limit` tenants that hold records (the retention sweep walks them)."""
         ...
 
+    async def create_index(self, field: str, schema: qm.PayloadSchemaType) -> None:
+        """A payload index on `field` (a stored path; a stack collection's own, see
+        store/stacks.py), made now: filters on it stay inside the engine's search."""
+        ...
+
+    async def drop_index(self, field: str) -> None:
+        """The payload index on `field` removed (none there: nothing to do)."""
+        ...
+
 
 def rescore(found: list[Found], probe: Probe, using: str, wanted: frozenset[str]) -> list[Found]:
     """`found` with the exact score of a sparse nearest probe (store/probes.py

@@ -426,6 +426,14 @@ class EdgeStore:
         found = await self._run(self.shard.facet, request)
         return sorted(str(hit.value) for hit in found.hits)
 
+    async def create_index(self, field: str, schema: qm.PayloadSchemaType) -> None:
+        operation = qe.UpdateOperation.create_field_index(field, _EDGE_SCHEMA[schema])
+        await self._run(self.shard.update, operation)
+
+    async def drop_index(self, field: str) -> None:
+        if field in (await self._run(self.shard.info)).payload_schema:
+            await self._run(self.shard.update, qe.UpdateOperation.delete_field_index(field))
+
     async def optimize(self) -> None:
         """Build HNSW and merge segments now (the whole process waits: see above)."""
         await self._run(self.shard.optimize)
@@ -501,6 +509,16 @@ def edge_config(index: IndexSpec) -> qe.EdgeConfig:
 
 
 _Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
+# A stack's own index (store/stacks.py), in the engine's types.
+_EDGE_SCHEMA = {
+    qm.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword,
+    qm.PayloadSchemaType.INTEGER: qe.PayloadSchemaType.Integer,
+    qm.PayloadSchemaType.FLOAT: qe.PayloadSchemaType.Float,
+    qm.PayloadSchemaType.BOOL: qe.PayloadSchemaType.Bool,
+    qm.PayloadSchemaType.DATETIME: qe.PayloadSchemaType.Datetime,
+    qm.PayloadSchemaType.UUID: qe.PayloadSchemaType.Uuid,
+    qm.PayloadSchemaType.TEXT: qe.PayloadSchemaType.Text,
+}
 
 
 def _indexes() -> list[tuple[str, _Index]]:

@@ -140,3 +140,11 @@ class MeasuredStore:
     async def tenants(self, limit: int) -> list[str]:
         async with _timed("tenants"):
             return await self.inner.tenants(limit)
+
+    async def create_index(self, field: str, schema: qm.PayloadSchemaType) -> None:
+        async with _timed("create_index"):
+            await self.inner.create_index(field, schema)
+
+    async def drop_index(self, field: str) -> None:
+        async with _timed("drop_index"):
+            await self.inner.drop_index(field)

@@ -51,6 +51,9 @@ FLOAT_FIELDS = ("confidence",)
 # Full-text: the only field a caller's text match may read. Without an index the engine
 # matches text by scanning every point.
 TEXT_FIELDS = ("content",)
+# Where a document's own metadata is stored (writes/documents.py): a stack's own payload
+# indexes are on paths under it, beside whose's indexes of the record (store/stacks.py).
+OWN_METADATA = "document.metadata."
 INDEXED_FIELDS = frozenset(
     (TENANT_FIELD, *KEYWORD_FIELDS, *DATETIME_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
 )

@@ -292,15 +292,25 @@ class ServerStore:
 
     async def recorded(self) -> dict[str, Any] | None:
         """The collection's metadata, or None when there is no such collection."""
+        described = await self.described()
+        return described[0] if described is not None else None
 
-        async def read(client: AsyncQdrantClient) -> dict[str, Any] | None:
+    async def described(self) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The collection's metadata and its payload indexes (path: type), or None
+        when there is no such collection."""
+
+        async def read(client: AsyncQdrantClient) -> tuple[dict[str, Any], dict[str, str]] | None:
             try:
                 info = await client.get_collection(self.collection)
             except UnexpectedResponse as exc:
                 if exc.status_code == 404:
                     return None
                 raise
-            return dict(info.config.metadata or {})
+            indexes = {
+                path: str(index.data_type.value if index.data_type else "")
+                for path, index in (info.payload_schema or {}).items()
+            }
+            return dict(info.config.metadata or {}), indexes
 
         return await self._call(read)
 
@@ -535,6 +545,18 @@ class ServerStore:
             lambda c: c.facet(self.collection, key=TENANT_FIELD, limit=limit, exact=True)
         )
         return sorted(str(hit.value) for hit in found.hits)
+
+    async def create_index(self, field: str, schema: qm.PayloadSchemaType) -> None:
+        await self._ensure_collection()
+        await self._call(
+            lambda c: c.create_payload_index(self.collection, field, schema, wait=True)
+        )
+
+    async def drop_index(self, field: str) -> None:
+        await self._ensure_collection()
+        info = await self._call(lambda c: c.get_collection(self.collection))
+        if field in info.payload_schema:
+            await self._call(lambda c: c.delete_payload_index(self.collection, field, wait=True))
 
     async def _call(
         self,

@@ -27,28 +27,44 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models as qm
 
 from sidecar.errors import CollectionExists, CollectionRefused, QueryMissing
 from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.layout import VectorLayout
+from sidecar.store.schema import OWN_METADATA
 from sidecar.store.server import Layout, ServerStore
 from sidecar.store.vectors import LAYOUT_KEY
 
 log = logging.getLogger(__name__)
 
 PREFIX = "whose_stack_"
+# Where the embedded backend's record keeps the stack's own indexes.
+INDEXES_KEY = "indexes"
 # Where the server keeps what a collection is, beside its layout (LAYOUT_KEY).
 STACK_KEY = "whose_stack"
 # Qdrant's own rule for a collection name (lib/storage validate_collection_name).
 MAX_NAME_CHARS = 255
 FORBIDDEN_CHARS = frozenset('<>:"/\\|?*\0\x1f')
+# The index types a stack may ask for on its own metadata (geo is not filterable here).
+OWN_INDEX_TYPES = frozenset(
+    {
+        qm.PayloadSchemaType.KEYWORD,
+        qm.PayloadSchemaType.INTEGER,
+        qm.PayloadSchemaType.FLOAT,
+        qm.PayloadSchemaType.BOOL,
+        qm.PayloadSchemaType.DATETIME,
+        qm.PayloadSchemaType.UUID,
+        qm.PayloadSchemaType.TEXT,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -60,10 +76,18 @@ class StackInfo:
     layout: VectorLayout
     creator: str
     created: datetime
+    # The stack's own payload indexes (`create_index`): stored path (under
+    # OWN_METADATA) and type, sorted. On the embedded backend they are in the record;
+    # on a server, the collection's own payload schema says them.
+    indexes: tuple[tuple[str, qm.PayloadSchemaType], ...] = ()
 
     @property
     def physical(self) -> str:
         return physical_name(self.tenant, self.name)
+
+    @property
+    def own_indexes(self) -> dict[str, qm.PayloadSchemaType]:
+        return dict(self.indexes)
 
     def as_json(self) -> dict[str, Any]:
         """The record (the layout is kept beside it, under LAYOUT_KEY)."""
@@ -84,6 +108,20 @@ class StackInfo:
             return cls(str(raw["tenant"]), str(raw["name"]), parsed, str(raw["creator"]), created)
         except (KeyError, TypeError, ValueError):
             return None
+
+    def with_indexes(self, indexes: Any) -> StackInfo:
+        """This collection with the own indexes of a schema (path: type), the paths
+        under OWN_METADATA of a type a stack may ask for; anything else left out."""
+        own: list[tuple[str, qm.PayloadSchemaType]] = []
+        for path, kind in (indexes or {}).items() if isinstance(indexes, dict) else ():
+            try:
+                parsed = qm.PayloadSchemaType(kind)
+            except ValueError:
+                continue
+            own_path = isinstance(path, str) and path.startswith(OWN_METADATA)
+            if own_path and parsed in OWN_INDEX_TYPES:
+                own.append((path, parsed))
+        return replace(self, indexes=tuple(sorted(own)))
 
 
 def _digest(*parts: str) -> str:
@@ -144,6 +182,10 @@ class _Backend(Protocol):
     async def remove(self, info: StackInfo, opened: Store | None) -> bool:
         """Close `opened` (if any), then remove the collection and its record; False if
         there was none."""
+        ...
+
+    async def reindexed(self, info: StackInfo) -> None:
+        """Record `info`'s own indexes (made on its store already)."""
         ...
 
 
@@ -251,6 +293,39 @@ class StackCollections:
                 self._stores[info.physical] = opened
             return opened
 
+    async def create_index(
+        self, tenant: str, name: str, path: str, kind: qm.PayloadSchemaType
+    ) -> StackInfo:
+        """A payload index of the stack's own on `path` (under OWN_METADATA), made on
+        the collection's store and recorded with it (QueryMissing if the tenant has no
+        such collection)."""
+        store = await self.store(tenant, name)
+        await store.create_index(path, kind)
+        return await self._reindex(tenant, name, {path: kind})
+
+    async def drop_index(self, tenant: str, name: str, path: str) -> StackInfo:
+        """The stack's own index on `path` removed (none: nothing changes)."""
+        store = await self.store(tenant, name)
+        await store.drop_index(path)
+        return await self._reindex(tenant, name, {path: None})
+
+    async def _reindex(
+        self, tenant: str, name: str, changed: dict[str, qm.PayloadSchemaType | None]
+    ) -> StackInfo:
+        async with self._lock:
+            info = await self.backend.get(tenant, name)
+            if info is None:
+                raise missing(name)
+            indexes: dict[str, Any] = {p: k.value for p, k in info.indexes}
+            for path, kind in changed.items():
+                if kind is None:
+                    indexes.pop(path, None)
+                else:
+                    indexes[path] = kind.value
+            info = info.with_indexes(indexes)
+            await self.backend.reindexed(info)
+            return info
+
     async def drop(self, tenant: str, name: str) -> bool:
         """Remove the tenant's collection `name`, points and all (closing its store);
         False if there was none."""
@@ -308,6 +383,8 @@ class _Edge:
             if info is None or f"{info.physical}.json" != path.name:
                 log.warning("%s is not a stack collection's record: left out", path)
                 continue
+            assert isinstance(raw, dict)
+            info = info.with_indexes(raw.get(INDEXES_KEY))
             known[info.physical] = info
         return known
 
@@ -332,10 +409,21 @@ class _Edge:
         self.root.mkdir(parents=True, exist_ok=True)
         # A folder without a record is what a drop cut short left: not this collection's.
         shutil.rmtree(self.root / info.physical, ignore_errors=True)
+        self._rewrite(info)
+
+    def _rewrite(self, info: StackInfo) -> None:
         record = self.root / f"{info.physical}.json"
         written = record.with_suffix(".json.new")
-        written.write_text(json.dumps(info.as_json() | {LAYOUT_KEY: info.layout.as_json()}))
+        indexes = {path: kind.value for path, kind in info.indexes}
+        written.write_text(
+            json.dumps(info.as_json() | {LAYOUT_KEY: info.layout.as_json(), INDEXES_KEY: indexes})
+        )
         os.replace(written, record)
+
+    async def reindexed(self, info: StackInfo) -> None:
+        if info.physical in self._known:
+            await asyncio.to_thread(self._rewrite, info)
+            self._known[info.physical] = info
 
     def store(self, info: StackInfo) -> Store:
         return EdgeStore(
@@ -404,10 +492,15 @@ class _Server:
             await client.close()
 
     async def _read(self, physical: str) -> StackInfo | None:
-        metadata = await self._store(physical).recorded()
-        if metadata is None:
+        described = await self._store(physical).described()
+        if described is None:
             return None
-        return StackInfo.from_json(metadata.get(STACK_KEY), metadata.get(LAYOUT_KEY))
+        metadata, indexes = described
+        info = StackInfo.from_json(metadata.get(STACK_KEY), metadata.get(LAYOUT_KEY))
+        return info.with_indexes(indexes) if info is not None else None
+
+    async def reindexed(self, info: StackInfo) -> None:
+        return None  # the collection's payload schema is the record
 
     async def get(self, tenant: str, name: str) -> StackInfo | None:
         info = await self._read(physical_name(tenant, name))

@@ -37,6 +37,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
+from qdrant_client import QdrantClient
 
 from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
@@ -109,6 +110,9 @@ RUN = {
     "collections-input": "test_collections_snippets",
     "collections-answer": "test_collections_snippets",
     "adopt": "test_adopt_snippet",
+    "own-llamaindex": "test_own_collection_snippets",
+    "own-haystack": "test_own_collection_snippets",
+    "own-langchain": "test_own_collection_snippets",
 }
 
 
@@ -515,6 +519,42 @@ def test_haystack_ingest_snippet(served: str) -> None:
     found = [d for d in scope["documents"] if "offsite" in (d.content or "")]
     assert [d.id for d in found] == [scope["offsite"].id]
     assert scope["store"].get_documents_by_id([scope["offsite"].id]) == []
+
+
+@pytest.mark.usefixtures("keyed")
+def test_own_collection_snippets(served: str) -> None:
+    """docs/rag-proxy.md, "Your own collections": each library's start, as written, into
+    a collection of its own; Alice reads both documents, Bob only the one he may."""
+    lisbon = "alice says that “the offsite is in Lisbon”"
+    budget = "alice says that “the offsite budget is 40k”"
+    bob = QdrantClient(url=served, api_key=user_token("bob"), check_compatibility=False)
+
+    llama = run(snippet("own-llamaindex"), served)
+    assert sorted(n.node.get_content()[: len(lisbon)] for n in llama["nodes"]) == sorted(
+        [lisbon, budget[: len(lisbon)]]
+    )
+    seen = bob.scroll("handbook", limit=10)[0]
+    assert [
+        json.loads((p.payload or {})["_node_content"])["text"][: len(lisbon)] for p in seen
+    ] == [lisbon]
+
+    haystack = run(snippet("own-haystack"), served)
+    assert {(d.content or "")[: len(lisbon)] for d in haystack["documents"]} == {
+        lisbon,
+        budget[: len(lisbon)],
+    }
+    assert all(d.meta["source"] == "offsite.md" for d in haystack["from_offsite"])
+    assert len(haystack["from_offsite"]) == 2
+    assert bob.count("notes").count == 1
+
+    langchain = run(snippet("own-langchain"), served)
+    assert len(langchain["docs"]) == 2
+    [only] = langchain["budget"]
+    assert only.page_content.startswith(budget)
+    assert only.metadata["source"] == "budget.md"
+    [shown] = bob.scroll("wiki", limit=10)[0]
+    assert (shown.payload or {})["page_content"].startswith(lisbon)
+    bob.close()
 
 
 # --- MCP host configs ------------------------------------------------------------------

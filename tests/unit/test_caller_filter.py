@@ -9,7 +9,13 @@ import pytest
 from qdrant_client.http import models as qm
 
 from sidecar.errors import FilterRefused
-from sidecar.http.qdrant.caller_filter import MAX_CONDITIONS, MAX_DEPTH, caller_filter
+from sidecar.http.qdrant.caller_filter import (
+    MAX_CONDITIONS,
+    MAX_DEPTH,
+    caller_filter,
+    index_path,
+    stored_key,
+)
 from sidecar.store.schema import point_id
 from sidecar.store.scope import Scope, to_qdrant
 
@@ -138,3 +144,47 @@ def test_text_matches_only_the_indexed_text() -> None:
     nested = {"nested": {"key": "evidence", "filter": {"must": [field("ref", text="x")]}}}
     assert refused({"must": [nested]}) == "text_match_not_indexed"
     assert caller_filter({"must": [field("as_written", phrase="the launch")]}, "acme") is not None
+
+
+OWN = {
+    "document.metadata.source": qm.PayloadSchemaType.KEYWORD,
+    "document.metadata.summary": qm.PayloadSchemaType.TEXT,
+}
+
+
+def test_a_stacks_own_indexed_metadata_keys_as_each_library_names_them() -> None:
+    """LangChain `metadata.x`, Haystack `meta.x`, LlamaIndex and plain `x`: the stored
+    `document.metadata.x`, only where the stack made an index on it."""
+    for key in ("metadata.source", "meta.source", "source"):
+        checked = caller_filter({"must": [field(key, value="a.md")]}, "acme", OWN)
+        assert checked is not None
+        [condition] = checked.must or []
+        assert isinstance(condition, qm.FieldCondition)
+        assert condition.key == "document.metadata.source"
+    with pytest.raises(FilterRefused) as caught:
+        caller_filter({"must": [field("metadata.team", value="x")]}, "acme", OWN)
+    assert caught.value.reason == "unindexed_key"
+    assert "source (yours)" in str(caught.value)
+    # Without the stack's indexes (the whose collection), refused as before.
+    assert refused({"must": [field("metadata.source", value="a.md")]}) == "unindexed_key"
+    # Text matching on the stack's own text index, and on no other of its keys.
+    text = caller_filter({"must": [field("summary", text="launch")]}, "acme", OWN)
+    assert text is not None
+    with pytest.raises(FilterRefused):
+        caller_filter({"must": [field("source", text="launch")]}, "acme", OWN)
+
+
+def test_a_record_field_comes_before_a_stacks_key_of_the_same_name() -> None:
+    own = OWN | {"document.metadata.observer_id": qm.PayloadSchemaType.KEYWORD}
+    checked = caller_filter({"must": [field("observer_id", value="alice")]}, "acme", own)
+    assert checked is not None
+    [condition] = checked.must or []
+    assert isinstance(condition, qm.FieldCondition)
+    assert condition.key == "observer_id"
+    # And so an index asked on it is whose's own; LlamaIndex's `doc_id` is the document id.
+    assert index_path("observer_id") is None
+    assert index_path("doc_id") is None
+    assert index_path("meta.source") == "document.metadata.source"
+    assert stored_key("metadata.source", OWN) == "document.metadata.source"
+    assert stored_key("metadata.team", OWN) == "metadata.team"
+    assert stored_key("doc_id", OWN) == "document.id"

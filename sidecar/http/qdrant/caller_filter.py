@@ -2,13 +2,21 @@
 store is asked anything: its cost is bounded (depth, conditions, values, text), its
 keys are fields of the record as the caller is shown it, and its point ids are mapped
 into the caller's tenant. Whatever it matches, the policy still decides every record.
+
+In a stack collection a key may also name the stack's own document metadata where the
+stack made a payload index for it (`PUT /collections/{c}/index`): as each library
+writes it, `metadata.source` (LangChain), `meta.source` (Haystack) or `source`
+(LlamaIndex, plain payloads), stored as `document.metadata.source`
+(writes/documents.py). A record field of that name comes first: the stack's index on
+it is whose's own (`index_path`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -16,7 +24,12 @@ from pydantic import ValidationError
 from qdrant_client.http import models as qm
 
 from sidecar.errors import FilterRefused
-from sidecar.store.schema import INDEXED_FIELDS, TEXT_FIELDS, point_id
+from sidecar.store.schema import INDEXED_FIELDS, OWN_METADATA, TEXT_FIELDS, point_id
+
+# What a stack's own indexes are: stored path (under OWN_METADATA) and type.
+OwnIndexes = Mapping[str, qm.PayloadSchemaType]
+# The prefixes under which a library keeps a document's metadata in its payload.
+_METADATA_PREFIXES = ("metadata.", "meta.")
 
 # The cost of one filter, bounded before anything runs it: a filter is evaluated on
 # every point the query examines, and the embedded engine holds the interpreter
@@ -47,23 +60,58 @@ _INT64 = (-(2**63), 2**63 - 1)
 _MAX_COUNT = 2**32
 
 
-def caller_filter(raw: Any, tenant: str) -> qm.Filter | None:
-    """A caller's Qdrant filter (REST JSON), checked, bounded and tenant-scoped."""
+def caller_filter(raw: Any, tenant: str, own: OwnIndexes | None = None) -> qm.Filter | None:
+    """A caller's Qdrant filter (REST JSON), checked, bounded and tenant-scoped; `own`:
+    a stack collection's own indexes (None in the whose collection)."""
     if raw is None:
         return None
     try:
         parsed = qm.Filter.model_validate(raw)
     except ValidationError as exc:
         raise FilterRefused("invalid_filter", f"invalid filter: {exc.errors()[0]['msg']}") from None
-    budget = _Budget()
+    budget = _Budget(own=own or {})
     return _checked_filter(parsed, tenant, budget, depth=1)
+
+
+def own_path(key: str) -> str:
+    """Where a stack's metadata key is stored, as its library names it."""
+    for prefix in _METADATA_PREFIXES:
+        if key.startswith(prefix):
+            return OWN_METADATA + key[len(prefix) :]
+    return OWN_METADATA + key
+
+
+def index_path(key: str) -> str | None:
+    """The stored path a stack's payload index on `key` is made on: None when `key`
+    names a record field whose indexes already (LlamaIndex's `doc_id` is the document
+    id), else the document's own metadata key (FilterRefused for a key Qdrant would
+    not take, or one worded per reader)."""
+    if _key(key) in INDEXED_FIELDS:
+        return None
+    return own_path(key)
+
+
+def stored_key(key: str, own: OwnIndexes | None) -> str:
+    """The stored path a grouping, ordering or facet key names: a record field, or the
+    stack's own indexed metadata key (unknown keys as sent: the engine refuses them)."""
+    try:
+        path = _key(key)
+    except FilterRefused:
+        return key
+    if path in INDEXED_FIELDS or not own:
+        return path
+    mine = own_path(key)
+    return mine if mine in own else path
 
 
 @dataclass
 class _Budget:
+    """What one filter may still spend, and the stack's own indexes it may read."""
+
     conditions: int = 0
     text: int = 0
     values: int = 0
+    own: OwnIndexes = field(default_factory=dict)
 
     def spend(self, conditions: int = 0, text: int = 0, values: int = 0) -> None:
         self.conditions += conditions
@@ -133,10 +181,10 @@ def _checked(
             # Record ids are tenant-scoped point ids in the store (see point_id).
             return qm.HasIdCondition(has_id=[point_id(tenant, str(i)) for i in ids])
         case qm.IsEmptyCondition():
-            key = _indexed(condition.is_empty.key, nested)
+            key = _indexed(condition.is_empty.key, budget, nested)
             return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
         case qm.IsNullCondition():
-            key = _indexed(condition.is_null.key, nested)
+            key = _indexed(condition.is_null.key, budget, nested)
             return qm.IsNullCondition(is_null=qm.PayloadField(key=key))
         case qm.FieldCondition():
             return _checked_field(condition, budget, nested)
@@ -164,17 +212,21 @@ def _key(key: str, nested: str = "") -> str:
     return key
 
 
-def _indexed(key: str, nested: str = "") -> str:
-    """`key` if the field it names has an index (else every point would be read)."""
+def _indexed(key: str, budget: _Budget, nested: str = "") -> str:
+    """The stored path of `key` if the field it names has an index (else every point
+    would be read): a record field, or a stack's own indexed metadata key."""
     path = _key(key, nested)
-    if path not in INDEXED_FIELDS:
-        raise FilterRefused(
-            "unindexed_key",
-            f"`{key}` has no index to filter on; the indexed fields are "
-            + ", ".join(sorted(name.replace("content", "as_written") for name in INDEXED_FIELDS)),
-        )
-    # Inside a nested condition the engine reads keys relative to the array.
-    return key if nested else path
+    if path in INDEXED_FIELDS:
+        # Inside a nested condition the engine reads keys relative to the array.
+        return key if nested else path
+    if not nested and own_path(key) in budget.own:
+        return own_path(key)
+    fields = sorted(name.replace("content", "as_written") for name in INDEXED_FIELDS)
+    fields += sorted(f"{p.removeprefix(OWN_METADATA)} (yours)" for p in budget.own)
+    raise FilterRefused(
+        "unindexed_key",
+        f"`{key}` has no index to filter on; the indexed fields are " + ", ".join(fields),
+    )
 
 
 def _bounded_values(count: int) -> None:
@@ -187,7 +239,7 @@ def _checked_field(
 ) -> qm.FieldCondition:
     if condition.geo_bounding_box or condition.geo_radius or condition.geo_polygon:
         raise FilterRefused("unsupported_filter", "geo conditions are not supported")
-    key = _indexed(condition.key, nested)
+    key = _indexed(condition.key, budget, nested)
     if condition.values_count is not None:
         if nested or "[" in key:
             # Counting an array's elements is not indexed: every point would be read.
@@ -200,11 +252,13 @@ def _checked_field(
             for c in (counts.lt, counts.gt, counts.lte, counts.gte)
         ):
             raise FilterRefused("invalid_filter", f"values_count bounds lie in 0..{_MAX_COUNT}")
-    if isinstance(condition.match, _TEXT_MATCHES) and (nested or key not in TEXT_FIELDS):
+    text_index = key in TEXT_FIELDS or budget.own.get(key) == qm.PayloadSchemaType.TEXT
+    if isinstance(condition.match, _TEXT_MATCHES) and (nested or not text_index):
         # Text is matched through its full-text index; anywhere else the engine would
         # scan every point, holding the interpreter for seconds on a large tenant.
         raise FilterRefused(
-            "text_match_not_indexed", "text, text_any and phrase match only `as_written`"
+            "text_match_not_indexed",
+            "text, text_any and phrase match only `as_written` and your own text indexes",
         )
     return condition.model_copy(
         update={

@@ -53,7 +53,7 @@ from sidecar.errors import (
     WhoseError,
     WriteRefused,
 )
-from sidecar.http.qdrant.caller_filter import caller_filter
+from sidecar.http.qdrant.caller_filter import OwnIndexes, caller_filter
 from sidecar.memory import Memory
 from sidecar.messages import Item
 from sidecar.points import Group, Point
@@ -232,13 +232,15 @@ async def aliased_filter(memory: Memory, who: Identity, raw: Any) -> qm.Filter |
 
 
 async def filter_check(
-    memory: Memory, who: Identity, body: Any, stack: bool = False
+    memory: Memory, who: Identity, body: Any, own: OwnIndexes | None = None
 ) -> Callable[[qm.Filter], qm.Filter]:
     """How the query engine runs each filter of a request (at the root, in every
     prefetch): checked, bounded and tenant-scoped (http/qdrant/caller_filter.py). In the
     whose collection each `has_id` id also names what it names for the asker (as
     `aliased_filter`; resolved once, for the whole body, before anything is searched);
-    in a stack collection, the documents written under that id (`chosen_ids`)."""
+    in a stack collection (`own`: its own indexes, its keys filterable), the documents
+    written under that id (`chosen_ids`)."""
+    stack = own is not None
     wanted = [r for r in (point_as_record_id(i) for i in _raw_has_ids(body)) if r is not None]
     points: dict[str, list[str]] = {}
     if wanted and not stack:
@@ -252,7 +254,7 @@ async def filter_check(
         raw = flt.model_dump(mode="json", exclude_none=True, by_alias=True)
         if stack:
             raw = chosen_ids(raw)
-        checked = caller_filter(raw, who.tenant) or qm.Filter()
+        checked = caller_filter(raw, who.tenant, own) or qm.Filter()
         return _with_aliases(checked, points) if points else checked
 
     return check
@@ -383,7 +385,7 @@ def as_point(
     """A disclosed record as a Qdrant point: id = record id, the engine's score."""
     base: dict[str, Any] = {
         "id": point.id,
-        "payload": _payload(point.shown, with_payload),
+        "payload": _payload(point.shown, with_payload, str(point.id)),
         "vector": point.vector(),
         "shard_key": None,
         "order_value": point.order_value if ordered else None,
@@ -404,7 +406,9 @@ def as_group(group: Group, with_payload: Any) -> dict[str, Any]:
     return answer
 
 
-def _payload(shown: Shown, selector: Any) -> Any:
+def _payload(shown: Shown, selector: Any, point_id: str) -> Any:
+    """The payload as each library reads it; `point_id`: the id the point is answered
+    by (in a stack collection the one its writer chose: LlamaIndex's node id)."""
     if selector is None or selector is False:
         return None
     item = shown.item
@@ -429,12 +433,17 @@ def _payload(shown: Shown, selector: Any) -> Any:
         "as_written": stored.get("content"),
         "whose": whose,
         **_langchain_document(whose, document),
-        **_llama_index_node(shown.record.id, item, document),
+        **_llama_index_node(point_id, item, document),
     }
     if document is not None and document.get("library") == "haystack" and document.get("id"):
         # Haystack takes a document's id and meta from the payload, and finds and
-        # deletes it by that id again (writes/versions.py).
-        full |= {"id": document["id"], "meta": document.get("metadata") or {}}
+        # deletes it by that id again (writes/versions.py). It reads every other payload
+        # key into `meta` too, over the document's own (a record's `source` object would
+        # hide the writer's `source`): its document is its own shape alone, what the
+        # policy says of it under `meta.whose`.
+        said = {k: v for k, v in whose.items() if k != "metadata"}
+        own = document.get("metadata") or {}
+        full = {"id": document["id"], "content": item.content, "meta": {**own, "whose": said}}
     if selector is True:
         return full
     if isinstance(selector, list):
@@ -464,9 +473,10 @@ NODE_CONTENT, NODE_TYPE = "_node_content", "_node_type"
 
 
 def _llama_index_node(
-    record_id: str, item: Item, document: dict[str, Any] | None = None
+    node_id: str, item: Item, document: dict[str, Any] | None = None
 ) -> dict[str, str]:
-    """The point as a LlamaIndex TextNode: the attribution sentence as its text, and
+    """The point as a LlamaIndex TextNode (`node_id`: the point's id as answered, so
+    LlamaIndex finds and deletes the node by it): the attribution sentence as its text, and
     what the policy says of it (use, obligations, status, source) as its metadata.
     A document's own metadata comes along for the application, kept from the LLM and
     the embedding; its document id is the node's source, as LlamaIndex wrote it."""
@@ -479,7 +489,7 @@ def _llama_index_node(
     own = dict((document or {}).get("metadata") or {})
     metadata = {**own, **policy}
     node: dict[str, Any] = {
-        "id_": record_id,
+        "id_": node_id,
         "text": item.content,
         "metadata": metadata,
         # Metadata says how to use the text; it is not part of what the text means.

@@ -30,6 +30,7 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.http.allowed import routes_on
 from sidecar.http.deps import Asker, Svc
+from sidecar.http.qdrant.caller_filter import OwnIndexes, index_path, stored_key
 from sidecar.http.qdrant.dialect import (
     ERRORS,
     QDRANT_API_VERSION,
@@ -55,13 +56,47 @@ async def _collection(name: str, svc: Services, who: Identity) -> None:
         raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!")
 
 
-async def _asked(svc: Services, who: Identity, collection: str, route: str, body: Any) -> Asked:
+async def _own(collection: str, svc: Services, who: Identity) -> OwnIndexes | None:
+    """A stack collection's own indexes (None: the whose collection); 404 for a
+    collection the caller's tenant does not have."""
+    if collection == svc.settings.collection:
+        return None
+    info = await svc.stacks.info(who, collection)
+    if info is None:
+        raise QdrantError(404, f"Not found: Collection `{collection}` doesn't exist!")
+    return info.own_indexes
+
+
+async def _asked(
+    svc: Services, who: Identity, collection: str, route: str, body: Any
+) -> tuple[Asked, OwnIndexes | None]:
     """The request as the surface takes it: the collection known, and the caller's
     filters (wherever the body holds one) checked as the dialect runs them: in a stack
-    collection, a `has_id` names the ids the stack chose."""
-    await _collection(collection, svc, who)
-    stack = collection != svc.settings.collection
-    return Asked(who, collection, route, await filter_check(svc.memory, who, body, stack))
+    collection, a `has_id` names the ids the stack chose, and a key may name the
+    stack's own indexed metadata (http/qdrant/caller_filter.py); with the stack's own
+    indexes, to name a grouping, ordering or facet key by (`stored_key`)."""
+    own = await _own(collection, svc, who)
+    return Asked(who, collection, route, await filter_check(svc.memory, who, body, own)), own
+
+
+def _keyed(request: M, own: OwnIndexes | None) -> M:
+    """A request's grouping, ordering or facet key as stored: a record field (the names
+    the dialect serves them by), or the stack's own indexed metadata key."""
+    update: dict[str, Any] = {}
+    if isinstance(request, qm.QueryGroupsRequest):
+        update["group_by"] = stored_key(request.group_by, own)
+    if isinstance(request, qm.FacetRequest):
+        update["key"] = stored_key(request.key, own)
+    order = getattr(request, "order_by", None)
+    if isinstance(request, qm.QueryRequest) and isinstance(request.query, qm.OrderByQuery):
+        by = request.query.order_by
+        ordered = by if isinstance(by, qm.OrderBy) else qm.OrderBy(key=by)
+        key = stored_key(ordered.key, own)
+        update["query"] = qm.OrderByQuery(order_by=ordered.model_copy(update={"key": key}))
+    elif isinstance(request, qm.ScrollRequest) and order is not None:
+        ordered = order if isinstance(order, qm.OrderBy) else qm.OrderBy(key=order)
+        update["order_by"] = ordered.model_copy(update={"key": stored_key(ordered.key, own)})
+    return request.model_copy(update=update) if update else request
 
 
 def _payload(request: Any, default: Any) -> Any:
@@ -134,26 +169,47 @@ async def delete_collection(collection: str, svc: Svc, who: Asker) -> JSONRespon
 
 @router.put("/collections/{collection}/index")
 async def create_index(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    """Accepted: the fields a filter, a grouping or an ordering may read are whose's own
-    indexes of the record (docs/rag-proxy.md, "Filters"); a stack's index request
-    changes no answer."""
+    """In a stack collection, an index on the stack's own document metadata (LangChain
+    `metadata.source`, Haystack `meta.source`, LlamaIndex `source`), made on the
+    collection: filters, groupings, orderings and facets may then read it
+    (docs/rag-proxy.md, "Filters"). On a record field, and in the whose collection,
+    whose's own indexes serve: accepted, nothing to make."""
     started = time.perf_counter()
-    parse(qm.CreateFieldIndex, body)
-    await _index(collection, svc, who, "create_index")
+    request = parse(qm.CreateFieldIndex, body)
+    kind = _index_type(request.field_schema)
+    await _index(collection, svc, who, "create_index", request.field_name, kind)
     return ok({"operation_id": 0, "status": "completed"}, started)
 
 
 @router.delete("/collections/{collection}/index/{field}")
 async def delete_index(collection: str, field: str, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
-    await _index(collection, svc, who, "drop_index")
+    await _index(collection, svc, who, "drop_index", field, None)
     return ok({"operation_id": 0, "status": "completed"}, started)
 
 
-async def _index(collection: str, svc: Services, who: Identity, action: Any) -> None:
+def _index_type(schema: Any) -> qm.PayloadSchemaType | None:
+    """An index request's type: by name, or its parameters' type (None: not given)."""
+    if schema is None or isinstance(schema, qm.PayloadSchemaType):
+        return schema
+    kind = getattr(schema, "type", None)
+    try:
+        return qm.PayloadSchemaType(getattr(kind, "value", kind))
+    except ValueError:
+        raise QdrantError(400, f"not supported by whose: a `{kind}` index") from None
+
+
+async def _index(
+    collection: str,
+    svc: Services,
+    who: Identity,
+    action: Any,
+    field: str,
+    kind: qm.PayloadSchemaType | None,
+) -> None:
     if collection == svc.settings.collection:
         return  # whose's own indexes are the sidecar's
-    await svc.stacks.index(who, collection, action)
+    await svc.stacks.index(who, collection, action, index_path(field), kind)
 
 
 # --- the query API ------------------------------------------------------------------
@@ -163,8 +219,8 @@ async def _index(collection: str, svc: Services, who: Identity, action: Any) -> 
 async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.QueryRequest, body)
-    asked = await _asked(svc, who, collection, "proxy.query", body)
-    answer = await svc.points.query(asked, request)
+    asked, own = await _asked(svc, who, collection, "proxy.query", body)
+    answer = await svc.points.query(asked, _keyed(request, own))
     points = [as_point(p, _payload(request, False), scored=True) for p in answer.points]
     return ok({"points": points}, started)
 
@@ -173,7 +229,7 @@ async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
 async def query_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     batch = parse(qm.QueryRequestBatch, body)
-    asked = await _asked(svc, who, collection, "proxy.query_batch", body)
+    asked, _ = await _asked(svc, who, collection, "proxy.query_batch", body)
     answers = await svc.points.query_batch(asked, batch.searches)
     result = [
         {"points": [as_point(p, _payload(r, False), scored=True) for p in a.points]}
@@ -186,8 +242,8 @@ async def query_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> J
 async def query_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.QueryGroupsRequest, body)
-    asked = await _asked(svc, who, collection, "proxy.query_groups", body)
-    grouped = await svc.points.groups(asked, request)
+    asked, own = await _asked(svc, who, collection, "proxy.query_groups", body)
+    grouped = await svc.points.groups(asked, _keyed(request, own))
     groups = [as_group(g, _payload(request, False)) for g in grouped.groups]
     return ok({"groups": groups}, started)
 
@@ -213,15 +269,15 @@ _GROUPS: dict[str, tuple[type[Any], Callable[[Any], qm.QueryGroupsRequest]]] = {
 async def _legacy(kind: str, collection: str, body: Any, svc: Services, who: Identity) -> Any:
     model, translate = _SINGLE[kind]
     request = parse(model, body)
-    asked = await _asked(svc, who, collection, f"proxy.{kind}", body)
-    answer = await svc.points.query(asked, translate(request))
+    asked, own = await _asked(svc, who, collection, f"proxy.{kind}", body)
+    answer = await svc.points.query(asked, _keyed(translate(request), own))
     return [as_point(p, _payload(request, False), scored=True) for p in answer.points]
 
 
 async def _legacy_batch(kind: str, collection: str, body: Any, svc: Services, who: Identity) -> Any:
     _, translate = _SINGLE[kind]
     batch = parse(_BATCH[kind], body)
-    asked = await _asked(svc, who, collection, f"proxy.{kind}_batch", body)
+    asked, _ = await _asked(svc, who, collection, f"proxy.{kind}_batch", body)
     answers = await svc.points.query_batch(asked, [translate(r) for r in batch.searches])
     return [
         [as_point(p, _payload(r, False), scored=True) for p in a.points]
@@ -234,8 +290,8 @@ async def _legacy_groups(
 ) -> Any:
     model, translate = _GROUPS[kind]
     request = parse(model, body)
-    asked = await _asked(svc, who, collection, f"proxy.{kind}_groups", body)
-    grouped = await svc.points.groups(asked, translate(request))
+    asked, own = await _asked(svc, who, collection, f"proxy.{kind}_groups", body)
+    grouped = await svc.points.groups(asked, _keyed(translate(request), own))
     return {"groups": [as_group(g, _payload(request, False)) for g in grouped.groups]}
 
 
@@ -296,8 +352,8 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     page starts: never at a point the asker may not see."""
     started = time.perf_counter()
     request = parse(qm.ScrollRequest, body)
-    asked = await _asked(svc, who, collection, "proxy.scroll", body)
-    page = await svc.points.scroll(asked, request)
+    asked, own = await _asked(svc, who, collection, "proxy.scroll", body)
+    page = await svc.points.scroll(asked, _keyed(request, own))
     ordered = request.order_by is not None
     points = [as_point(p, _payload(request, True), ordered=ordered) for p in page.points]
     return ok({"points": points, "next_page_offset": page.next_offset}, started)
@@ -309,7 +365,7 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     points that match: a bounded count, exact below that bound."""
     started = time.perf_counter()
     request = parse(qm.CountRequest, body)
-    asked = await _asked(svc, who, collection, "proxy.count", body)
+    asked, _ = await _asked(svc, who, collection, "proxy.count", body)
     counted = await svc.points.count(asked, request)
     return ok({"count": counted.count}, started)
 
@@ -319,8 +375,8 @@ async def facet(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONRes
     """The values of a field among the points the asker may see, each with how many."""
     started = time.perf_counter()
     request = parse(qm.FacetRequest, body)
-    asked = await _asked(svc, who, collection, "proxy.facet", body)
-    faceted = await svc.points.facet(asked, request)
+    asked, own = await _asked(svc, who, collection, "proxy.facet", body)
+    faceted = await svc.points.facet(asked, _keyed(request, own))
     hits = [{"value": h.value, "count": h.count} for h in faceted.hits]
     return ok({"hits": hits}, started)
 
@@ -335,7 +391,7 @@ async def _by_ids(
 ) -> list[Any]:
     """The points asked for that the asker may see; an id also names the current
     version of a document the asker wrote under it (writes/versions.py)."""
-    asked = await _asked(svc, who, collection, "proxy.retrieve", None)
+    asked, _ = await _asked(svc, who, collection, "proxy.retrieve", None)
     wanted = [p for p in map(point_id_of, ids) if p is not None]
     points = await svc.points.retrieve(asked, wanted, with_vector)
     return [as_point(p, with_payload) for p in points]

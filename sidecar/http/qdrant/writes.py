@@ -217,7 +217,9 @@ async def _selected(
         if body.get("points") is not None:
             raise QdrantError(400, "give points or filter, not both")
         if collection != svc.settings.collection:
-            caller = caller_filter(chosen_ids(body["filter"]), who.tenant)
+            info = await svc.stacks.info(who, collection)
+            own = info.own_indexes if info is not None else {}
+            caller = caller_filter(chosen_ids(body["filter"]), who.tenant, own)
         else:
             caller = await aliased_filter(svc.memory, who, body["filter"])
         return Scope(tenant=who.tenant, current_at=datetime.now(UTC), caller=caller)

@@ -81,13 +81,18 @@ async def scroll(collection: Collection[T], request: qm.ScrollRequest, bounds: B
     limit = DEFAULT_LIMIT if request.limit is None else request.limit
     if limit < 1:
         raise refused("Validation error in JSON body: limit must be 1 or larger")
-    if limit > bounds.max_limit:
-        raise too_costly("limit", f"limit may be at most {bounds.max_limit}")
     if request.shard_key is not None:
         raise refused("not supported by whose: shard_key")
     order_by = request.order_by
     if isinstance(order_by, str):
         order_by = qm.OrderBy(key=order_by)
+    if limit > bounds.max_limit:
+        if order_by is not None:
+            # An ordered scroll has no next page to say where the rest begins.
+            raise too_costly("limit", f"limit may be at most {bounds.max_limit}")
+        # A page may be shorter than asked: the next page offset says where the rest
+        # begins, and clients page on it (Haystack scrolls 10,000 at a time).
+        limit = bounds.max_limit
     if order_by is not None:
         if request.offset is not None:
             raise refused(
