@@ -55,7 +55,7 @@ Attitude = Literal["knows", "believes"]
 # What became of a premise after a record was derived from it (writes/lineage.py).
 PremiseChange = Literal["superseded", "erased", "withdrawn", "narrowed", "stale"]
 # The RAG library a document came from through the Qdrant dialect (writes/documents.py).
-Library = Literal["langchain", "llamaindex", "haystack", "plain"]
+Library = Literal["langchain", "llamaindex", "haystack", "mem0", "plain"]
 # A speech act (docs/design.md §3): the holder said it, or heard the first mind of its
 # observed path say it. Beside beliefs, never one: a statement can be a lie.
 Act = Literal["said", "heard"]

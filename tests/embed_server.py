@@ -1,6 +1,7 @@
 """A real OpenAI-compatible embeddings server on loopback, for the tests.
 
-`POST /v1/embeddings` answers `{"model", "input"}` as OpenAI does, with a real model:
+`POST /v1/embeddings` answers `{"model", "input", "dimensions"?}` as OpenAI does (fewer
+`dimensions`: the first components, at unit length), with a real model:
 all-MiniLM-L6-v2 (tests/models.py) run by onnxruntime and the `tokenizers` library
 directly (mean pooling, unit length), independently of the sidecar's own loader. So
 the sidecar's remote embedder is tested against a server that really embeds, and the
@@ -58,6 +59,11 @@ class Model:
         return [[float(x) for x in row] for row in pooled]
 
 
+def unit(vector: list[float]) -> list[float]:
+    norm = float(np.linalg.norm(vector)) or 1.0
+    return [x / norm for x in vector]
+
+
 @dataclass
 class Behaviour:
     delay_s: float = 0.0
@@ -90,6 +96,13 @@ def app(model: Model, api_key: str | None) -> FastAPI:
         if behaviour.body is not None:
             return JSONResponse(behaviour.body)
         vectors = await asyncio.to_thread(model.embed, texts)
+        dimensions = body.get("dimensions")
+        if dimensions is not None:
+            # As OpenAI's `dimensions`: the first components, at unit length again.
+            if not 0 < dimensions <= len(vectors[0]):
+                message = f"dimensions must be at most {len(vectors[0])}"
+                return JSONResponse({"error": {"message": message}}, status_code=400)
+            vectors = [unit(v[:dimensions]) for v in vectors]
         if behaviour.dim is not None:
             vectors = [v[: behaviour.dim] for v in vectors]
         if behaviour.short:

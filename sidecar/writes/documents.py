@@ -9,6 +9,7 @@ all (README, "Writes through the proxy"; docs/design.md §6):
 | LangChain  | `page_content` (or `content`) | `metadata` (or `whose`)  | -            |
 | LlamaIndex | `_node_content` text          | `_node_content` metadata | `ref_doc_id` |
 | Haystack   | `content`                     | `meta`                   | `id`         |
+| mem0       | `data` (with its `hash`)      | every other key          | -            |
 | plain      | `content` (or `text`)         | every other key          | -            |
 
 and the labeling policy (rego/whose/labeling, asked once per batch: `labeling_question`
@@ -28,7 +29,9 @@ an application's own keys instead, an ACL list, an owner, a path):
 
 (1) refused with `missing_metadata:audience` or `missing_metadata:source`. These
 metadata keys are read here, whatever the policy: `valid_at`, `confidence`, and
-`derived_from` (provenance.derived_from).
+`derived_from` (provenance.derived_from). The policy reads a library's own keys after
+the convention's: a mem0 memory's `user_id` is its reader, its holder and (without a
+`run_id`) its source.
 
 A document is its author's (or, without one, its writer's) assertion: never a fact
 unless the modality says `world_state` and an authority writes it (the policies
@@ -88,6 +91,11 @@ def library_document(payload: Payload) -> LibraryDocument:
         return LibraryDocument(
             "haystack", _text(payload.get("content")), meta, _text(payload["id"])
         )
+    if isinstance(payload.get("data"), str) and "hash" in payload:
+        # mem0's vector store: the memory under `data`, its md5 under `hash`, and beside
+        # them its session ids (`user_id`, `agent_id`, `run_id`), `role`, `created_at`.
+        rest = {k: v for k, v in payload.items() if k not in ("data", *SERVED_ONLY)}
+        return LibraryDocument("mem0", _text(payload["data"]), rest)
     if _is_langchain(payload):
         text = payload.get("page_content", payload.get("content"))
         metadata = payload.get("metadata", payload.get("whose"))

@@ -15,9 +15,13 @@ snippets, and every shell command names a program, make target or file that exis
 from __future__ import annotations
 
 import os
+import tempfile
 
-# Before Haystack is imported: tests send nothing off the machine.
+# Before Haystack and mem0 are imported: tests send nothing off the machine (and mem0
+# keeps its files in a folder of the tests' own).
 os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="whose-mem0-"))
 
 import json
 import re
@@ -42,6 +46,8 @@ from qdrant_client import QdrantClient
 from sidecar.client import DevIdentity
 from sidecar.client.langgraph import WhoseStore
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_
+from tests.embed_server import API_KEY as EMBED_KEY
+from tests.embed_server import serving
 from tests.factories import served as served_sidecar
 from tests.qdrant_server import start_node
 
@@ -113,6 +119,7 @@ RUN = {
     "own-llamaindex": "test_own_collection_snippets",
     "own-haystack": "test_own_collection_snippets",
     "own-langchain": "test_own_collection_snippets",
+    "own-mem0": "test_own_mem0_snippet",
 }
 
 
@@ -554,6 +561,25 @@ def test_own_collection_snippets(served: str) -> None:
     assert only.metadata["source"] == "budget.md"
     [shown] = bob.scroll("wiki", limit=10)[0]
     assert (shown.payload or {})["page_content"].startswith(lisbon)
+    bob.close()
+
+
+@pytest.mark.usefixtures("keyed")
+# mem0 0.1's own models are written in pydantic 1's style.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20")
+def test_own_mem0_snippet(
+    served: str, minilm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/rag-proxy.md, mem0: its memory is Alice's, read back as hers; Bob sees none
+    of it. The embedder: a real one on loopback, as OPENAI_BASE_URL names it."""
+    with serving(minilm, tmp_path / "embed.log") as embedder:
+        monkeypatch.setenv("OPENAI_BASE_URL", embedder.url)
+        monkeypatch.setenv("OPENAI_API_KEY", EMBED_KEY)
+        found = run(snippet("own-mem0"), served)["found"]
+    assert found[0]["memory"].startswith("alice says that “I moved to Lisbon in March”")
+    assert (found[0]["user_id"], found[0]["role"]) == ("alice", "user")
+    bob = QdrantClient(url=served, api_key=user_token("bob"), check_compatibility=False)
+    assert bob.scroll("memories", limit=10)[0] == []
     bob.close()
 
 

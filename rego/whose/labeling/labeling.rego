@@ -48,6 +48,26 @@ decide(document) := {"reasons": denials(document)} if {
 setting(name) := object.get(object.get(config, "labeling", {}), name, defaults[name])
 
 # METADATA
+# description: |
+#   The metadata keys a label is read from for a document: the settings' keys, then
+#   its library's own (library_keys).
+keys(document, name) := array.concat(
+	setting(name),
+	object.get(object.get(library_keys, document.library, {}), name, []),
+)
+
+# METADATA
+# description: |
+#   Keys a library writes that name a label, read after the settings' keys. mem0 keeps
+#   a memory for one user (`user_id`): that user reads it and holds it, and it comes
+#   from that user's session (`run_id`), else from the user.
+library_keys := {"mem0": {
+	"audience_keys": ["user_id"],
+	"holder_keys": ["user_id"],
+	"source_keys": ["run_id", "user_id"],
+}}
+
+# METADATA
 # description: the convention of writes/documents.py - the metadata keys each label is read from.
 defaults := {
 	"audience_keys": ["audience"],
@@ -111,7 +131,7 @@ present(metadata, name) if {
 #   Who may read the document: the readers its metadata names (a string is one
 #   reader), else the audiences of the rules that match it.
 audience(document) := as_list(readers) if {
-	[_, readers] := first(document.metadata, setting("audience_keys"))
+	[_, readers] := first(document.metadata, keys(document, "audience_keys"))
 } else := sort({reader |
 	some rule in matching(document)
 	some reader in object.get(rule, "audience", [])
@@ -124,7 +144,7 @@ as_list(value) := value if not is_string(value)
 # METADATA
 # description: where the document comes from - its source metadata, else its library's document id.
 source(document) := value if {
-	[_, value] := first(document.metadata, setting("source_keys"))
+	[_, value] := first(document.metadata, keys(document, "source_keys"))
 } else := document.document_id if is_string(document.document_id)
 
 # METADATA
@@ -132,7 +152,7 @@ source(document) := value if {
 #   Whose view the document is: the holder its metadata names, else its author, else
 #   (for a payload update) the holder of the version it changes, else its writer.
 voice(document) := value if {
-	[_, value] := first(document.metadata, setting("holder_keys"))
+	[_, value] := first(document.metadata, keys(document, "holder_keys"))
 } else := value if {
 	[_, value] := first(document.metadata, setting("author_keys"))
 } else := document.previous_holder if {
@@ -147,7 +167,7 @@ holder_of(document) := voice(document) if not unheld(document)
 
 unheld(document) if {
 	object.get(document.metadata, "modality", null) == "world_state"
-	not first(document.metadata, setting("holder_keys"))
+	not first(document.metadata, keys(document, "holder_keys"))
 }
 
 # METADATA
@@ -168,11 +188,11 @@ scopes(document) := {scope | [_, scope] := first(document.metadata, setting("sco
 # description: the metadata key each label was read from (for the writer to know which to fix).
 from(document) := {label: name |
 	some label, names in {
-		"audience": setting("audience_keys"),
-		"holder": setting("holder_keys"),
-		"author": setting("author_keys"),
-		"source_id": setting("source_keys"),
-		"access_scope": setting("scope_keys"),
+		"audience": keys(document, "audience_keys"),
+		"holder": keys(document, "holder_keys"),
+		"author": keys(document, "author_keys"),
+		"source_id": keys(document, "source_keys"),
+		"access_scope": keys(document, "scope_keys"),
 	}
 	[name, _] := first(document.metadata, names)
 }

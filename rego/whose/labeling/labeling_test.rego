@@ -133,6 +133,42 @@ test_author_and_scope_keys if {
 	[result.holder, result.author, result.access_scope] == ["carol", "carol", "eng-only"]
 }
 
+# --- a library's own keys: mem0 -------------------------------------------------------
+
+mem0(metadata, settings) := result if {
+	[result] := decided([{"library": "mem0", "metadata": metadata}], settings)
+}
+
+memory := {"user_id": "alice", "role": "user", "hash": "h", "created_at": "2025-01-01T00:00:00-08:00"}
+
+test_a_mem0_memory_is_its_users if {
+	mem0(memory, {}) == {"labels": {
+		"audience": ["alice"],
+		"holder": "alice",
+		"author": "alice",
+		"source_id": "alice",
+		"modality": "asserted",
+		"source_kind": "document",
+		"from": {"audience": "user_id", "holder": "user_id", "source_id": "user_id"},
+	}}
+}
+
+test_a_mem0_memory_comes_from_its_run if mem0(object.union(memory, {"run_id": "chat-7"}), {}).labels.source_id == "chat-7"
+
+test_a_mem0_memorys_own_labels_come_first if {
+	labels := mem0(object.union(memory, {"acl": ["alice", "bob"], "owner": "alice"}), team).labels
+	labels.audience == ["alice", "bob"]
+	labels.from.holder == "owner"
+}
+
+test_a_mem0_memory_without_a_user_is_refused if {
+	mem0({"agent_id": "planner", "hash": "h"}, {}).reasons == {"missing_metadata:audience", "missing_metadata:source"}
+}
+
+test_user_id_names_no_one_for_another_library if {
+	decision({"user_id": "alice"}, {}).reasons == {"missing_metadata:audience", "missing_metadata:source"}
+}
+
 # --- rules: labels by where a document sits --------------------------------------------
 
 hr_rules := {"rules": [

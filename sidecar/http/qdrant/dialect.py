@@ -444,6 +444,14 @@ def _payload(shown: Shown, selector: Any, point_id: str) -> Any:
         said = {k: v for k, v in whose.items() if k != "metadata"}
         own = document.get("metadata") or {}
         full = {"id": document["id"], "content": item.content, "meta": {**own, "whose": said}}
+    if document is not None and document.get("library") == "mem0":
+        # mem0 reads a memory as `data` and its own keys (`hash`, `created_at`, the
+        # session ids, `role`) back from the payload, and every other key as the
+        # memory's metadata: the memory is the attribution sentence, what the policy
+        # says of it is `metadata.whose`, and no other served key is read as the user's.
+        said = {k: v for k, v in whose.items() if k != "metadata"}
+        own = document.get("metadata") or {}
+        full = {**own, "data": item.content, "whose": said}
     if selector is True:
         return full
     if isinstance(selector, list):
