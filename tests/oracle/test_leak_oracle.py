@@ -608,8 +608,9 @@ class Checker:
         )
         grouping = {
             "group_by": "observer_id",
-            "group_size": 100,
-            "limit": 100,
+            # At most limit · group_size candidates: within the query bounds.
+            "group_size": 50,
+            "limit": 50,
             "with_payload": True,
         }
         grouped = self.request("POST", f"{base}/query/groups", json=near | grouping)
