@@ -101,6 +101,7 @@ RUN = {
     "proxy-serve": "test_the_set_up_commands_exist",
     "client-install": "test_the_set_up_commands_exist",
     "langchain": "test_langchain_snippet_writes_retrieves_and_deletes",
+    "readme-drop-in": "test_readme_drop_in_snippet",
     "llamaindex": "test_llamaindex_snippet",
     "llamaindex-ingest": "test_llamaindex_ingest_snippet",
     "haystack": "test_haystack_snippet",
@@ -496,6 +497,19 @@ def test_langgraph_snippet(served: str) -> None:
     assert bob.get(("acme", "alice", "memories"), "launch") is None
     bob.close()
     scope["store"].close()
+
+
+@pytest.mark.usefixtures("keyed")
+def test_readme_drop_in_snippet(served: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = snippet("readme-drop-in")
+    run(code, served)
+    printed = capsys.readouterr().out.strip()
+    # The answer the README shows, as printed: whose the claim is, from its source.
+    assert printed == expected_comment(code)
+
+
+def expected_comment(code: str) -> str:
+    return code.rstrip().splitlines()[-1].removeprefix("# ")
 
 
 @pytest.mark.usefixtures("keyed")
