@@ -33,6 +33,7 @@ from sidecar.reads.query.stack import StackView
 from sidecar.reads.query.whose import Decided, WhoseCollection
 from sidecar.reads.reader import Reader, Shown
 from sidecar.stack_paths import StackPaths, Stacks
+from sidecar.store.layout import DenseSpace, VectorLayout
 from sidecar.store.probes import Vector
 from sidecar.store.stacks import missing
 from sidecar.store.vectors import DENSE
@@ -126,6 +127,16 @@ class PointReads:
 
     async def exists(self, who: Identity, name: str) -> bool:
         return name == self.collection or await self._stack(who, name) is not None
+
+    async def info(self, who: Identity, name: str) -> qm.CollectionInfo:
+        """A collection's configuration as Qdrant answers it: its vectors (a stack's as
+        it created them); never a point count (it would count points the asker may not
+        see)."""
+        if name == self.collection:
+            # The embedder's vector, as a client writing into it sends one.
+            own = {DENSE: DenseSpace(self.vector_size, qm.Distance.COSINE)}
+            return VectorLayout(own, single=True).as_info()
+        return (await self._known_stack(who, name)).info.layout.as_info()
 
     async def schema(self, who: Identity, name: str) -> Schema:
         if name == self.collection:

@@ -119,26 +119,7 @@ async def list_collections(svc: Svc, who: Asker) -> JSONResponse:
 async def collection_info(collection: str, svc: Svc, who: Asker) -> JSONResponse:
     """The collection's configuration; never a point count (that would count secrets)."""
     started = time.perf_counter()
-    if collection != svc.settings.collection:
-        stack = await svc.stacks.info(who, collection)
-        if stack is None:
-            raise QdrantError(404, f"Not found: Collection `{collection}` doesn't exist!")
-        return ok(stack.layout.as_info().model_dump(mode="json", exclude_none=True), started)
-    info = qm.CollectionInfo(
-        status=qm.CollectionStatus.GREEN,
-        optimizer_status=qm.OptimizersStatusOneOf.OK,
-        segments_count=1,
-        points_count=None,
-        indexed_vectors_count=None,
-        config=qm.CollectionConfig(
-            params=qm.CollectionParams(
-                vectors=qm.VectorParams(size=svc.settings.vector_size, distance=qm.Distance.COSINE)
-            ),
-            hnsw_config=qm.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10_000),
-            optimizer_config=qm.OptimizersConfig(default_segment_number=0, flush_interval_sec=5),
-        ),
-        payload_schema={},
-    )
+    info = await svc.points.info(who, collection)
     return ok(info.model_dump(mode="json", exclude_none=True), started)
 
 
@@ -295,52 +276,24 @@ async def _legacy_groups(
     return {"groups": [as_group(g, _payload(request, False)) for g in grouped.groups]}
 
 
-@router.post("/collections/{collection}/points/search")
-async def search_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy("search", collection, body, svc, who), started)
+def _older_route(kind: str, shape: str, answer: Callable[..., Any]) -> None:
+    """POST /collections/{c}/points/<kind>[/<shape>]: each older route, as its query."""
+
+    async def endpoint(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+        started = time.perf_counter()
+        return ok(await answer(kind, collection, body, svc, who), started)
+
+    name = f"{kind}_{shape}" if shape else f"{kind}_points"
+    endpoint.__name__ = name
+    path = f"/collections/{{collection}}/points/{kind}" + (f"/{shape}" if shape else "")
+    router.add_api_route(path, endpoint, methods=["POST"], name=name, operation_id=name)
 
 
-@router.post("/collections/{collection}/points/search/batch")
-async def search_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy_batch("search", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/search/groups")
-async def search_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy_groups("search", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/recommend")
-async def recommend_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy("recommend", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/recommend/batch")
-async def recommend_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy_batch("recommend", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/recommend/groups")
-async def recommend_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy_groups("recommend", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/discover")
-async def discover_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy("discover", collection, body, svc, who), started)
-
-
-@router.post("/collections/{collection}/points/discover/batch")
-async def discover_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
-    started = time.perf_counter()
-    return ok(await _legacy_batch("discover", collection, body, svc, who), started)
+for _kind in ("search", "recommend", "discover"):
+    _older_route(_kind, "", _legacy)
+    _older_route(_kind, "batch", _legacy_batch)
+    if _kind in _GROUPS:
+        _older_route(_kind, "groups", _legacy_groups)
 
 
 # --- scans and reads by id ----------------------------------------------------------
