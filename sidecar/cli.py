@@ -220,6 +220,7 @@ def sweep(
     from sidecar import logs
     from sidecar.auth.tokens import Authenticator
     from sidecar.services import open_services
+    from sidecar.stack_paths import merged
 
     settings = settings_from_environment(data_dir=data_dir)
     logs.configure(settings)
@@ -237,12 +238,23 @@ def sweep(
         async with open_services(settings, unused, background=False) as services:
             if at is not None:
                 services.sweeper.clock = services.eraser.clock = lambda: at
+                services.stacks.clock = lambda: at
+            erased_at_most = max_erased or settings.retention_max_erased
+            examined_at_most = max_examined or settings.retention_max_examined
             report = await services.sweeper.sweep(
-                max_erased=max_erased or settings.retention_max_erased,
-                max_examined=max_examined or settings.retention_max_examined,
+                max_erased=erased_at_most,
+                max_examined=examined_at_most,
                 tenants=tenant,
                 dry_run=dry_run,
             )
+            # Then the stacks' own collections, within what the run has left.
+            stacks = await services.stacks.sweep(
+                max_erased=erased_at_most - report.erased,
+                max_examined=examined_at_most - report.examined,
+                tenants=tenant,
+                dry_run=dry_run,
+            )
+            report = merged(report, stacks)
             await services.audit.flushed()
         return {
             "now": report.now.isoformat(),

@@ -389,9 +389,14 @@ async def open_services(
             if settings.retention_interval_s > 0:
 
                 async def sweep() -> None:
-                    await sweeper.sweep(
+                    report = await sweeper.sweep(
                         max_erased=settings.retention_max_erased,
                         max_examined=settings.retention_max_examined,
+                    )
+                    # The stacks' own collections, within what the run has left.
+                    await paths.sweep(
+                        max_erased=settings.retention_max_erased - report.erased,
+                        max_examined=settings.retention_max_examined - report.examined,
                     )
 
                 loop = every(settings.retention_interval_s, sweep)

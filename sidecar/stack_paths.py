@@ -11,8 +11,9 @@ locks and audit log of the whose collection's own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from qdrant_client.http import models as qm
@@ -31,6 +32,7 @@ from sidecar.store.layout import VectorLayout
 from sidecar.store.stacks import OWN_INDEX_TYPES, StackCollections, StackInfo, missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.locks import ChainLocks
+from sidecar.writes.retention import Sweeper, SweepReport
 from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
 
@@ -40,10 +42,26 @@ class StackPaths:
     info: StackInfo
     reader: Reader
     versions: Versions
+    sweeper: Sweeper
 
     @property
     def schema(self) -> Schema:
         return schema(self.info.layout, self.info.own_indexes)
+
+
+def merged(report: SweepReport, more: SweepReport) -> SweepReport:
+    """Two sweeps' counts as one run's."""
+    return replace(
+        report,
+        horizon_days=more.horizon_days,
+        tenants=report.tenants + more.tenants,
+        examined=report.examined + more.examined,
+        expired=report.expired + more.expired,
+        erased=report.erased + more.erased,
+        held=report.held + more.held,
+        stopped_by_bound=report.stopped_by_bound or more.stopped_by_bound,
+        erased_ids=report.erased_ids + more.erased_ids,
+    )
 
 
 def schema(layout: VectorLayout, own: Mapping[str, qm.PayloadSchemaType] | None = None) -> Schema:
@@ -78,6 +96,8 @@ class Stacks:
         self._audit = audit
         self._paths: dict[str, StackPaths] = {}
         self._lock = asyncio.Lock()
+        # What "now" is to the retention sweep and its erasures (`whose sweep --now`).
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     async def paths(self, tenant: str, name: str) -> StackPaths | None:
         """The paths of the tenant's collection `name`, or None if it has none."""
@@ -91,11 +111,48 @@ class Stacks:
             store = await self.collections.store(tenant, name)
             reader = Reader(store, self._reader.gate, self._reader.bounds)
             writer = Writer(store, self._policy, self._embedder, self._locks, self._audit)
-            eraser = Eraser(store, self._policy, self._locks, reader, self._audit)
+            eraser = Eraser(store, self._policy, self._locks, reader, self._audit, self._now)
             versions = Versions(store, reader, writer, eraser, self._locks)
-            made = StackPaths(info, reader, versions)
+            sweeper = Sweeper(store, self._policy, eraser, self._locks, self._now)
+            made = StackPaths(info, reader, versions, sweeper)
             self._paths[info.physical] = made
             return made
+
+    def _now(self) -> datetime:
+        return self.clock()
+
+    async def sweep(
+        self,
+        *,
+        max_erased: int,
+        max_examined: int,
+        tenants: Sequence[str] | None = None,
+        dry_run: bool = False,
+    ) -> SweepReport:
+        """The retention sweep over every stack collection (of `tenants`, else all), as
+        over whose's own (writes/retention.py): the same policy, one bound for them all."""
+        report = SweepReport(now=self.clock())
+        for info in await self.collections.every():
+            if tenants is not None and info.tenant not in tenants:
+                continue
+            room_erased = max_erased - report.erased
+            room_examined = max_examined - report.examined
+            if room_erased <= 0 or room_examined <= 0:
+                report.stopped_by_bound = True
+                break
+            paths = await self.paths(info.tenant, info.name)
+            if paths is None:
+                continue  # dropped meanwhile
+            done = await paths.sweeper.sweep(
+                max_erased=room_erased,
+                max_examined=room_examined,
+                tenants=[info.tenant],
+                dry_run=dry_run,
+            )
+            report = merged(report, done)
+            if done.horizon_days is None:
+                break  # no retention rule: nothing expires anywhere
+        return report
 
     # --- the collections themselves (the Qdrant dialect's collection routes) ---------
 

@@ -175,6 +175,10 @@ class _Backend(Protocol):
 
     async def listed(self, tenant: str) -> list[StackInfo]: ...
 
+    async def every(self) -> list[StackInfo]:
+        """Every tenant's collections (the retention sweep walks them)."""
+        ...
+
     def store(self, info: StackInfo) -> Store:
         """The collection's store, not yet opened."""
         ...
@@ -274,6 +278,10 @@ class StackCollections:
         if name in self.reserved or not _valid(name):
             return None
         return await self.backend.get(tenant, name)
+
+    async def every(self) -> list[StackInfo]:
+        """Every tenant's collections, by tenant and name."""
+        return sorted(await self.backend.every(), key=lambda i: (i.tenant, i.name))
 
     async def names(self, tenant: str) -> list[str]:
         """The names of the tenant's collections, sorted."""
@@ -398,6 +406,9 @@ class _Edge:
     async def listed(self, tenant: str) -> list[StackInfo]:
         return [i for i in self._known.values() if i.tenant == tenant]
 
+    async def every(self) -> list[StackInfo]:
+        return list(self._known.values())
+
     async def record(self, info: StackInfo) -> bool:
         if info.physical in self._known:
             return False
@@ -511,6 +522,11 @@ class _Server:
         physical = [n for n in await self._store("").collections() if n.startswith(prefix)]
         found = await asyncio.gather(*(self._read(p) for p in physical))
         return [i for i in found if i is not None and i.tenant == tenant]
+
+    async def every(self) -> list[StackInfo]:
+        physical = [n for n in await self._store("").collections() if n.startswith(PREFIX)]
+        found = await asyncio.gather(*(self._read(p) for p in physical))
+        return [i for i in found if i is not None]
 
     async def record(self, info: StackInfo) -> bool:
         store = self._store(info.physical, info)

@@ -199,6 +199,58 @@ def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
         stop(process)
 
 
+def test_whose_sweep_erases_what_expired_in_a_stacks_own_collection(tmp_path: Path) -> None:
+    """A RAG stack's own collection is swept by the same retention policy: a document
+    past its age is erased, by the CLI, as a record of whose's own collection is."""
+    policies = tmp_path / "rego"
+    shutil.copytree(POLICY_DIR, policies)
+    config = policies / "whose" / "config" / "data.json"
+    data = json.loads(config.read_text())
+    data["retention"] = {"rules": [{"max_age_days": 30}]}
+    config.write_text(json.dumps(data))
+    env = {"WHOSE_POLICY_DIR": str(policies)}
+    folder = tmp_path / "data"
+    point = {
+        "id": 7,
+        "vector": [1.0, 0.0, 0.0, 0.0],
+        "payload": {"page_content": SECRET, "metadata": {"audience": ["alice"], "source": "m.md"}},
+    }
+    base, process = start_sidecar(folder, env=env)
+    try:
+        with httpx.Client(base_url=base, timeout=30, headers=as_("alice")) as http:
+            create = {"vectors": {"size": 4, "distance": "Cosine"}}
+            http.put("/collections/kb", json=create).raise_for_status()
+            http.put(
+                "/collections/kb/points?wait=true", json={"points": [point]}
+            ).raise_for_status()
+    finally:
+        stop(process)
+
+    def sweep(at: datetime) -> dict[str, Any]:
+        command = [sys.executable, "-m", "sidecar", "sweep", "--data-dir", str(folder)]
+        command += ["--now", at.isoformat()]
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=REPO, env=os.environ | env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return report
+
+    now = datetime.now(UTC)
+    assert sweep(now + timedelta(days=29))["erased"] == 0
+    report = sweep(now + timedelta(days=31))
+    assert (report["expired"], report["erased"]) == (1, 1)
+    base, process = start_sidecar(folder, env=env)
+    try:
+        with httpx.Client(base_url=base, timeout=30, headers=as_("alice")) as http:
+            kept = http.post("/collections/kb/points", json={"ids": [7]}).json()["result"]
+            counted = http.post("/collections/kb/points/count", json={}).json()["result"]
+        assert kept == []
+        assert counted == {"count": 0}
+    finally:
+        stop(process)
+
+
 @pytest.mark.parametrize("with_redis", [False, True], ids=["audit file", "redis"])
 def test_nothing_of_an_erased_claim_stays_in_the_audit_log_or_the_caches(
     tmp_path: Path, request: pytest.FixtureRequest, with_redis: bool
