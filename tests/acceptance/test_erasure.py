@@ -161,15 +161,32 @@ def test_an_agent_forgets_through_mcp(http: httpx.Client) -> None:
     assert http.get(f"/v1/memories/{mine}", headers=as_("alice")).status_code == 404
 
 
-def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
-    """The CLI over an embedded store the sidecar left, with a rule and a clock."""
+def thirty_days_retention(tmp_path: Path) -> dict[str, str]:
+    """The shipped policies with one retention rule (30 days), as the sidecar's env."""
     policies = tmp_path / "rego"
     shutil.copytree(POLICY_DIR, policies)
     config = policies / "whose" / "config" / "data.json"
     data = json.loads(config.read_text())
     data["retention"] = {"rules": [{"max_age_days": 30}]}
     config.write_text(json.dumps(data))
-    env = {"WHOSE_POLICY_DIR": str(policies)}
+    return {"WHOSE_POLICY_DIR": str(policies)}
+
+
+def sweep(folder: Path, env: dict[str, str], at: datetime) -> dict[str, Any]:
+    """`whose sweep --now at` over the store folder a stopped sidecar left: its report."""
+    command = [sys.executable, "-m", "sidecar", "sweep", "--data-dir", str(folder)]
+    command += ["--now", at.isoformat()]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO, env=os.environ | env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
+    """The CLI over an embedded store the sidecar left, with a rule and a clock."""
+    env = thirty_days_retention(tmp_path)
     folder = tmp_path / "data"
     base, process = start_sidecar(folder, env=env)
     try:
@@ -178,19 +195,9 @@ def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
     finally:
         stop(process)
 
-    def sweep(at: datetime) -> dict[str, Any]:
-        command = [sys.executable, "-m", "sidecar", "sweep", "--data-dir", str(folder)]
-        command += ["--now", at.isoformat()]
-        done = subprocess.run(
-            command, capture_output=True, text=True, cwd=REPO, env=os.environ | env, timeout=300
-        )
-        assert done.returncode == 0, done.stderr
-        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return report
-
     now = datetime.now(UTC)
-    assert sweep(now + timedelta(days=29))["erased"] == 0
-    report = sweep(now + timedelta(days=31))
+    assert sweep(folder, env, now + timedelta(days=29))["erased"] == 0
+    report = sweep(folder, env, now + timedelta(days=31))
     assert (report["expired"], report["erased"], report["held"]) == (1, 1, 0)
     base, process = start_sidecar(folder, env=env)
     try:
@@ -202,13 +209,7 @@ def test_whose_sweep_erases_what_expired(tmp_path: Path) -> None:
 def test_whose_sweep_erases_what_expired_in_a_stacks_own_collection(tmp_path: Path) -> None:
     """A RAG stack's own collection is swept by the same retention policy: a document
     past its age is erased, by the CLI, as a record of whose's own collection is."""
-    policies = tmp_path / "rego"
-    shutil.copytree(POLICY_DIR, policies)
-    config = policies / "whose" / "config" / "data.json"
-    data = json.loads(config.read_text())
-    data["retention"] = {"rules": [{"max_age_days": 30}]}
-    config.write_text(json.dumps(data))
-    env = {"WHOSE_POLICY_DIR": str(policies)}
+    env = thirty_days_retention(tmp_path)
     folder = tmp_path / "data"
     point = {
         "id": 7,
@@ -226,19 +227,9 @@ def test_whose_sweep_erases_what_expired_in_a_stacks_own_collection(tmp_path: Pa
     finally:
         stop(process)
 
-    def sweep(at: datetime) -> dict[str, Any]:
-        command = [sys.executable, "-m", "sidecar", "sweep", "--data-dir", str(folder)]
-        command += ["--now", at.isoformat()]
-        done = subprocess.run(
-            command, capture_output=True, text=True, cwd=REPO, env=os.environ | env, timeout=300
-        )
-        assert done.returncode == 0, done.stderr
-        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return report
-
     now = datetime.now(UTC)
-    assert sweep(now + timedelta(days=29))["erased"] == 0
-    report = sweep(now + timedelta(days=31))
+    assert sweep(folder, env, now + timedelta(days=29))["erased"] == 0
+    report = sweep(folder, env, now + timedelta(days=31))
     assert (report["expired"], report["erased"]) == (1, 1)
     base, process = start_sidecar(folder, env=env)
     try:
