@@ -190,7 +190,7 @@ def discover(message: pb.DiscoverPoints) -> Body:
     _refuse_unknown(message, [*_READ_FIELDS, "target", "context"])
     body: Body = {}
     if message.HasField("target"):
-        body["target"] = _target(message.target)
+        body["target"] = _target(message.target.single)
     if message.context:
         body["context"] = [
             {"positive": _target(pair.positive), "negative": _target(pair.negative)}
