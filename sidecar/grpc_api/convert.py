@@ -33,6 +33,19 @@ def _json(model: BaseModel) -> Any:
     return model.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 
+_CLAUSES = ("must", "should", "must_not")
+
+
+def _filters(value: Any) -> Any:
+    """A body of filters (a query, a selector: never a payload) without the empty
+    clauses protobuf cannot leave out (`should: []`), as a REST client sends them."""
+    if isinstance(value, list):
+        return [_filters(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: _filters(v) for k, v in value.items() if not (k in _CLAUSES and v == [])}
+
+
 def _set(message: Message, field: str) -> bool:
     return bool(message.HasField(field))
 
@@ -54,7 +67,7 @@ _IGNORED = {"collection_name", "wait", "ordering", "read_consistency", "timeout"
 def _common(message: Message, body: Body) -> Body:
     """The fields most reads share, where the message has them."""
     parts: dict[str, tuple[str, Callable[[Any], Any]]] = {
-        "filter": ("filter", lambda v: _json(GrpcToRest.convert_filter(v))),
+        "filter": ("filter", lambda v: _filters(_json(GrpcToRest.convert_filter(v)))),
         "params": ("params", lambda v: _json(GrpcToRest.convert_search_params(v))),
         "with_payload": (
             "with_payload",
@@ -97,7 +110,7 @@ def _dumped(value: Any) -> Any:
 
 
 def query(message: pb.QueryPoints) -> Body:
-    return _json(GrpcToRest.convert_query_points(message))  # type: ignore[no-any-return]
+    return _filters(_json(GrpcToRest.convert_query_points(message)))  # type: ignore[no-any-return]
 
 
 def query_batch(message: pb.QueryBatchPoints) -> Body:
@@ -259,7 +272,7 @@ def upsert(message: pb.UpsertPoints) -> Body:
             GrpcToRest.convert_shard_key_selector(message.shard_key_selector)
         )
     if message.HasField("update_filter"):
-        body["update_filter"] = _json(GrpcToRest.convert_filter(message.update_filter))
+        body["update_filter"] = _filters(_json(GrpcToRest.convert_filter(message.update_filter)))
     if message.HasField("update_mode"):
         body["update_mode"] = "given"
     return body
@@ -267,7 +280,7 @@ def upsert(message: pb.UpsertPoints) -> Body:
 
 def _selected(selector: pb.PointsSelector) -> Body:
     """`{"points": [...]}` or `{"filter": ...}`, as the REST body names points."""
-    return _json(GrpcToRest.convert_points_selector(selector))  # type: ignore[no-any-return]
+    return _filters(_json(GrpcToRest.convert_points_selector(selector)))  # type: ignore[no-any-return]
 
 
 def delete(message: pb.DeletePoints) -> Body:
