@@ -51,6 +51,10 @@ def serve(
     ops_port: Annotated[
         int | None, typer.Option(help="Health and metrics port (WHOSE_OPS_PORT).")
     ] = None,
+    grpc_port: Annotated[
+        str | None,
+        typer.Option(help="Qdrant's gRPC API: a port, or off (WHOSE_GRPC_PORT; default 6334)."),
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Store and logs (WHOSE_DATA_DIR).")] = None,
     dev: Annotated[
         bool, typer.Option("--dev", help="Accept X-Whose-* header identity; loopback only.")
@@ -67,7 +71,12 @@ def serve(
     from sidecar.serving import serve as run
 
     settings = settings_from_environment(
-        host=host, port=port, ops_port=ops_port, data_dir=data_dir, workers=workers
+        host=host,
+        port=port,
+        ops_port=ops_port,
+        grpc_port=grpc_port,
+        data_dir=data_dir,
+        workers=workers,
     )
     if dev:
         settings = settings.model_copy(update={"dev": True})

@@ -18,9 +18,11 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+import grpc
 import uvicorn
 from fastapi import FastAPI
 
+from sidecar.grpc_api import server as grpc_server
 from sidecar.http.app import create_app
 from sidecar.http.ops import create_ops_app
 from sidecar.mcp.endpoint import PATH as MCP_PATH
@@ -152,12 +154,33 @@ class _Signals:
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
 
 
+def _log_grpc(settings: Settings, port: int) -> None:
+    where = "grpcs" if settings.grpc_tls_cert_file else "grpc"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"{where}://{host}:{port}"
+    log.info(
+        "Qdrant gRPC API on %s (Points, Collections, HealthCheck)",
+        url,
+        extra={"listener": "grpc", "url": url},
+    )
+
+
 async def _started(server: uvicorn.Server, task: asyncio.Task[None], what: str) -> None:
     while not server.started:
         if task.done():
             task.result()  # raises the reason it stopped
             raise OSError(f"the {what} listener did not start")
         await asyncio.sleep(0.01)
+
+
+def _grpc(settings: Settings, api: FastAPI) -> tuple[grpc.aio.Server, int] | None:
+    """Qdrant's gRPC API bound (WHOSE_GRPC_PORT), or None when it is off."""
+    if settings.grpc_port is None:
+        return None
+    try:
+        return grpc_server.bind(settings, lambda: api.state.services)
+    except grpc_server.CannotBind as exc:
+        raise CannotListen(str(exc)) from exc
 
 
 async def serve(settings: Settings) -> None:
@@ -170,12 +193,18 @@ async def serve(settings: Settings) -> None:
     one line for a person to read (cli.py prints it)."""
     api = create_app(settings)
     api_socket, ops_socket = listen_both(settings)
+    try:
+        grpc_listener = _grpc(settings, api)
+    except CannotListen:
+        api_socket.close()
+        ops_socket.close()
+        raise
     signals = _Signals()
     unlabelled = _Unlabelled()
     logging.getLogger("uvicorn.error").addFilter(unlabelled)
     try:
         with signals.captured_while():
-            await _serve_on(settings, api, api_socket, ops_socket, signals)
+            await _serve_on(settings, api, api_socket, ops_socket, signals, grpc_listener)
     finally:
         api_socket.close()
         ops_socket.close()
@@ -188,6 +217,7 @@ async def _serve_on(
     api_socket: socket.socket,
     ops_socket: socket.socket,
     signals: _Signals,
+    grpc_listener: tuple[grpc.aio.Server, int] | None = None,
 ) -> None:
     ops = _Quiet(
         uvicorn.Config(
@@ -212,10 +242,21 @@ async def _serve_on(
                 )
             )
             signals.servers.append(server)
-            api_task = asyncio.create_task(server.serve(sockets=[api_socket]))
-            await _started(server, api_task, "API")
-            log_listeners(api_socket, ops_socket, os.getpid())
-            await api_task
+            # gRPC first: once the API answers (what a readiness probe or a test waits
+            # for), both transports do.
+            if grpc_listener is not None:
+                await grpc_listener[0].start()
+            try:
+                api_task = asyncio.create_task(server.serve(sockets=[api_socket]))
+                await _started(server, api_task, "API")
+                log_listeners(api_socket, ops_socket, os.getpid())
+                if grpc_listener is not None:
+                    _log_grpc(settings, grpc_listener[1])
+                await api_task
+            finally:
+                if grpc_listener is not None:
+                    # Calls under way get a moment to finish, as the API's requests do.
+                    await grpc_listener[0].stop(grace=5)
             if signals.stopping:  # logged here: a signal handler must not take log locks
                 log.info("stopping on %s", signals.captured[0].name)
         log.info("stopped: store, policy and audit closed")

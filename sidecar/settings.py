@@ -7,12 +7,14 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The operations listener's default port, from the API's: 8080 -> 9180.
 OPS_PORT_OFFSET = 1100
+# Qdrant's gRPC port, which qdrant-client dials with prefer_grpc=True by default.
+GRPC_PORT = 6334
 
 
 def _default_opa_library() -> Path:
@@ -40,6 +42,16 @@ class Settings(BaseSettings):
     # setting. Read it as `operations_port`.
     ops_host: str | None = None
     ops_port: int | None = Field(default=None, ge=0, le=65535)
+    # Qdrant's gRPC API (sidecar/grpc_api/), on `host`: Qdrant's own 6334 by default,
+    # the port a client with `prefer_grpc=True` dials unless told another, so a stack
+    # changes only its URL; `off` (or `none`, or empty) serves none. A fixed port, not
+    # derived from the API's: a client assumes 6334 whatever the REST port, so a second
+    # sidecar on one machine names its own (and its clients their `grpc_port`).
+    grpc_port: int | None = Field(default=GRPC_PORT, ge=0, le=65535)
+    # TLS for the gRPC listener: both files (PEM) or neither (plaintext; put a
+    # TLS-terminating proxy in front off loopback, docs/rag-proxy.md).
+    grpc_tls_cert_file: Path | None = None
+    grpc_tls_key_file: Path | None = None
     data_dir: Path = Path("data")
     # Header identity (X-Whose-Asker ...) for local development, loopback only.
     dev: bool = False
@@ -221,6 +233,21 @@ class Settings(BaseSettings):
         if self.ops_port is not None:
             return self.ops_port
         return self.port + OPS_PORT_OFFSET if self.port else 0
+
+    @field_validator("grpc_port", mode="before")
+    @classmethod
+    def _grpc_off(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _grpc_tls_pair(self) -> Settings:
+        if (self.grpc_tls_cert_file is None) != (self.grpc_tls_key_file is None):
+            raise ValueError(
+                "set both WHOSE_GRPC_TLS_CERT_FILE and WHOSE_GRPC_TLS_KEY_FILE, or neither"
+            )
+        return self
 
     @model_validator(mode="after")
     def _operations_port_exists(self) -> Settings:

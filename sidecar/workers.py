@@ -51,6 +51,12 @@ def check(settings: Settings, workers: int) -> None:
     """Raise ValueError if `workers` processes cannot share what this configuration keeps."""
     if workers <= 1:
         return
+    if "grpc_port" in settings.model_fields_set and settings.grpc_port is not None:
+        # One process serves gRPC (serving.py); workers share the HTTP sockets only.
+        raise ValueError(
+            f"--workers {workers} serves no gRPC listener: set WHOSE_GRPC_PORT=off (or run"
+            " one worker for gRPC)"
+        )
     if settings.store != "server":
         raise ValueError(
             f"--workers {workers} needs WHOSE_STORE=server: the embedded store belongs to"

@@ -38,6 +38,10 @@ def examples(ci: int, long: int) -> int:
 
 
 REPO = Path(__file__).resolve().parent.parent
+# Every sidecar the tests start inherits this: the gRPC listener's default port is a
+# fixed 6334, which two sidecars at once (several per module, two xdist workers) cannot
+# share. A test that speaks gRPC asks for it (`start_sidecar(..., grpc=True)`: a free port).
+os.environ.setdefault("WHOSE_GRPC_PORT", "off")
 OPA_BINARY = REPO / "bin" / "opa"
 # OPA's evaluator as a shared library (`make install`), for the linked evaluator.
 OPA_LIBRARY = REPO / "bin" / "libwhoseopa.so"
@@ -170,6 +174,8 @@ def opa_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 # The operations listener (health, readiness, metrics) of each sidecar a test started,
 # by the sidecar's API address.
 OPS: dict[str, str] = {}
+# The gRPC port of a sidecar started with `grpc=True`, by its API address.
+GRPC: dict[str, int] = {}
 
 
 def ops(base: str) -> str:
@@ -178,7 +184,7 @@ def ops(base: str) -> str:
 
 
 def start_sidecar(
-    data_dir: Path, env: dict[str, str] | None = None, dev: bool = True
+    data_dir: Path, env: dict[str, str] | None = None, dev: bool = True, grpc: bool = False
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*).
 
@@ -187,7 +193,7 @@ def start_sidecar(
     refuses to start, saying the port is in use, and is started again on new ports."""
     for attempt in range(_PORT_ATTEMPTS):
         try:
-            return _start_sidecar(data_dir, env, dev)
+            return _start_sidecar(data_dir, env, dev, grpc)
         except PortTaken:
             if attempt == _PORT_ATTEMPTS - 1:
                 raise
@@ -202,13 +208,15 @@ class PortTaken(RuntimeError):
 
 
 def _start_sidecar(
-    data_dir: Path, env: dict[str, str] | None, dev: bool
+    data_dir: Path, env: dict[str, str] | None, dev: bool, grpc: bool = False
 ) -> tuple[str, subprocess.Popen[bytes]]:
     port, ops_port = free_port(), free_port()
+    grpc_port = free_port() if grpc else None
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sidecar", "serve", *(["--dev"] if dev else [])]
     command += ["--port", str(port), "--ops-port", str(ops_port), "--data-dir", str(data_dir)]
+    command += ["--grpc-port", str(grpc_port)] if grpc_port else []
     environment = {**os.environ, **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -216,11 +224,14 @@ def _start_sidecar(
         )
     base = f"http://127.0.0.1:{port}"
     OPS[base] = f"http://127.0.0.1:{ops_port}"
+    if grpc_port:
+        GRPC[base] = grpc_port
     try:
         wait_until_ready(f"{OPS[base]}/healthz", process, log)
         wait_until_ready(f"{base}/openapi.json", process, log)
     except RuntimeError as failed:
-        taken = f"{port} is in use" in str(failed) or f"{ops_port} is in use" in str(failed)
+        ports = [port, ops_port, *([grpc_port] if grpc_port else [])]
+        taken = any(f"{p} is in use" in str(failed) for p in ports)
         if taken and process.poll() is not None:
             raise PortTaken(str(failed)) from None
         raise

@@ -35,10 +35,12 @@ def record(
 
 
 @contextmanager
-def served(data_dir: Path, env: dict[str, str] | None = None, dev: bool = True) -> Iterator[str]:
-    """`whose serve` on `data_dir` for the length of the block (its API address); the
-    process is reaped on every path out."""
-    base, process = start_sidecar(data_dir, env, dev)
+def served(
+    data_dir: Path, env: dict[str, str] | None = None, dev: bool = True, grpc: bool = False
+) -> Iterator[str]:
+    """`whose serve` on `data_dir` for the length of the block (its API address; with
+    `grpc`, its gRPC port is `GRPC[address]`); the process is reaped on every path out."""
+    base, process = start_sidecar(data_dir, env, dev, grpc)
     try:
         yield base
     finally:

@@ -16,6 +16,7 @@ import binascii
 import logging
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import jwt
@@ -170,15 +171,20 @@ class Authenticator:
             )
 
     async def __call__(self, request: Request) -> Identity:
+        return await self.from_headers(request.headers)
+
+    async def from_headers(self, headers: Mapping[str, str]) -> Identity:
+        """The identity the headers carry (HTTP's, or gRPC's metadata: lower-case names),
+        verified the same way whichever transport they came by."""
         try:
-            token = _bearer(request)
-            if self.dev and _names_a_dev_identity(request):
+            token = _bearer(headers)
+            if self.dev and _names_a_dev_identity(headers):
                 # Two identities in one request: whichever won, the other was a lie the
                 # caller told, so neither is believed (issue 35: a token for bob with
                 # X-Whose-Asker: alice was answered as alice).
                 if token is not None:
                     raise Refused("ambiguous_identity")
-                return _from_headers(request)
+                return _from_headers(headers)
             if token is None:
                 raise Refused("missing_token")
             return await self.verify(token)
@@ -272,36 +278,36 @@ def _key_source(settings: Settings) -> KeySource | None:
     return None
 
 
-def _names_a_dev_identity(request: Request) -> bool:
-    return any(header in request.headers for header in _DEV_HEADERS)
+def _names_a_dev_identity(headers: Mapping[str, str]) -> bool:
+    return any(header in headers for header in _DEV_HEADERS)
 
 
 _DEV_HEADERS = ("x-whose-asker", "x-whose-tenant", "x-whose-groups", "x-whose-roles")
 
 
-def _from_headers(request: Request) -> Identity:
-    asker = request.headers.get("x-whose-asker", "")
-    tenant = request.headers.get("x-whose-tenant", "")
+def _from_headers(headers: Mapping[str, str]) -> Identity:
+    asker = headers.get("x-whose-asker", "")
+    tenant = headers.get("x-whose-tenant", "")
     if not asker.strip() or not tenant.strip():
         raise Refused("missing_dev_identity")
-    groups = _header_list(request, "x-whose-groups")
-    return dev_identity(asker, tenant, groups, _header_list(request, "x-whose-roles"))
+    groups = _header_list(headers, "x-whose-groups")
+    return dev_identity(asker, tenant, groups, _header_list(headers, "x-whose-roles"))
 
 
-def _header_list(request: Request, header: str) -> tuple[str, ...]:
+def _header_list(headers: Mapping[str, str], header: str) -> tuple[str, ...]:
     # A comma list, as a person types it: "a, b" is a and b.
-    names = [item.strip() for item in request.headers.get(header, "").split(",")]
+    names = [item.strip() for item in headers.get(header, "").split(",")]
     names = [name for name in names if name]
     if len(names) > MAX_LIST_ENTRIES or not all(is_name(name) for name in names):
         raise Refused("invalid_dev_identity")
     return tuple(names)
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
     # qdrant-client and Qdrant's own JWT access control send the token as api-key.
-    api_key = request.headers.get("api-key", "").strip()
+    api_key = headers.get("api-key", "").strip()
     return api_key or None

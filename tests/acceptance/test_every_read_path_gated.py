@@ -19,13 +19,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
+from qdrant_client import grpc as pb
+from qdrant_client.conversions.conversion import RestToGrpc
+from qdrant_client.grpc import (
+    collections_service_pb2_grpc,
+    points_service_pb2_grpc,
+    qdrant_pb2_grpc,
+)
+from qdrant_client.http import models as qm
 from starlette.routing import Route
 
 from sidecar.embed.hashing import HashingEmbedder
+from sidecar.grpc_api.services import UNSERVED, rpc_names
 from sidecar.http.app import create_app
 from sidecar.settings import Settings
-from tests.conftest import as_, free_port, start_opa, start_sidecar, stop
+from tests.conftest import GRPC, as_, free_port, start_opa, start_sidecar, stop
 
 SECRET = "the merger with Initech closes on March 3"
 KEY = "merger.date"
@@ -232,6 +242,140 @@ RECORD = {
 }
 
 
+# --- the gRPC transport (sidecar/grpc_api/): every method of Qdrant's services, classified
+# like the routes, each read made the same three ways.
+def _shown() -> pb.WithPayloadSelector:
+    return pb.WithPayloadSelector(enable=True)
+
+
+def _vector() -> pb.Vector:
+    return pb.Vector(dense=pb.DenseVector(data=VECTOR))
+
+
+def _search() -> pb.SearchPoints:
+    return pb.SearchPoints(
+        collection_name=COLLECTION, vector=VECTOR, limit=3, with_payload=_shown()
+    )
+
+
+def _recommend() -> pb.RecommendPoints:
+    return pb.RecommendPoints(
+        collection_name=COLLECTION, positive_vectors=[_vector()], limit=3, with_payload=_shown()
+    )
+
+
+def _discover() -> pb.DiscoverPoints:
+    target = pb.TargetVector(single=pb.VectorExample(vector=_vector()))
+    return pb.DiscoverPoints(
+        collection_name=COLLECTION, target=target, limit=3, with_payload=_shown()
+    )
+
+
+def _query() -> pb.QueryPoints:
+    return RestToGrpc.convert_query_points(
+        qm.QueryRequest(query=VECTOR, with_payload=True), COLLECTION
+    )
+
+
+_GROUPED: dict[str, Any] = {"group_by": "observer_id", "group_size": 2, "limit": 3}
+GRPC_READS: dict[str, Callable[[str], Any]] = {
+    "Query": lambda _: _query(),
+    "QueryBatch": lambda _: pb.QueryBatchPoints(
+        collection_name=COLLECTION, query_points=[_query()]
+    ),
+    "QueryGroups": lambda _: pb.QueryPointGroups(
+        collection_name=COLLECTION, query=_query().query, with_payload=_shown(), **_GROUPED
+    ),
+    "Search": lambda _: _search(),
+    "SearchBatch": lambda _: pb.SearchBatchPoints(
+        collection_name=COLLECTION, search_points=[_search()]
+    ),
+    "SearchGroups": lambda _: pb.SearchPointGroups(
+        collection_name=COLLECTION, vector=VECTOR, with_payload=_shown(), **_GROUPED
+    ),
+    "Recommend": lambda _: _recommend(),
+    "RecommendBatch": lambda _: pb.RecommendBatchPoints(
+        collection_name=COLLECTION, recommend_points=[_recommend()]
+    ),
+    "RecommendGroups": lambda _: pb.RecommendPointGroups(
+        collection_name=COLLECTION, positive_vectors=[_vector()], with_payload=_shown(), **_GROUPED
+    ),
+    "Discover": lambda _: _discover(),
+    "DiscoverBatch": lambda _: pb.DiscoverBatchPoints(
+        collection_name=COLLECTION, discover_points=[_discover()]
+    ),
+    "Scroll": lambda _: pb.ScrollPoints(collection_name=COLLECTION, with_payload=_shown()),
+    "Count": lambda _: pb.CountPoints(collection_name=COLLECTION, exact=True),
+    "Facet": lambda _: pb.FacetCounts(collection_name=COLLECTION, key="observer_id"),
+    "Get": lambda record_id: pb.GetPoints(
+        collection_name=COLLECTION, ids=[pb.PointId(uuid=record_id)], with_payload=_shown()
+    ),
+}
+# What each read's answer shows of the record (protobuf's text form holds its payload).
+GRPC_SAW: dict[str, Callable[[Any], bool]] = {
+    "Count": lambda answer: answer.result.count > 0,
+    "Facet": lambda answer: len(answer.hits) > 0,
+}
+GRPC_WRITES = {
+    "Points": {
+        "Upsert",
+        "Delete",
+        "SetPayload",
+        "OverwritePayload",
+        "DeletePayload",
+        "UpdateBatch",
+        "CreateFieldIndex",
+        "DeleteFieldIndex",
+    },
+    "Collections": {"Create", "Delete"},
+}
+# Configuration, existence and health (never a point count), and the updates refused by
+# name, as over REST.
+GRPC_CONTENT_FREE = {
+    "Points": {"ClearPayload", "UpdateVectors", "DeleteVectors"},
+    "Collections": {"Get", "List", "CollectionExists"},
+    "Qdrant": {"HealthCheck"},
+}
+
+
+def grpc_read(base: str, method: str, record_id: str) -> tuple[grpc.StatusCode, Any]:
+    """A Points read as a stack's client makes it, as Alice (dev identity metadata)."""
+    with grpc.insecure_channel(f"127.0.0.1:{GRPC[base]}") as channel:
+        stub = points_service_pb2_grpc.PointsStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            answer = getattr(stub, method)(
+                GRPC_READS[method](record_id),
+                metadata=(("x-whose-asker", "alice"), ("x-whose-tenant", "acme")),
+                timeout=30,
+            )
+        except grpc.RpcError as error:
+            return error.code(), error.details()
+        return grpc.StatusCode.OK, answer
+
+
+def grpc_saw(method: str, answer: Any) -> bool:
+    if method in GRPC_SAW and not isinstance(answer, str):
+        return GRPC_SAW[method](answer)
+    return shows_secret(str(answer))
+
+
+def test_every_grpc_method_is_classified() -> None:
+    bases = {
+        "Points": points_service_pb2_grpc.PointsServicer,
+        "Collections": collections_service_pb2_grpc.CollectionsServicer,
+        "Qdrant": qdrant_pb2_grpc.QdrantServicer,
+    }
+    for service, base in bases.items():
+        classified = [
+            *(GRPC_READS if service == "Points" else ()),
+            *GRPC_WRITES.get(service, ()),
+            *GRPC_CONTENT_FREE.get(service, ()),
+            *UNSERVED[service],
+        ]
+        assert len(classified) == len(set(classified)), service
+        assert sorted(classified) == rpc_names(base), service
+
+
 def call(base: str, route: tuple[str, str], record_id: str) -> httpx.Response:
     path, body, _ = READS[route]
     path = path.replace("{id}", record_id)
@@ -242,7 +386,7 @@ def call(base: str, route: tuple[str, str], record_id: str) -> httpx.Response:
 
 @contextmanager
 def sidecar_on(data_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    base, process = start_sidecar(data_dir, env=env)
+    base, process = start_sidecar(data_dir, env=env, grpc=True)
     try:
         yield base
     finally:
@@ -260,6 +404,10 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
             assert answer.status_code == 200, (route, answer.text)
             # Otherwise the checks below would pass without proving anything.
             assert saw(answer.text), f"{route} never reached the record"
+        for method in GRPC_READS:
+            code, answer = grpc_read(base, method, secret_id)
+            assert code == grpc.StatusCode.OK, (method, answer)
+            assert grpc_saw(method, answer), f"gRPC {method} never reached the record"
         for tool in MCP_READS:
             result = tool_result(call_tool(base, tool, secret_id))
             assert not result.get("isError"), (tool, result)
@@ -297,6 +445,12 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
                 if "{id}" not in json.dumps(READS[route][:2]):
                     # Where the caller did not name the record, its id is news too.
                     assert secret_id not in answer.text, f"{route} disclosed the record's id"
+            for method in GRPC_READS:
+                code, answer = grpc_read(base, method, secret_id)
+                assert code in (grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND), (method, answer)
+                assert not grpc_saw(method, answer), f"gRPC {method} disclosed what was denied"
+                if method != "Get":
+                    assert secret_id not in str(answer), f"gRPC {method} disclosed the id"
             for tool in MCP_READS:
                 text = json.dumps(tool_result(call_tool(base, tool, secret_id)))
                 assert not shows_secret(text), f"MCP {tool} disclosed what the policy denied"
@@ -310,6 +464,10 @@ def test_every_read_asks_the_policy(tmp_path: Path) -> None:
             answer = call(base, route, secret_id)
             assert answer.status_code == 503, f"{route} answered without asking the policy"
             assert not saw(answer.text), route
+        for method in GRPC_READS:
+            code, answer = grpc_read(base, method, secret_id)
+            assert code == grpc.StatusCode.UNAVAILABLE, f"gRPC {method} answered without the policy"
+            assert "policy_unavailable" in str(answer), (method, answer)
         for tool in MCP_READS:
             # A tool error, in band: the HTTP exchange itself succeeded.
             result = tool_result(call_tool(base, tool, secret_id))

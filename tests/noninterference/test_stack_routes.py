@@ -20,11 +20,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from qdrant_client import QdrantClient
+from qdrant_client.http import models as qm
 
 from tests.acceptance.proxy_world import JWT_ENV, token
-from tests.conftest import Backend
+from tests.conftest import GRPC, Backend
 from tests.factories import served
 
 DIM = 8
@@ -35,7 +38,7 @@ WORDS = ["launch", "budget", "roof", "party", "october", "review"]
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> Iterator[str]:
     env = JWT_ENV | store_backend.env() | {"WHOSE_PUSHDOWN": "false"}
-    with served(tmp_path_factory.mktemp("stack-ni"), env) as url:
+    with served(tmp_path_factory.mktemp("stack-ni"), env, grpc=True) as url:
         yield url
 
 
@@ -249,3 +252,131 @@ def test_another_tenants_names_change_nothing(base: str, worlds: dict[str, Any])
     with httpx.Client(base_url=base, headers=headers("mallory", "globex"), timeout=60) as c:
         names = c.get("/collections").json()["result"]["collections"]
     assert {c["name"] for c in names} == {"whose_memories", "mixed", "seen", "fresh-1", "fresh-2"}
+
+
+# --- the same questions over gRPC (sidecar/grpc_api/): qdrant-client with prefer_grpc=True.
+
+
+def grpc_client(base: str, who: str) -> QdrantClient:
+    return QdrantClient(
+        url=base,
+        grpc_port=GRPC[base],
+        prefer_grpc=True,
+        api_key=token(who),
+        check_compatibility=False,
+    )
+
+
+def grpc_ask(client: QdrantClient, method: str, collection: str, arguments: Any) -> Any:
+    """An answer as data (the REST model qdrant-client returns), or the refusal's status
+    and message; without the timings."""
+    try:
+        answer = getattr(client, method)(collection, **arguments)
+    except grpc.RpcError as error:
+        return ("refused", error.code(), error.details())
+    return _untimed(_drop_time(_data(answer)))
+
+
+def _data(value: Any) -> Any:
+    if isinstance(value, list | tuple):  # a scroll's answer: (points, next offset)
+        return [_data(v) for v in value]
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def _drop_time(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_time(v) for k, v in value.items() if k != "time"}
+    if isinstance(value, list):
+        return [_drop_time(v) for v in value]
+    return value
+
+
+def grpc_reads(w: dict[str, Any]) -> list[tuple[str, Any]]:
+    q = w["query"]
+    sparse = qm.SparseVector(indices=[0, 1, 4], values=[1.0, 0.7, 0.4])
+    hybrid = [qm.Prefetch(query=q, limit=8), qm.Prefetch(query=sparse, using="words", limit=8)]
+    shown: dict[str, Any] = {"with_payload": True, "with_vectors": True}
+    mmr = qm.NearestQuery(nearest=q, mmr=qm.Mmr(diversity=0.6, candidates_limit=12))
+    has_id = qm.Filter(must=[qm.HasIdCondition(has_id=[w["his"][3], w["hidden"][3]])])
+    return [
+        ("query_points", {"query": q, "limit": 6, **shown}),
+        ("query_points", {"query": sparse, "using": "words", "limit": 6, **shown}),
+        ("query_points", {"prefetch": hybrid, "query": qm.FusionQuery(fusion=qm.Fusion.RRF)}),
+        ("query_points", {"prefetch": hybrid, "query": qm.FusionQuery(fusion=qm.Fusion.DBSF)}),
+        ("query_points", {"query": mmr, "limit": 4}),
+        (
+            "query_points",
+            {"query": qm.RecommendQuery(recommend=qm.RecommendInput(positive=[w["his"][0]]))},
+        ),
+        # A hidden point used as an example is missing, as one that does not exist.
+        ("query_points", {"query": w["hidden"][0], "limit": 5}),
+        ("query_points", {"query": q, "limit": 3, "offset": 3}),
+        (
+            "query_points_groups",
+            {"query": q, "group_by": "source_id", "group_size": 3, "limit": 3, **shown},
+        ),
+        (
+            "query_batch_points",
+            {
+                "requests": [
+                    qm.QueryRequest(query=q, limit=3),
+                    qm.QueryRequest(query=sparse, using="words"),
+                ]
+            },
+        ),
+        ("facet", {"key": "source_id"}),
+        ("count", {}),
+        ("scroll", {"limit": 5, **shown}),
+        ("scroll", {"limit": 5, "order_by": "confidence"}),
+        ("scroll", {"limit": 5, "order_by": qm.OrderBy(key="confidence", direction="desc")}),
+        ("scroll", {"limit": 5, "scroll_filter": has_id}),
+        ("retrieve", {"ids": [w["his"][1], w["hidden"][1], w["his"][13], w["hidden"][13]]}),
+    ]
+
+
+INSECURE = pytest.mark.filterwarnings(
+    "ignore:Api key is used with an insecure connection:UserWarning"
+)
+
+
+@INSECURE
+def test_hidden_points_change_no_grpc_read(base: str, worlds: dict[str, Any]) -> None:
+    bob = grpc_client(base, "bob")
+    answers = []
+    for method, arguments in grpc_reads(worlds):
+        seen = grpc_ask(bob, method, "seen", arguments)
+        mixed = grpc_ask(bob, method, "mixed", arguments)
+        assert seen == mixed, (method, arguments)
+        answers.append(seen)
+    # The questions were answered, not refused: there was something to hide among.
+    assert all(not (isinstance(a, tuple) and a[0] == "refused") for a in answers[:6])
+    assert answers[0]["points"]
+    # And as REST answers them: one surface, two transports.
+    status, over_rest = both(base, "POST", "/points/count", {})
+    assert status == 200
+    assert over_rest["result"]["count"] == answers[11]["count"]
+
+
+@INSECURE
+def test_hidden_points_change_no_grpc_write_answer(base: str, worlds: dict[str, Any]) -> None:
+    bob = grpc_client(base, "bob")
+    hidden = worlds["hidden"]
+    doc = qm.PointStruct(
+        id=hidden[9],
+        vector={"": [0.5] * DIM},
+        payload={"page_content": "bob's own", "metadata": {"audience": ["bob"], "source": "b"}},
+    )
+    by_filter = qm.FilterSelector(filter=qm.Filter(must=[qm.HasIdCondition(has_id=[hidden[12]])]))
+    writes: list[tuple[str, dict[str, Any]]] = [
+        ("upsert", {"points": [doc]}),
+        ("set_payload", {"payload": {"x": 1}, "points": [hidden[10]]}),
+        ("delete", {"points_selector": qm.PointIdsList(points=[hidden[11]])}),
+        ("delete", {"points_selector": by_filter}),
+    ]
+    for method, arguments in writes:
+        seen = grpc_ask(bob, method, "seen", arguments)
+        mixed = grpc_ask(bob, method, "mixed", arguments)
+        assert seen == mixed, method
+    alice = grpc_client(base, "alice")
+    kept = alice.retrieve("mixed", [hidden[i] for i in (9, 10, 11, 12)], with_payload=True)
+    assert len([p for p in kept if "bob's own" not in str(p.payload)]) == 4

@@ -37,7 +37,16 @@ CORE = (
     "sidecar.door",
     "sidecar.errors",
 )
-TRANSPORTS = ("fastapi", "starlette", "uvicorn", "mcp", "sidecar.http", "sidecar.mcp")
+TRANSPORTS = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "mcp",
+    "grpc",
+    "sidecar.http",
+    "sidecar.mcp",
+    "sidecar.grpc_api",
+)
 # What a transport may import of the sidecar (besides other transport modules): the
 # surface, the words and models it parses and serialises, and the wiring that serves it.
 SURFACE = (
@@ -202,6 +211,20 @@ def test_mcp_reaches_the_core_not_the_http_routes(module: str) -> None:
     assert not leaks, "\n".join(leaks)
 
 
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("sidecar.grpc_api")))
+def test_grpc_goes_through_the_rest_dialects_handlers_not_around_them(module: str) -> None:
+    # One surface, two transports: gRPC reaches the core only through the Qdrant
+    # dialect's handlers (http/qdrant/), never the native API's routes or the MCP tools.
+    http = {t for t in GRAPH[module] if t.startswith("sidecar.http")}
+    assert all(t.startswith("sidecar.http.qdrant") for t in http), sorted(http)
+    assert not any(t.startswith("sidecar.mcp") for t in GRAPH[module])
+
+
+def test_the_graph_sees_the_grpc_transport() -> None:
+    assert "grpc" in GRAPH["sidecar.grpc_api.server"]
+    assert "sidecar.http.qdrant.routes" in GRAPH["sidecar.grpc_api.services"]
+
+
 @pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("sidecar.client")))
 def test_the_client_imports_none_of_the_server(module: str) -> None:
     leaks = [
@@ -220,7 +243,7 @@ def test_the_client_reads_the_server_models() -> None:
 
 
 def _is_transport(module: str) -> bool:
-    return module.startswith(("sidecar.http", "sidecar.mcp"))
+    return module.startswith(("sidecar.http", "sidecar.mcp", "sidecar.grpc_api"))
 
 
 def _beyond_the_surface(module: str) -> set[str]:

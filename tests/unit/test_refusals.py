@@ -12,12 +12,22 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from mcp.types import TextContent
 
 from sidecar.client import calls
-from sidecar.errors import PolicyUnavailable, Unauthenticated, Unavailable, WhoseError
-from sidecar.http.qdrant.dialect import QDRANT, QDRANT_STATUS
+from sidecar.errors import (
+    NotFound,
+    PolicyUnavailable,
+    QueryMissing,
+    Unauthenticated,
+    Unavailable,
+    WhoseError,
+    WriteRefused,
+)
+from sidecar.grpc_api.refusals import GRPC_STATUS, Unserved, refusal
+from sidecar.http.qdrant.dialect import QDRANT, QDRANT_STATUS, QdrantError
 from sidecar.http.refusals import NATIVE, NATIVE_STATUS, Refusals, respond
 from sidecar.mcp.tools import WORDS, tool_error
 from tests.unit.test_errors import every_error, sample
@@ -27,6 +37,7 @@ TABLES: dict[str, dict[type[WhoseError], Any]] = {
     "native HTTP (http/refusals.py NATIVE_STATUS)": dict(NATIVE_STATUS),
     "Qdrant dialect (http/qdrant/dialect.py QDRANT_STATUS)": dict(QDRANT_STATUS),
     "MCP tools (mcp/tools.py WORDS)": dict(WORDS),
+    "gRPC (grpc_api/refusals.py GRPC_STATUS)": dict(GRPC_STATUS),
 }
 
 
@@ -127,3 +138,45 @@ def test_the_errors_page_lists_every_code_with_its_statuses() -> None:
     }
     served = {cls.code: (NATIVE_STATUS[cls], QDRANT_STATUS[cls]) for cls in TREE}
     assert rows == served
+    over_grpc = {
+        cells[0].strip("`"): cells[3]
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    assert over_grpc == {cls.code: GRPC_STATUS[cls].name for cls in TREE}
+
+
+@pytest.mark.parametrize("cls", TREE, ids=lambda cls: cls.__name__)
+def test_grpc_answers_a_status_with_the_code_leading_the_message(cls: type[WhoseError]) -> None:
+    error = sample(cls)
+    refused = refusal(error)
+    assert refused.code == GRPC_STATUS[cls]
+    assert refused.message.startswith(cls.code)
+    assert ("whose-error", cls.code) in refused.metadata
+
+
+def test_grpc_refusals_are_never_ok_and_a_dependency_is_unavailable() -> None:
+    assert grpc.StatusCode.OK not in GRPC_STATUS.values()
+    unavailable = {GRPC_STATUS[cls] for cls in TREE if issubclass(cls, Unavailable)}
+    assert unavailable == {grpc.StatusCode.UNAVAILABLE}
+    # Forbidden and missing answer alike over gRPC too.
+    assert GRPC_STATUS[NotFound] == GRPC_STATUS[QueryMissing] == grpc.StatusCode.NOT_FOUND
+    said = refusal(PolicyUnavailable("OPA at /run/opa.sock answered 500"))
+    assert "/run/opa.sock" not in said.message
+
+
+def test_grpc_answers_the_dialects_own_refusals_and_what_it_does_not_serve() -> None:
+    missing = refusal(QdrantError(404, "Not found: Collection `kb` doesn't exist!"))
+    assert missing.code == grpc.StatusCode.NOT_FOUND
+    assert missing.message == "Not found: Collection `kb` doesn't exist!"
+    assert refusal(QdrantError(400, "bad")).code == grpc.StatusCode.INVALID_ARGUMENT
+    unserved = refusal(Unserved("Points.SearchMatrixPairs", "a distance matrix"))
+    assert unserved.code == grpc.StatusCode.UNIMPLEMENTED
+    assert "SearchMatrixPairs" in unserved.message
+    # Anything else is internal, and says nothing of itself.
+    internal = refusal(RuntimeError("secret internals"))
+    assert internal.code == grpc.StatusCode.INTERNAL
+    assert "secret" not in internal.message
+    write = refusal(WriteRefused([{"index": 0, "reasons": ["missing_metadata:audience"]}]))
+    assert "missing_metadata:audience" in write.message

@@ -18,7 +18,7 @@ did not exist. The dialect's writes and deletes are in http/qdrant/writes.py.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Request
@@ -276,6 +276,15 @@ async def _legacy_groups(
     return {"groups": [as_group(g, _payload(request, False)) for g in grouped.groups]}
 
 
+# Each older route's answer, by shape ("", "batch", "groups"): the gRPC transport's
+# Search, Recommend and Discover methods (sidecar/grpc_api/) answer with these too.
+OLDER: dict[str, Callable[[str, str, Any, Services, Identity], Awaitable[Any]]] = {
+    "": _legacy,
+    "batch": _legacy_batch,
+    "groups": _legacy_groups,
+}
+
+
 def _older_route(kind: str, shape: str, answer: Callable[..., Any]) -> None:
     """POST /collections/{c}/points/<kind>[/<shape>]: each older route, as its query."""
 
@@ -290,10 +299,10 @@ def _older_route(kind: str, shape: str, answer: Callable[..., Any]) -> None:
 
 
 for _kind in ("search", "recommend", "discover"):
-    _older_route(_kind, "", _legacy)
-    _older_route(_kind, "batch", _legacy_batch)
+    _older_route(_kind, "", OLDER[""])
+    _older_route(_kind, "batch", OLDER["batch"])
     if _kind in _GROUPS:
-        _older_route(_kind, "groups", _legacy_groups)
+        _older_route(_kind, "groups", OLDER["groups"])
 
 
 # --- scans and reads by id ----------------------------------------------------------
