@@ -69,7 +69,8 @@ class ImpactSide(BaseModel):
             usable_as=decision.usable_as,
             obligations=sorted(decision.obligations),
             reasons=sorted(decision.reasons),
-            rules=explanation.rules,
+            # The rules that said something: the others had no objection and no note.
+            rules=[r for r in explanation.rules if r.reasons],
         )
 
 
