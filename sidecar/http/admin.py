@@ -19,8 +19,14 @@ from sidecar.auth.identity import Identity
 from sidecar.errors import WhoseError
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.http.refusals import NATIVE_STATUS
-from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse, Problem
-from sidecar.policy.impact import ImpactReport, ImpactWindow
+from sidecar.messages import (
+    AuditPage,
+    ExplainRequest,
+    ExplainResponse,
+    ImpactReport,
+    ImpactWindow,
+    Problem,
+)
 from sidecar.record import Instant, Person
 from sidecar.services import Services
 

@@ -35,9 +35,8 @@ from pydantic import ValidationError
 from sidecar.audit import Outcome
 from sidecar.auth.identity import Identity, Refused
 from sidecar.errors import InvalidRequest, Unauthenticated, WhoseError
-from sidecar.messages import ExplainRequest
+from sidecar.messages import ExplainRequest, Flip, FlipGroup, ImpactReport, ImpactWindow
 from sidecar.oversight import AUDITOR, POLICY_ADMIN
-from sidecar.policy.impact import Flip, FlipGroup, ImpactReport, ImpactWindow
 from sidecar.services import Services
 
 PREFIX = "/console"

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sidecar.policy.candidate import pack
@@ -164,8 +164,19 @@ def decide_alone(policy: Path, inputs: list[tuple[str, str, dict[str, Any]]]) ->
     given_ = Path(given_file.name)
     query = "[d | some i in input.inputs; d := data.whose.disclosure.single with input as i]"
     result = subprocess.run(
-        [str(OPA_BINARY), "eval", "-f", "json", "--ignore", "*_test.rego"]
-        + ["-d", str(policy), "-i", str(given_), query],
+        [
+            str(OPA_BINARY),
+            "eval",
+            "-f",
+            "json",
+            "--ignore",
+            "*_test.rego",
+            "-d",
+            str(policy),
+            "-i",
+            str(given_),
+            query,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -243,7 +254,8 @@ def test_worked_example_lists_exactly_the_flips(
     assert report["records"]["newly_disclosed"] == [world["ids"]["launch-standup"]]
     assert report["flips"]["newly_withheld"] == report["flips"]["changed_use"] == 0
     flip = report["examples"][0]
-    assert flip["asker"] == "carol" and flip["source_id"] == "launch-standup-1"
+    assert flip["asker"] == "carol"
+    assert flip["source_id"] == "launch-standup-1"
     assert flip["rules"] == ["data.whose.disclosure.denials.hearers"]
     assert flip["current"]["reasons"] == ["audience_excludes:carol"]
     assert flip["candidate"]["allow"] is True
@@ -304,6 +316,16 @@ EDITS = st.fixed_dictionaries(
     deadline=None,
 )
 @given(edit=EDITS)
+# Always one widening by data alone: bob cleared for the team's scope.
+@example(
+    edit={
+        "patch": False,
+        "manager": None,
+        "bob_cleared": True,
+        "team": ["alice", "bob", "carol"],
+        "channels": [],
+    }
+)
 def test_drawn_edits_list_exactly_the_flips(
     world: dict[str, Any],
     inputs: list[Any],
@@ -359,7 +381,8 @@ def test_impact_is_a_policy_admins_and_audited(world: dict[str, Any]) -> None:
     audited = httpx.get(
         f"{world['base']}/v1/audit", params={"purpose": "impact"}, headers=ADMIN
     ).json()["entries"]
-    assert audited and audited[0]["asker"] == "pat"
+    assert audited
+    assert audited[0]["asker"] == "pat"
     assert audited[0]["impact"]["decisions"] >= 9
 
 
@@ -386,10 +409,12 @@ def test_console_in_a_browser(world: dict[str, Any], tmp_path: Path) -> None:
             answer = page.expect_navigation
             with answer() as nav:
                 page.click("button[type=submit]")
-            assert nav.value is not None and nav.value.status == 403
+            assert nav.value is not None
+            assert nav.value.status == 403
             assert page.context.cookies() == []
             missing = page.goto(f"{console}/")
-            assert missing is not None and missing.status == 401
+            assert missing is not None
+            assert missing.status == 401
             assert world["ids"]["private"] not in page.content()
             page.close()
 
@@ -430,7 +455,6 @@ def test_console_in_a_browser(world: dict[str, Any], tmp_path: Path) -> None:
             browser.close()
     # The upload needs the double-submit value as well as the cookie.
     cookies = {"whose_console": token("pat", "policy-admin")}
-    forged = httpx.post(
-        f"{console}/impact", cookies=cookies, files={"bundle": ("b.tar.gz", b"x")}
-    )
-    assert forged.status_code == 422 and "csrf_token_mismatch" in forged.text
+    forged = httpx.post(f"{console}/impact", cookies=cookies, files={"bundle": ("b.tar.gz", b"x")})
+    assert forged.status_code == 422
+    assert "csrf_token_mismatch" in forged.text
