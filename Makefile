@@ -14,7 +14,8 @@ OPA := bin/opa
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock
 
 .PHONY: install install-dev linked-opa opa model redis qdrant serve demo test check unit rego-check \
-	lint typecheck pytest schemas lock load clean test-tools deploy-check bundle compose-prep
+	lint typecheck pytest schemas lock load clean test-tools deploy-check bundle compose-prep \
+	chromium
 
 install: $(VENV)/.installed linked-opa  ## what `make serve` needs
 
@@ -53,7 +54,10 @@ bin/.opa-$(OPA_VERSION):
 linked-opa:
 	scripts/install-linked-opa.sh
 
-test-tools: bin/.kustomize-$(KUSTOMIZE_VERSION)
+test-tools: bin/.kustomize-$(KUSTOMIZE_VERSION) chromium
+
+chromium:  ## the console's browser test drives Debian's chromium (Playwright, no download)
+	scripts/install-chromium.sh
 
 bin/.kustomize-$(KUSTOMIZE_VERSION):
 	scripts/install-kustomize.sh $(KUSTOMIZE_VERSION)

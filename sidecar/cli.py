@@ -1,4 +1,5 @@
-"""The `whose` command: serve, mcp, demo, repair, sweep, reindex, adopt, bench, schemas."""
+"""The `whose` command: serve, mcp, demo, repair, sweep, reindex, adopt, policy, bench,
+schemas."""
 
 from __future__ import annotations
 
@@ -472,6 +473,154 @@ def adopt(
     for line in lines:
         typer.echo(line)
     sys.stdout.flush()
+
+
+policy = typer.Typer(no_args_is_help=True, help="Policy tools for security teams.")
+app.add_typer(policy, name="policy")
+
+
+@policy.command("impact")
+def policy_impact(
+    candidate: Annotated[
+        Path, typer.Argument(help="The candidate policy: a directory, or a bundle (.tar.gz).")
+    ],
+    url: Annotated[
+        str, typer.Option(help="The sidecar to ask (its API address).")
+    ] = "http://127.0.0.1:8080",
+    since: Annotated[str | None, typer.Option(help="Reads audited from (RFC 3339).")] = None,
+    until: Annotated[str | None, typer.Option(help="Reads audited until (RFC 3339).")] = None,
+    asker: Annotated[str | None, typer.Option(help="Only this asker's reads.")] = None,
+    max_decisions: Annotated[int, typer.Option(help="Pairs decided at most.")] = 1000,
+    max_seconds: Annotated[float, typer.Option(help="Seconds the replay may take.")] = 60.0,
+    max_examples: Annotated[int, typer.Option(help="Flips listed at most.")] = 20,
+    fail_on_disclosure: Annotated[
+        bool,
+        typer.Option("--fail-on-disclosure", help="Exit 1 if any record is newly disclosed."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = (
+        False
+    ),
+    dev_as: Annotated[
+        str | None,
+        typer.Option(help="Dev identity (a sidecar run with --dev): ask as this policy admin."),
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="With --dev-as: the tenant.")] = "acme",
+) -> None:
+    """What a candidate policy would change about the reads the sidecar audited.
+
+    Every audited read of the window is decided again, record by record, under the
+    policy in force and under CANDIDATE, by the sidecar at --url (as its policy admin:
+    the token in WHOSE_TOKEN, or --dev-as). Prints the flips: newly disclosed, newly
+    withheld, changed use, by rule, asker and source. Exit 0; 1 with
+    --fail-on-disclosure when a record would be newly disclosed; 2 when it could not run.
+    """
+    import json
+    import os
+
+    import httpx
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from sidecar.policy.candidate import pack
+    from sidecar.policy.impact import ImpactReport, summary
+
+    if candidate.is_dir():
+        body = pack(candidate)
+    elif candidate.is_file():
+        body = candidate.read_bytes()
+    else:
+        typer.echo(f"cannot run: no candidate policy at {candidate}", err=True)
+        raise typer.Exit(code=2)
+    headers = {"content-type": "application/gzip", "accept": "application/x-ndjson"}
+    token = os.environ.get("WHOSE_TOKEN")
+    if dev_as is not None:
+        headers |= {
+            "X-Whose-Asker": dev_as,
+            "X-Whose-Tenant": tenant,
+            "X-Whose-Roles": "policy-admin",
+        }
+    elif token:
+        headers["authorization"] = f"Bearer {token}"
+    else:
+        typer.echo("cannot run: set WHOSE_TOKEN (a policy admin's token), or --dev-as", err=True)
+        raise typer.Exit(code=2)
+    params = {
+        k: v
+        for k, v in {
+            "since": since,
+            "until": until,
+            "asker": asker,
+            "max_decisions": max_decisions,
+            "max_seconds": max_seconds,
+            "max_examples": max_examples,
+        }.items()
+        if v is not None
+    }
+    console = Console(stderr=True)  # stdout: the report alone
+    found: dict[str, object] = {}
+
+    def read(lines: httpx.Response, advance: object) -> None:
+        for line in lines.iter_lines():
+            if not line:
+                continue
+            message = json.loads(line)
+            if "progress" in message:
+                if callable(advance):
+                    advance(message["progress"])
+            else:
+                found.update(message)
+
+    try:
+        with httpx.stream(
+            "POST",
+            f"{url.rstrip('/')}/v1/policy/impact",
+            content=body,
+            headers=headers,
+            params=params,
+            timeout=httpx.Timeout(10, read=max_seconds + 120),
+        ) as response:
+            if response.status_code != 200:
+                response.read()
+                found.update(response.json() | {"status": response.status_code})
+            elif console.is_terminal:
+                with Progress(
+                    "[progress.description]{task.description}",
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeRemainingColumn(),
+                    console=console,
+                    transient=True,
+                ) as bar:
+                    task = bar.add_task("replaying", total=None)
+                    read(
+                        response,
+                        lambda p: bar.update(task, completed=p["done"], total=p["total"]),
+                    )
+            else:
+                read(response, None)
+    except (httpx.HTTPError, ValueError) as exc:
+        raise refuse("cannot run", exc) from None
+    if "report" not in found:
+        reasons = found.get("reasons") or []
+        typer.echo(
+            f"cannot run: {found.get('status', '?')} {found.get('error', 'no report')}"
+            + (f" {reasons}" if reasons else ""),
+            err=True,
+        )
+        raise typer.Exit(code=2)
+    built = ImpactReport.model_validate(found["report"])
+    if as_json:
+        typer.echo(built.model_dump_json(indent=2))
+    else:
+        for line in summary(built):
+            typer.echo(line)
+    if fail_on_disclosure and built.flips.newly_disclosed:
+        typer.echo(
+            f"failing: {built.flips.newly_disclosed} decisions would newly disclose "
+            f"{len(built.records.newly_disclosed)} records",
+            err=True,
+        )
+        raise typer.Exit(code=1)
 
 
 @app.command()

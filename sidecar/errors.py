@@ -343,6 +343,14 @@ class ErasureRequestsUnavailable(Unavailable):
     code = "erasure_requests_unavailable"
 
 
+class CandidateRefused(InvalidRequest):
+    """A candidate policy for impact analysis (policy/candidate.py) that cannot be read
+    (not a gzipped tar bundle, a path outside it, too large) or that OPA cannot load
+    (a compile error, in `reasons`). Nothing was replayed."""
+
+    code = "candidate_refused"
+
+
 class ErasureRefused(WhoseError):
     """The erasure policy refused the request, or a record it names: nothing was
     erased. Only ever about records the asker may see (others answer as missing)."""

@@ -8,6 +8,7 @@ and what it imports stay free of the server's machinery (tests/unit/test_layerin
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -23,7 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from sidecar.audit.model import AuditEntry
-from sidecar.policy.contract import Decision, RuleReasons
+from sidecar.policy.contract import Decision, Explanation, RuleReasons
 from sidecar.record import (
     MAX_PATH,
     Act,
@@ -583,3 +584,115 @@ class Problem(BaseModel):
     decision_id: UUID | None = Field(
         default=None, description="`policy_unavailable`: the read it cut short (audit log)."
     )
+
+
+# --- a candidate policy's impact (POST /v1/policy/impact; policy/impact.py builds it) ---
+
+FlipKind = Literal["newly_disclosed", "newly_withheld", "changed_use"]
+Truncation = Literal["max_decisions", "max_seconds"]
+
+
+class ImpactSide(BaseModel):
+    """One policy's decision on a (record, question) pair, rule by rule."""
+
+    allow: bool
+    usable_as: str
+    obligations: list[str]
+    reasons: list[str]
+    rules: list[RuleReasons]
+
+    @classmethod
+    def of(cls, explanation: Explanation) -> ImpactSide:
+        decision: Decision = explanation.decision
+        return cls(
+            allow=decision.allow,
+            usable_as=decision.usable_as,
+            obligations=sorted(decision.obligations),
+            reasons=sorted(decision.reasons),
+            # The rules that said something: the others had no objection and no note.
+            rules=[r for r in explanation.rules if r.reasons],
+        )
+
+
+class Flip(BaseModel):
+    """A pair whose decision the candidate changes, with both sides and the rules whose
+    reasons differ between them (what made the difference)."""
+
+    kind: FlipKind
+    record_id: str
+    source_id: str | None
+    asker: str
+    audience: list[str]
+    purpose: str
+    as_of: datetime
+    entry: str
+    rules: list[str]
+    current: ImpactSide
+    candidate: ImpactSide
+
+
+class FlipCounts(BaseModel):
+    newly_disclosed: int = 0
+    newly_withheld: int = 0
+    changed_use: int = 0
+
+
+class FlipGroup(FlipCounts):
+    """Flips sharing a rule, an asker or a source."""
+
+    key: str
+
+
+class FlippedRecords(BaseModel):
+    """Every record id with at least one flip of each kind: exact, never sampled."""
+
+    newly_disclosed: list[str] = Field(default_factory=list)
+    newly_withheld: list[str] = Field(default_factory=list)
+    changed_use: list[str] = Field(default_factory=list)
+
+
+class Skipped(BaseModel):
+    """Records audited in the window that were not decided again, and why."""
+
+    # Erased since: a replay never brings back what was erased.
+    erased: int = 0
+    # Not in the whose collection (a view derived at read time, a stack collection's
+    # document) and never erased.
+    not_stored: int = 0
+
+
+class ImpactWindow(BaseModel):
+    """Which audited reads to replay, and how much of them at most."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    asker: str | None = None
+    max_decisions: int = Field(default=1000, ge=1, le=10_000)
+    max_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_examples: int = Field(default=20, ge=0, le=200)
+
+
+class ImpactReport(BaseModel):
+    """What a candidate policy would change about the reads audited in a window."""
+
+    tenant: str
+    current_revision: str | None
+    candidate_revision: str | None
+    window: ImpactWindow
+    entries_read: int
+    # (record, question) pairs decided under both policies.
+    decisions: int
+    seconds: float
+    decisions_per_second: float
+    # Set when a bound stopped the replay before the window was done.
+    truncated: Truncation | None = None
+    flips: FlipCounts
+    records: FlippedRecords
+    by_rule: list[FlipGroup]
+    by_asker: list[FlipGroup]
+    by_source: list[FlipGroup]
+    examples: list[Flip]
+    skipped: Skipped
+    # Pairs the policy in force now decides otherwise than the audited read was (the
+    # policy or the directory changed since): the baseline is today's policy.
+    drifted: int = 0

@@ -1,5 +1,5 @@
-"""The security team's surface, beside memory.py: the audit log (role `auditor`) and
-explain (role `policy-admin`).
+"""The security team's surface, beside memory.py: the audit log (role `auditor`),
+explain, the policy in force and a candidate policy's impact (role `policy-admin`).
 
 The admin routes (http/admin.py) call these methods and nothing else. Both stay inside
 the caller's tenant and return no record content: decisions, reasons and the
@@ -11,22 +11,49 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import time
 import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-from sidecar.audit import AuditedRecord, AuditEntry, AuditPurpose, AuditQuery, Outcome
+from sidecar.audit import (
+    AuditedImpact,
+    AuditedRecord,
+    AuditEntry,
+    AuditPurpose,
+    AuditQuery,
+    Outcome,
+)
 from sidecar.audit.sink import SINK_ERRORS
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.door import door
-from sidecar.errors import AuditUnavailable, Forbidden, NotFound
+from sidecar.errors import AuditUnavailable, CandidateRefused, Forbidden, NotFound
 from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse
+from sidecar.policy import impact
+from sidecar.policy.candidate import Candidates
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.impact import ImpactReport, ImpactSide, ImpactWindow, Question
 from sidecar.store import Store
 
 AUDITOR = "auditor"
 POLICY_ADMIN = "policy-admin"
+
+
+# The reads a replay decides again (explain, writes, erasures and impact runs are not
+# disclosures).
+_REPLAYED = frozenset({"recall", "get", "history"})
+# Pairs decided at once under each policy: enough to keep both engines busy, few
+# enough that the time bound is checked often.
+_CHUNK = 16
+_PAGE = 500
+# Store reads per call when fetching a window's records.
+_FETCH = 256
 
 
 def _require(who: Identity, role: str) -> None:
@@ -34,12 +61,106 @@ def _require(who: Identity, role: str) -> None:
         raise Forbidden("role", [f"role:{role}"])
 
 
+@dataclass(frozen=True)
+class Package:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    revision: str | None
+    packages: list[Package]
+
+
+Progress = Callable[[int, int], None]
+
+
 @door
 class Oversight:
-    def __init__(self, store: Store, policy: PolicyEngine, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policy: PolicyEngine,
+        audit: AuditLog,
+        candidates: Candidates | None = None,
+        bundle_dir: Path | None = None,
+    ) -> None:
         self.store = store
         self.policy = policy
         self.audit_log = audit
+        # How a candidate policy is evaluated (None: impact analysis is not offered).
+        self.candidates = candidates
+        # The bundle the sidecar's own OPA loaded, when it has one (its packages).
+        self.bundle_dir = bundle_dir
+
+    def may_analyse(self, who: Identity) -> None:
+        """Forbidden unless `who` may run an impact analysis (a transport that streams
+        the report asks first, before it answers anything)."""
+        _require(who, POLICY_ADMIN)
+
+    async def policy_in_force(self, who: Identity) -> PolicyInForce:
+        """The revision the policy answers under and its packages (a policy admin only)."""
+        _require(who, POLICY_ADMIN)
+        revision = self.policy.standing_revision()
+        if revision is None and (read := self.policy.read_set()) is not None:
+            revision = read[0]
+        packages = await asyncio.to_thread(_packages, self.bundle_dir)
+        return PolicyInForce(revision, packages)
+
+    async def impact(
+        self,
+        who: Identity,
+        candidate: bytes,
+        window: ImpactWindow,
+        progress: Progress | None = None,
+    ) -> ImpactReport:
+        """What `candidate` (a gzipped tar bundle) would change about the reads audited
+        in `window` of the caller's tenant: each audited (record, question) decided
+        alone under the policy in force and under the candidate, with the record as it
+        stood then; erased records are skipped and counted. Bounded by the window's
+        count and time. A policy admin only; audited (purpose `impact`)."""
+        _require(who, POLICY_ADMIN)
+        if self.candidates is None:
+            raise CandidateRefused("impact analysis is not available here", ["no_engine"])
+        started = time.monotonic()
+        deadline = started + window.max_seconds
+        async with self.candidates.open(candidate) as engine:
+            questions, entries_read = await self._questions(who.tenant, window)
+            replay = _Replay(self, engine, who.tenant, window, deadline, progress)
+            built = await replay.run(questions, entries_read, started)
+        self.audit_log.record(_impacted(who, window, built))
+        return built
+
+    async def _questions(self, tenant: str, window: ImpactWindow) -> tuple[list[Question], int]:
+        """The audited (record, question) pairs of the window, newest first, at most
+        max_decisions; and how many entries were read for them."""
+        found: list[Question] = []
+        seen: set[str] = set()
+        until = window.until
+        read = 0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.audit_log.flushed(), timeout=0.5)
+        while len(found) < window.max_decisions:
+            query = AuditQuery(
+                tenant=tenant, asker=window.asker, since=window.since, until=until, limit=_PAGE
+            )
+            try:
+                page = await self.audit_log.query(query)
+            except SINK_ERRORS as exc:
+                raise AuditUnavailable(str(exc)) from exc
+            fresh = [e for e in page if str(e.decision_id) not in seen]
+            for entry in fresh:
+                seen.add(str(entry.decision_id))
+                read += 1
+                if entry.purpose in _REPLAYED:
+                    found.extend(_asked(entry))
+            if len(page) < _PAGE or not fresh:
+                break
+            # Newest first: the next page ends where this one did (entries at that very
+            # instant come again and are dropped above).
+            until = min(e.time for e in page)
+        return found[: window.max_decisions], read
 
     async def audit(
         self,
@@ -113,6 +234,226 @@ class Oversight:
         # Explain shows record metadata to an admin: who looked, at what, is audited too.
         self.audit_log.record(_explained(who, request, response))
         return response
+
+
+def _asked(entry: AuditEntry) -> Iterable[Question]:
+    claims = entry.claims
+    for record, allowed in [(r, True) for r in entry.allowed] + [
+        (r, False) for r in entry.withheld
+    ]:
+        yield Question(
+            entry=str(entry.decision_id),
+            record_id=record.id,
+            asker=entry.asker,
+            groups=tuple(claims.groups) if claims else (),
+            roles=tuple(claims.roles) if claims else (),
+            scopes=tuple(claims.scopes) if claims else (),
+            audience=tuple(entry.audience),
+            purpose=entry.purpose,
+            now=entry.time,
+            as_of=entry.as_of or entry.time,
+            audited_allow=allowed,
+        )
+
+
+class _Replay:
+    """One impact run: the records fetched once, each pair decided under both policies."""
+
+    def __init__(
+        self,
+        oversight: Oversight,
+        candidate: PolicyEngine,
+        tenant: str,
+        window: ImpactWindow,
+        deadline: float,
+        progress: Progress | None,
+    ) -> None:
+        self.oversight = oversight
+        self.candidate = candidate
+        self.tenant = tenant
+        self.window = window
+        self.deadline = deadline
+        self.progress = progress
+        self.tally = impact.Tally(window.max_examples)
+        self._erased: set[str] = set()
+        self.revisions: tuple[str | None, str | None] = (None, None)
+
+    async def run(
+        self, questions: list[Question], entries_read: int, started: float
+    ) -> ImpactReport:
+        records, recorded, skipped = await self._records({q.record_id for q in questions})
+        pairs = [q for q in questions if q.record_id in records]
+        skipped.erased = sum(1 for q in questions if q.record_id in self._erased)
+        skipped.not_stored = len(questions) - len(pairs) - skipped.erased
+        truncated: impact.Truncation | None = None
+        if len(questions) >= self.window.max_decisions:
+            truncated = "max_decisions"
+        done = 0
+        for at in range(0, len(pairs), _CHUNK):
+            if time.monotonic() >= self.deadline:
+                truncated = "max_seconds"
+                break
+            chunk = pairs[at : at + _CHUNK]
+            sides = await asyncio.gather(
+                *(
+                    self._decide(q, impact.as_it_stood(records[q.record_id], q.as_of, recorded))
+                    for q in chunk
+                )
+            )
+            for question, (current, candidate) in zip(chunk, sides, strict=True):
+                source = records[question.record_id].get("source_id")
+                self.tally.add(
+                    question, source if isinstance(source, str) else None, current, candidate
+                )
+            done += len(chunk)
+            if self.progress is not None:
+                self.progress(done, len(pairs))
+        return impact.report(
+            self.tally,
+            tenant=self.tenant,
+            window=self.window,
+            current_revision=self.revisions[0],
+            candidate_revision=self.revisions[1],
+            entries_read=entries_read,
+            seconds=time.monotonic() - started,
+            truncated=truncated,
+            skipped=skipped,
+        )
+
+    async def _decide(
+        self, question: Question, record: dict[str, Any]
+    ) -> tuple[ImpactSide, ImpactSide]:
+        asked = DisclosureQuestion(
+            asker=Identity(
+                id=question.asker,
+                tenant=self.tenant,
+                groups=question.groups,
+                roles=question.roles,
+                scopes=question.scopes,
+            ),
+            audience=list(question.audience),
+            purpose=question.purpose,
+            now=question.now,
+            as_of=question.as_of,
+        )
+        (now, now_answer), (then, then_answer) = await asyncio.gather(
+            self.oversight.policy.explain(asked, record), self.candidate.explain(asked, record)
+        )
+        self.revisions = (now_answer.revision, then_answer.revision)
+        return ImpactSide.of(now), ImpactSide.of(then)
+
+    async def _records(
+        self, ids: set[str]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, datetime], impact.Skipped]:
+        """The records still stored, the recorded_at of their successors, and which of
+        the others were erased (the audit says so)."""
+        store = self.oversight.store
+        wanted = sorted(ids)
+        records: dict[str, dict[str, Any]] = {}
+        for at in range(0, len(wanted), _FETCH):
+            for hit in await store.get(
+                self.tenant, [uuid.UUID(i) for i in wanted[at : at + _FETCH] if _uuid(i)]
+            ):
+                records[hit.id] = hit.payload
+        successors = sorted(
+            {
+                s
+                for p in records.values()
+                if isinstance(s := p.get("superseded_by"), str) and _uuid(s)
+            }
+        )
+        recorded: dict[str, datetime] = {}
+        for at in range(0, len(successors), _FETCH):
+            chunk = [uuid.UUID(i) for i in successors[at : at + _FETCH]]
+            for hit in await store.get(self.tenant, chunk):
+                when = _instant(hit.payload.get("recorded_at"))
+                if when is not None:
+                    recorded[hit.id] = when
+        self._erased = await self._erased_of(ids - records.keys())
+        return records, recorded, impact.Skipped()
+
+    async def _erased_of(self, missing: set[str]) -> set[str]:
+        erased: set[str] = set()
+        log = self.oversight.audit_log
+        for record_id in sorted(missing):
+            query = AuditQuery(tenant=self.tenant, record=record_id, outcome="erased", limit=1)
+            try:
+                if await log.query(query):
+                    erased.add(record_id)
+            except SINK_ERRORS as exc:
+                raise AuditUnavailable(str(exc)) from exc
+        return erased
+
+
+def _uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _instant(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+_PACKAGE = re.compile(r"^package\s+([\w.]+)", re.MULTILINE)
+
+
+def _packages(bundle: Path | None) -> list[Package]:
+    """The packages of a loaded bundle, each with the first line of its METADATA
+    description (rego/ says what each is for there)."""
+    if bundle is None or not bundle.is_dir():
+        return []
+    found: dict[str, str] = {}
+    for source in sorted(bundle.rglob("*.rego")):
+        text = source.read_text(errors="replace")
+        match = _PACKAGE.search(text)
+        if match is None or match.group(1) in found:
+            continue
+        head = text[: match.start()]
+        found[match.group(1)] = _first_description_line(head)
+    return [Package(name, description) for name, description in sorted(found.items())]
+
+
+def _first_description_line(head: str) -> str:
+    lines = [line.lstrip("#").strip() for line in head.splitlines()]
+    for i, line in enumerate(lines):
+        if line.startswith("description:"):
+            rest = line.removeprefix("description:").strip()
+            if rest and rest != "|":
+                return rest
+            return next((later for later in lines[i + 1 :] if later), "")
+    return ""
+
+
+def _impacted(who: Identity, window: ImpactWindow, built: ImpactReport) -> AuditEntry:
+    return AuditEntry(
+        decision_id=uuid.uuid4(),
+        time=datetime.now(UTC),
+        tenant=who.tenant,
+        asker=who.id,
+        audience=[],
+        purpose="impact",
+        route="policy.impact",
+        policy_revision=built.current_revision,
+        impact=AuditedImpact(
+            candidate_revision=built.candidate_revision,
+            since=window.since,
+            until=window.until,
+            asker=window.asker,
+            decisions=built.decisions,
+            newly_disclosed=built.flips.newly_disclosed,
+            newly_withheld=built.flips.newly_withheld,
+            changed_use=built.flips.changed_use,
+            truncated=built.truncated,
+        ),
+    )
 
 
 def _explained(who: Identity, request: ExplainRequest, response: ExplainResponse) -> AuditEntry:

@@ -30,6 +30,7 @@ from sidecar.memory import Memory
 from sidecar.oversight import Oversight
 from sidecar.points import PointReads
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
+from sidecar.policy.candidate import Candidates
 from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle
 from sidecar.policy.local_opa import LocalOpa
@@ -264,6 +265,23 @@ async def _analysed(settings: Settings, bundle: Path) -> tuple[str, ReadSet] | N
     return await asyncio.to_thread(analyse_bundle, settings.opa_library, bundle)
 
 
+def candidates(settings: Settings) -> Candidates:
+    """How a candidate policy is evaluated for impact analysis: by the kind of engine
+    the sidecar runs; beside a deployment's own OPA server, linked in if the library is
+    there, else by a local OPA server."""
+    linked = settings.local_opa == "linked"
+    if settings.opa_url:
+        linked = settings.opa_library.exists()
+    return Candidates(
+        "linked" if linked else "server",
+        settings.opa_library,
+        settings.opa_binary,
+        # A candidate is asked as the policy in force is, but never on a request's clock.
+        max(settings.opa_timeout_s, 5.0),
+        settings.data_dir / "candidates",
+    )
+
+
 @asynccontextmanager
 async def open_redis(settings: Settings) -> AsyncIterator[aioredis.Redis | None]:
     """One client for locks, cache and audit; None on embedded defaults."""
@@ -415,7 +433,13 @@ async def open_services(
             embedder=embedder,
             authenticate=authenticate,
             memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures, paths),
-            oversight=Oversight(store, policy, audit),
+            oversight=Oversight(
+                store,
+                policy,
+                audit,
+                candidates(settings),
+                None if settings.opa_url else settings.data_dir / "opa-bundle",
+            ),
             points=PointReads(
                 reader,
                 QueryEngine(query_bounds(settings)),

@@ -221,7 +221,7 @@ async def _serve_on(
 ) -> None:
     ops = _Quiet(
         uvicorn.Config(
-            create_ops_app(api),
+            create_ops_app(api, settings.console == "ops"),
             host=settings.ops_host or settings.host,
             port=settings.operations_port,
             log_config=None,

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     # Header identity (X-Whose-Asker ...) for local development, loopback only.
     dev: bool = False
+    # The security team's console (http/console.py): off, or on the operations or the
+    # API listener; either way every page needs an auditor's or policy admin's token.
+    console: Literal["off", "ops", "api"] = "off"
     # Worker processes behind the two listeners (workers.py); more than one needs the
     # server store and Redis.
     workers: int = Field(default=1, ge=1, le=64)

@@ -140,7 +140,7 @@ def worker_app() -> ASGIApp:
     own = settings.data_dir / f"worker-{_claim_slot(settings.data_dir)}"
     settings = settings.model_copy(update={"data_dir": own})
     api = create_app(settings)
-    return Listeners(api, create_ops_app(api), settings.operations_port)
+    return Listeners(api, create_ops_app(api, settings.console == "ops"), settings.operations_port)
 
 
 def _claim_slot(data_dir: Path) -> int:

@@ -15,7 +15,9 @@ sinks and the writer are imported from their modules.
 """
 
 from sidecar.audit.model import (
+    AuditedClaims,
     AuditedErasure,
+    AuditedImpact,
     AuditedRecord,
     AuditedWrite,
     AuditEntry,
@@ -35,7 +37,9 @@ __all__ = [
     "AuditEntry",
     "AuditPurpose",
     "AuditQuery",
+    "AuditedClaims",
     "AuditedErasure",
+    "AuditedImpact",
     "AuditedRecord",
     "AuditedWrite",
     "ErasureOutcome",

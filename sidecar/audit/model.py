@@ -32,7 +32,7 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase"]
+AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact"]
 WriteRoute = Literal[
     "memories",
     "observations",
@@ -121,6 +121,30 @@ class AuditedErasure(BaseModel):
     reason: str | None = None
 
 
+class AuditedClaims(BaseModel):
+    """The token claims a reader asked with (never a record's): what a replay of the
+    read under another policy needs besides the asker's name (oversight.py, impact)."""
+
+    groups: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    scopes: list[str] = Field(default_factory=list)
+
+
+class AuditedImpact(BaseModel):
+    """What an impact analysis (purpose `impact`) replayed and found: counts and the
+    candidate's revision, never a record."""
+
+    candidate_revision: str | None
+    since: datetime | None = None
+    until: datetime | None = None
+    asker: str | None = None
+    decisions: int
+    newly_disclosed: int
+    newly_withheld: int
+    changed_use: int
+    truncated: str | None = None
+
+
 class AuditEntry(BaseModel):
     decision_id: UUID
     time: datetime
@@ -143,6 +167,12 @@ class AuditEntry(BaseModel):
     explained_for: str | None = None
     # Erasures only: what was asked for, and why.
     erasure: AuditedErasure | None = None
+    # Reads only, so a policy edit's impact can re-decide them: the instant the read
+    # asked about (absent: `time`), and the asker's token claims (absent: none).
+    as_of: datetime | None = None
+    claims: AuditedClaims | None = None
+    # Impact analyses only: what the policy admin (`asker`) replayed, and its counts.
+    impact: AuditedImpact | None = None
 
     def record_outcomes(self) -> Iterator[tuple[str | None, RecordOutcome]]:
         """Each record the entry names, with what happened to it (the same record may
@@ -199,6 +229,8 @@ def read_entry(
     opa_decision_ids: Sequence[str] = (),
     pushdown: dict[str, Any] | None = None,
     error: str | None = None,
+    as_of: datetime | None = None,
+    claims: tuple[Sequence[str], Sequence[str], Sequence[str]] = ((), (), ()),
 ) -> AuditEntry:
     """The audit entry for one disclosure (reads/gate.py), to hand to `AuditLog.record`.
 
@@ -207,6 +239,8 @@ def read_entry(
       record decided; allowed ones are listed with the use they were disclosed as.
     - `pending`: ids whose decision never came (the policy failed): withheld.
     - `pushdown`: the store filter the policy implied, as described to auditors.
+    - `as_of`, `claims`: the instant asked about and the asker's (groups, roles,
+      scopes), kept so that the read can be decided again (policy impact).
 
     Never the claim: ids, uses and reasons only. `time` is now.
     """
@@ -239,6 +273,11 @@ def read_entry(
             "allowed": allowed,
             "withheld": withheld,
             "error": error,
+            "as_of": as_of,
+            # Left out when empty: most askers carry no claims, and entries stay small.
+            "claims": dict(zip(("groups", "roles", "scopes"), map(list, claims), strict=True))
+            if any(claims)
+            else None,
         }
     )
 

@@ -33,6 +33,8 @@ from sidecar.messages import (
     ExplainRequest,
     ExplainResponse,
     HistoryResponse,
+    ImpactReport,
+    ImpactWindow,
     MemoryResponse,
     Observation,
     PropositionResponse,
@@ -79,6 +81,7 @@ RECALL = _route("POST", "/v1/recall")
 PROPOSITION = _route("GET", "/v1/propositions/{key}")
 AUDIT = _route("GET", "/v1/audit")
 EXPLAIN = _route("POST", "/v1/explain")
+IMPACT = _route("POST", "/v1/policy/impact")
 ERASURES = _route("POST", "/v1/erasures")
 ERASURE = _route("GET", "/v1/erasures/{request_id}")
 # Not native: the Qdrant dialect's listing (see `scroll`).
@@ -94,6 +97,9 @@ class Call(Generic[T]):
     params: Sequence[tuple[str, str]] = field(default_factory=tuple)
     # A read can be sent again; a write only if it never left (clients.py).
     read: bool = True
+    # A body that is not JSON, and its type.
+    content: bytes | None = None
+    content_type: str = "application/octet-stream"
 
 
 def _model(model: type[M]) -> Callable[[bytes], M]:
@@ -232,6 +238,21 @@ def erasure_status(request_id: UUID) -> Call[ErasureProgress]:
     """GET /v1/erasures/{id}: how far an erasure request has got (its requester, or an
     officer; NotFound otherwise)."""
     return Call("GET", ERASURE.path(request_id=request_id), _model(ErasureProgress))
+
+
+def policy_impact(bundle: bytes, window: ImpactWindow) -> Call[ImpactReport]:
+    """POST /v1/policy/impact (role `policy-admin`): a candidate policy's flips over the
+    reads audited in the window. Audited; it changes nothing: a read."""
+    given = window.model_dump(mode="json", exclude_unset=True)
+    params = [(name, str(value)) for name, value in given.items() if value is not None]
+    return Call(
+        "POST",
+        IMPACT.path(),
+        _model(ImpactReport),
+        params=params,
+        content=bundle,
+        content_type="application/gzip",
+    )
 
 
 def explain(request: ExplainRequest) -> Call[ExplainResponse]:

@@ -39,6 +39,8 @@ from sidecar.messages import (
     ExplainRequest,
     ExplainResponse,
     HistoryResponse,
+    ImpactReport,
+    ImpactWindow,
     MemoryResponse,
     Observation,
     PropositionResponse,
@@ -141,13 +143,17 @@ class Connection:
 
     def request(self, call: Call[Any]) -> dict[str, Any]:
         """The keyword arguments of httpx's `request` for `call`."""
-        return {
+        sent: dict[str, Any] = {
             "method": call.method,
             "url": call.path,
             "params": list(call.params),
             "json": call.json,
             "headers": self.headers(),
         }
+        if call.content is not None:  # a body that is not JSON (a policy bundle)
+            sent |= {"json": None, "content": call.content}
+            sent["headers"] = sent["headers"] | {"content-type": call.content_type}
+        return sent
 
     def retrying(self, call: Call[Any]) -> dict[str, Any]:
         """tenacity's arguments for `call`: the last error is raised as it was."""
@@ -331,6 +337,13 @@ class WhoseClient:
         """How far an erasure request has got (its requester, or an officer)."""
         return self.send(calls.erasure_status(UUID(str(request_id))))
 
+    def policy_impact(
+        self, bundle: bytes, window: ImpactWindow | Mapping[str, Any] | None = None
+    ) -> ImpactReport:
+        """What a candidate policy (a gzipped tar bundle) would change about the reads
+        audited in `window` (role `policy-admin`)."""
+        return self.send(calls.policy_impact(bundle, calls.as_model(ImpactWindow, window or {})))
+
     def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None
     ) -> ScrollPage:
@@ -449,6 +462,13 @@ class AsyncWhoseClient:
 
     async def erasure_status(self, request_id: UUID | str) -> ErasureProgress:
         return await self.send(calls.erasure_status(UUID(str(request_id))))
+
+    async def policy_impact(
+        self, bundle: bytes, window: ImpactWindow | Mapping[str, Any] | None = None
+    ) -> ImpactReport:
+        return await self.send(
+            calls.policy_impact(bundle, calls.as_model(ImpactWindow, window or {}))
+        )
 
     async def scroll(
         self, match: Mapping[str, str], *, limit: int = 100, after: UUID | None = None

@@ -18,6 +18,7 @@ import orjson
 
 from sidecar.errors import (
     AuditUnavailable,
+    CandidateRefused,
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
@@ -57,6 +58,7 @@ GRPC_STATUS: Mapping[type[WhoseError], grpc.StatusCode] = {
     QueryMissing: grpc.StatusCode.NOT_FOUND,
     CollectionRefused: grpc.StatusCode.INVALID_ARGUMENT,
     CollectionExists: grpc.StatusCode.ALREADY_EXISTS,
+    CandidateRefused: grpc.StatusCode.INVALID_ARGUMENT,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     MethodNotAllowed: grpc.StatusCode.UNIMPLEMENTED,
     RequestTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,

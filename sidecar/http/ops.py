@@ -20,13 +20,17 @@ from redis.exceptions import RedisError
 
 from sidecar import __version__
 from sidecar.errors import StoreUnavailable
+from sidecar.http import console as console_pages
 from sidecar.http import refusals
 from sidecar.services import Services
 
 
-def create_ops_app(api: FastAPI) -> FastAPI:
-    """The operations app for the API app `api` (whose services it checks)."""
+def create_ops_app(api: FastAPI, console: bool = False) -> FastAPI:
+    """The operations app for the API app `api` (whose services it checks); `console`:
+    the security team's console (http/console.py) is served here too."""
     ops = FastAPI(title="whose operations", version=__version__, openapi_url=None)
+    if console:
+        ops.include_router(console_pages.router(lambda: getattr(api.state, "services", None)))
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Several workers (workers.py): every scrape sums what each of them wrote.

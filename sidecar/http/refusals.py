@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from sidecar.errors import (
     AuditUnavailable,
+    CandidateRefused,
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
@@ -72,6 +73,7 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     RequestTooLarge: 413,
     WriteRefused: 422,
     ErasureRefused: 403,
+    CandidateRefused: 422,
     Unavailable: 503,
     EmbeddingUnavailable: 503,
     PolicyUnavailable: 503,

@@ -36,6 +36,7 @@ from sidecar.auth.identity import (
 )
 from sidecar.errors import (
     AuditUnavailable,
+    CandidateRefused,
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
@@ -121,6 +122,7 @@ WORDS: dict[type[WhoseError], str] = {
     RequestTooLarge: "the request is too large",
     WriteRefused: "the write was refused and nothing was stored",
     ErasureRefused: "you may not erase this memory; nothing was erased",
+    CandidateRefused: "the candidate policy cannot be read or loaded; nothing was replayed",
     Unavailable: "a dependency is unavailable; nothing was disclosed or stored",
     EmbeddingUnavailable: "the text could not be embedded; try again later",
     PolicyUnavailable: "the policy could not be asked: nothing may be disclosed; verify or abstain",

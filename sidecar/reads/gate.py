@@ -240,6 +240,8 @@ class Disclosure:
             opa_decision_ids=self.consultation.opa_decision_ids,
             pushdown=self.pushed_down.describe() if self.pushed_down else None,
             error=error,
+            as_of=question.at,
+            claims=(question.asker.groups, question.asker.roles, question.asker.scopes),
         )
 
 

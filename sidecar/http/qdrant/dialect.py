@@ -30,6 +30,7 @@ from qdrant_client.http import models as qm
 from sidecar.auth.identity import Identity
 from sidecar.errors import (
     AuditUnavailable,
+    CandidateRefused,
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
@@ -134,6 +135,7 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     RequestTooLarge: 413,
     WriteRefused: 422,
     ErasureRefused: 403,
+    CandidateRefused: 400,
     Unavailable: 503,
     EmbeddingUnavailable: 503,
     PolicyUnavailable: 503,
