@@ -62,7 +62,31 @@ type engine struct {
 	prepared map[string]*rego.PreparedEvalQuery
 }
 
-func load(dir string) (*engine, error) {
+// confinedOut are the builtins a confined engine (a candidate policy that someone
+// uploaded, policy/candidate.py) is compiled without: those that reach outside the
+// evaluation (the network, DNS, the process's environment and configuration). A
+// policy that names one, however spelled, fails to compile; with no host allowed,
+// http.send could reach none even if it were left in.
+var confinedOut = map[string]bool{
+	"http.send":          true,
+	"net.lookup_ip_addr": true,
+	"opa.runtime":        true,
+}
+
+func confined() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	kept := caps.Builtins[:0:0]
+	for _, b := range caps.Builtins {
+		if !confinedOut[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	caps.Builtins = kept
+	caps.AllowNet = []string{}
+	return caps
+}
+
+func load(dir string, caps *ast.Capabilities) (*engine, error) {
 	ctx := context.Background()
 	b, err := loader.NewFileLoader().WithProcessAnnotation(true).AsBundle(dir)
 	if err != nil {
@@ -74,6 +98,9 @@ func load(dir string) (*engine, error) {
 		return nil, err
 	}
 	compiler := ast.NewCompiler()
+	if caps != nil {
+		compiler = compiler.WithCapabilities(caps)
+	}
 	err = bundle.Activate(&bundle.ActivateOpts{
 		Ctx:      ctx,
 		Store:    store,
@@ -220,7 +247,19 @@ func handle(h C.uintptr_t) (*engine, bool) {
 
 //export whose_opa_open
 func whose_opa_open(dir *C.char, dirLen C.int, out **C.char, outLen *C.size_t) C.uintptr_t {
-	e, err := load(C.GoStringN(dir, dirLen))
+	return open(C.GoStringN(dir, dirLen), nil, out, outLen)
+}
+
+// whose_opa_open_confined loads a bundle as whose_opa_open does, compiled without the
+// builtins that reach outside the evaluation (`confined`): a candidate policy's.
+//
+//export whose_opa_open_confined
+func whose_opa_open_confined(dir *C.char, dirLen C.int, out **C.char, outLen *C.size_t) C.uintptr_t {
+	return open(C.GoStringN(dir, dirLen), confined(), out, outLen)
+}
+
+func open(dir string, caps *ast.Capabilities, out **C.char, outLen *C.size_t) C.uintptr_t {
+	e, err := load(dir, caps)
 	if err != nil {
 		answer(out, outLen, []byte(err.Error()))
 		return 0

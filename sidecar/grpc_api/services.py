@@ -28,11 +28,17 @@ from qdrant_client.grpc import points_service_pb2_grpc as points_grpc
 from qdrant_client.grpc import qdrant_pb2_grpc
 
 from sidecar.auth.identity import Identity
+from sidecar.errors import InvalidRequest
 from sidecar.grpc_api import convert
 from sidecar.grpc_api.convert import Body
 from sidecar.grpc_api.refusals import Unserved, refusal
 from sidecar.http.qdrant import routes, writes
+from sidecar.http.qdrant.dialect import QdrantError
+from sidecar.reads.query.plan import too_costly
 from sidecar.services import Services
+from sidecar.settings import Settings
+from sidecar.writes.eraser import MAX_IDS
+from sidecar.writes.writer import MAX_BATCH
 
 log = logging.getLogger("whose")
 
@@ -296,6 +302,34 @@ async def answer_refusal(context: grpc.aio.ServicerContext[Any, Any], exc: Excep
 
 Handler = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], Awaitable[Message]]
 
+# The lists whose REST handlers bound them, counted before anything is converted: an
+# entry costs two bytes on the wire and tens of microseconds to convert (on the event
+# loop), so a message of the REST body's size held millions, converted for minutes
+# before the handler's bound refused them. Each is refused as its REST handler refuses
+# it; any other list of messages at the top of a request is held to _MAX_ENTRIES.
+_BATCH = ("query_points", "search_points", "recommend_points", "discover_points")
+_MAX_ENTRIES = 10_000
+
+
+def _bounded(request: Message, settings: Settings) -> None:
+    for field, value in request.ListFields():
+        if isinstance(value, pb.PointsSelector):
+            value = value.points.ids  # the ids a delete or a payload's change names
+        elif not field.is_repeated or field.message_type is None:
+            continue
+        n = len(value)
+        if field.name in _BATCH and n > settings.query_max_batch:
+            bound = settings.query_max_batch
+            raise too_costly("batch", f"a batch may hold at most {bound} queries")
+        if field.name == "ids" and n > settings.max_candidates:
+            raise QdrantError(400, f"at most {settings.max_candidates} ids per request")
+        if field.name == "points" and n > MAX_BATCH:
+            raise InvalidRequest("batch size", [f"1..{MAX_BATCH} points"])
+        if field.name in ("operations", "points", "points_selector") and n > MAX_IDS:
+            raise QdrantError(400, f"at most {MAX_IDS} {field.name} per request")
+        if n > _MAX_ENTRIES:
+            raise QdrantError(400, f"`{field.name}`: at most {_MAX_ENTRIES} entries")
+
 
 def _handler(method: Method, services: Callable[[], Services]) -> Handler:
     async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Message:
@@ -307,6 +341,7 @@ def _handler(method: Method, services: Callable[[], Services]) -> Handler:
                 if method.authenticated
                 else None
             )
+            _bounded(request, svc.settings)
             collection = getattr(request, "collection_name", "")
             result = await method.call(svc, who, collection, method.body(request))  # type: ignore[arg-type]
             return method.reply(result, time.perf_counter() - started)

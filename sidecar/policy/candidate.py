@@ -9,11 +9,20 @@ OPA server on a socket of its own. A deployment whose OPA is its own server
 (`WHOSE_OPA_URL`) evaluates candidates linked in when the library is there, else with
 the local OPA binary. The candidate is never activated: nothing but the replay asks it.
 Its signature, if any, is not checked; it is only read.
+
+Whoever uploads it chooses its Rego, so it is confined: compiled without the builtins
+that reach outside the evaluation (`CONFINED_OUT`: the network, DNS, the process's
+environment), refused if it names one. Otherwise a policy admin's candidate could read
+the sidecar's environment (its JWT secret, in `opa.runtime().env`), or anything on the
+network the sidecar reaches (the Qdrant server, every tenant's points, through
+`http.send`), into the reasons the report shows.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import shutil
 import tarfile
 import tempfile
@@ -34,6 +43,8 @@ from sidecar.policy.opa import PolicyClient
 MAX_FILES = 2000
 MAX_BYTES = 32 * 1024 * 1024
 _KEPT = (".rego", ".json")
+# What a candidate's engine is compiled without (native/linkedopa `confinedOut`).
+CONFINED_OUT = frozenset({"http.send", "net.lookup_ip_addr", "opa.runtime"})
 
 
 def unpack(bundle: bytes, into: Path) -> int:
@@ -45,27 +56,37 @@ def unpack(bundle: bytes, into: Path) -> int:
         raise CandidateRefused("not a gzipped tar bundle", ["not_a_bundle"]) from exc
     written, total = 0, 0
     with archive:
-        try:
-            members = archive.getmembers()
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise CandidateRefused("not a gzipped tar bundle", ["not_a_bundle"]) from exc
-        if len(members) > MAX_FILES:
-            raise CandidateRefused("too many files", [f"more_than_{MAX_FILES}_files"])
-        for member in members:
+        # Member by member, each bound checked as its header is read: the count and the
+        # size (of every member, kept or not: the archive is decompressed to skip one)
+        # before the next header, so a small upload that inflates to millions of
+        # headers or gigabytes is refused early, never listed whole (getmembers).
+        for count in range(MAX_FILES + 1):
+            try:
+                member = archive.next()
+            except (tarfile.TarError, OSError, EOFError) as exc:
+                raise CandidateRefused("not a gzipped tar bundle", ["not_a_bundle"]) from exc
+            if member is None:
+                break
+            if count == MAX_FILES:
+                raise CandidateRefused("too many files", [f"more_than_{MAX_FILES}_files"])
+            total += max(member.size, 0)
+            if total > MAX_BYTES:
+                raise CandidateRefused("bundle too large", [f"more_than_{MAX_BYTES}_bytes"])
             path = PurePosixPath(member.name.lstrip("/"))
             if ".." in path.parts:
                 raise CandidateRefused("a path leaves the bundle", ["path_outside_bundle"])
             if not member.isfile() or path.suffix not in _KEPT or path.name.endswith("_test.rego"):
                 continue
-            total += member.size
-            if total > MAX_BYTES:
-                raise CandidateRefused("bundle too large", [f"more_than_{MAX_BYTES}_bytes"])
-            source = archive.extractfile(member)
-            if source is None:
-                continue
-            target = into.joinpath(*path.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read())
+            try:
+                source = archive.extractfile(member)
+                if source is None:
+                    continue
+                target = into.joinpath(*path.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(source.read())
+            except (tarfile.TarError, OSError, EOFError) as exc:
+                # A truncated member, or a path that is a file and a directory at once.
+                raise CandidateRefused("not a gzipped tar bundle", ["not_a_bundle"]) from exc
             written += 1
     if not any(into.rglob("*.rego")):
         raise CandidateRefused("the bundle holds no Rego", ["no_policy"])
@@ -114,8 +135,13 @@ class Candidates:
         engine: PolicyEngine
         try:
             if self.kind == "linked":
-                engine = LinkedOpa(self.library, source, folder / "bundle", self.timeout_s)
+                engine = LinkedOpa(
+                    self.library, source, folder / "bundle", self.timeout_s, confined=True
+                )
             else:
+                # `opa run` takes no capabilities: the policy is checked against them
+                # first, and the server then loads exactly the files checked.
+                await _check_confined(self.binary, source, folder)
                 opa = LocalOpa(self.binary, source, folder / "opa.log", folder / "bundle")
                 await opa.start(ready_timeout_s=30)
                 stack.push_async_callback(opa.stop)
@@ -128,3 +154,41 @@ class Candidates:
             ) from exc
         stack.push_async_callback(engine.close)
         return engine
+
+
+async def _opa(binary: Path, *args: str) -> tuple[int, bytes]:
+    try:
+        process = await asyncio.create_subprocess_exec(
+            str(binary),
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    except OSError as exc:
+        raise OpaStartError(f"OPA could not be run: {exc}") from exc
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise OpaStartError("OPA did not check the candidate within 60 s") from None
+    return process.returncode or 0, out
+
+
+async def _check_confined(binary: Path, source: Path, folder: Path) -> None:
+    """OpaStartError unless the policy under `source` compiles without CONFINED_OUT."""
+    code, out = await _opa(binary, "capabilities", "--current")
+    if code != 0:
+        raise OpaStartError(f"OPA could not list its capabilities: {out[-500:]!r}")
+    capabilities = json.loads(out)
+    capabilities["builtins"] = [
+        b for b in capabilities.get("builtins", []) if b.get("name") not in CONFINED_OUT
+    ]
+    capabilities["allow_net"] = []
+    confined = folder / "capabilities.json"
+    confined.write_text(json.dumps(capabilities))
+    code, out = await _opa(
+        binary, "check", "--bundle", "--capabilities", str(confined), str(source)
+    )
+    if code != 0:
+        raise OpaStartError(out.decode(errors="replace").replace(str(source), "candidate"))

@@ -68,6 +68,11 @@ def _library(path: Path) -> ctypes.CDLL:
         ctypes.POINTER(ctypes.c_size_t),
     ]
     lib.whose_opa_open.restype = ctypes.c_size_t
+    # A library built before confined engines existed has no such entry point: a
+    # candidate is then refused (_Engine), never loaded unconfined.
+    if hasattr(lib, "whose_opa_open_confined"):
+        lib.whose_opa_open_confined.argtypes = lib.whose_opa_open.argtypes
+        lib.whose_opa_open_confined.restype = ctypes.c_size_t
     lib.whose_opa_eval.argtypes = [
         ctypes.c_size_t,
         ctypes.c_char_p,
@@ -107,13 +112,19 @@ def _library(path: Path) -> ctypes.CDLL:
 class _Engine:
     """One loaded bundle in the library: synchronous calls, each in the calling thread."""
 
-    def __init__(self, library: Path, bundle: Path) -> None:
+    def __init__(self, library: Path, bundle: Path, confined: bool = False) -> None:
+        """`confined`: compiled without the builtins that reach outside the evaluation
+        (http.send, net.lookup_ip_addr, opa.runtime: native/linkedopa `confined`), as a
+        candidate policy someone uploaded is."""
         self.lib = _library(library)
         out, size = _Out(), ctypes.c_size_t()
         encoded = str(bundle).encode()
-        handle = self.lib.whose_opa_open(
-            encoded, len(encoded), ctypes.byref(out), ctypes.byref(size)
-        )
+        if confined and not hasattr(self.lib, "whose_opa_open_confined"):
+            raise OpaStartError(
+                f"the OPA library at {library} cannot confine a policy: rebuild it (`make install`)"
+            )
+        opener = self.lib.whose_opa_open_confined if confined else self.lib.whose_opa_open
+        handle = opener(encoded, len(encoded), ctypes.byref(out), ctypes.byref(size))
         about = self._take(out, size)
         if not handle:
             raise OpaStartError(f"OPA could not load the policy: {about.decode(errors='replace')}")
@@ -187,8 +198,17 @@ class LinkedOpa(PolicyEngine):
 
     url = "linked:"
 
-    def __init__(self, library: Path, policy_dir: Path, bundle_dir: Path, timeout_s: float) -> None:
+    def __init__(
+        self,
+        library: Path,
+        policy_dir: Path,
+        bundle_dir: Path,
+        timeout_s: float,
+        confined: bool = False,
+    ) -> None:
         self.library = library
+        # A candidate policy's engine: no network, no environment (_Engine).
+        self.confined = confined
         self.policy_dir = policy_dir
         self.bundle_dir = bundle_dir
         self._timeout_s = timeout_s
@@ -211,7 +231,7 @@ class LinkedOpa(PolicyEngine):
         if not self.policy_dir.is_dir():
             raise OpaStartError(f"policy directory not found at {self.policy_dir}")
         await asyncio.to_thread(make_bundle, self.policy_dir, self.bundle_dir)
-        engine = await asyncio.to_thread(_Engine, self.library, self.bundle_dir)
+        engine = await asyncio.to_thread(_Engine, self.library, self.bundle_dir, self.confined)
         self._owns_policy = any(root.strip("/") in ("", POLICY_ROOT) for root in engine.roots)
         self._read_set = await asyncio.to_thread(engine.read_set, DISCLOSURE_RULE.encode())
         self._engine = engine

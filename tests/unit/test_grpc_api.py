@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import pytest
 from qdrant_client import grpc as pb
 from qdrant_client.conversions.conversion import RestToGrpc
@@ -88,3 +89,79 @@ def test_the_listener_is_on_qdrants_port_unless_turned_off(
     assert Settings(dev=True).grpc_port == 7334
     with pytest.raises(ValueError, match="WHOSE_GRPC_TLS_KEY_FILE"):
         Settings(dev=True, grpc_tls_cert_file="cert.pem")
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """What a handler reads of a call, and the status it aborts with."""
+
+    def __init__(self) -> None:
+        self.code: Any = None
+        self.message = ""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("api-key", "t"),)
+
+    def set_trailing_metadata(self, _: Any) -> None:
+        pass
+
+    async def abort(self, code: Any, message: str) -> None:
+        self.code, self.message = code, message
+        raise _Aborted
+
+
+class _Svc:
+    settings = Settings()
+
+    class authenticate:
+        @staticmethod
+        async def from_headers(_: Any) -> Any:
+            from sidecar.auth.identity import Identity
+
+            return Identity(id="mallory", tenant="acme")
+
+
+def _entries(n: int) -> dict[str, Any]:
+    return {
+        "SearchBatch": pb.SearchBatchPoints(
+            collection_name="kb", search_points=[pb.SearchPoints()] * n
+        ),
+        "QueryBatch": pb.QueryBatchPoints(
+            collection_name="kb", query_points=[pb.QueryPoints()] * n
+        ),
+        "Get": pb.GetPoints(collection_name="kb", ids=[pb.PointId(num=1)] * n),
+        "Upsert": pb.UpsertPoints(collection_name="kb", points=[pb.PointStruct()] * n),
+        "UpdateBatch": pb.UpdateBatchPoints(
+            collection_name="kb", operations=[pb.PointsUpdateOperation()] * n
+        ),
+        "Delete": pb.DeletePoints(
+            collection_name="kb",
+            points=pb.PointsSelector(points=pb.PointsIdsList(ids=[pb.PointId(num=1)] * n)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_entries(1)))
+async def test_a_list_past_its_bound_is_refused_before_it_is_converted(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry costs two bytes on the wire and tens of microseconds to convert (on the
+    event loop): a message of the REST body's size held millions, whose conversion ran
+    for minutes before the REST handler's bound refused the batch."""
+    request = _entries(20_000)[name]
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("converted")
+
+    method = services.POINTS[name]
+    method = services.Method(never, method.call, method.reply)
+    context = _Context()
+    with pytest.raises(_Aborted):
+        await services._handler(method, lambda: _Svc())(request, context)  # type: ignore[arg-type,return-value]
+    assert context.code in (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ), (context.code, context.message)
