@@ -55,7 +55,8 @@ from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
 from sidecar.writes.witnessed import to_records as witnessed_records
-from sidecar.writes.writer import MAX_BATCH, Writer
+from sidecar.writes.writer import MAX_BATCH as MAX_BATCH  # transports bound batches by it
+from sidecar.writes.writer import Writer
 
 if TYPE_CHECKING:
     from sidecar.stack_paths import Stacks

@@ -228,7 +228,9 @@ def _start_sidecar(
         GRPC[base] = grpc_port
     try:
         wait_until_ready(f"{OPS[base]}/healthz", process, log)
-        wait_until_ready(f"{base}/openapi.json", process, log)
+        # `GET /` (what qdrant-client reads first) answers once the lifespan has run;
+        # /openapi.json would have the first request build the whole schema (~0.3 s).
+        wait_until_ready(f"{base}/", process, log)
     except RuntimeError as failed:
         ports = [port, ops_port, *([grpc_port] if grpc_port else [])]
         taken = any(f"{p} is in use" in str(failed) for p in ports)

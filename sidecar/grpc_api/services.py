@@ -28,17 +28,16 @@ from qdrant_client.grpc import points_service_pb2_grpc as points_grpc
 from qdrant_client.grpc import qdrant_pb2_grpc
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import InvalidRequest
+from sidecar.errors import InvalidRequest, QueryTooCostly
 from sidecar.grpc_api import convert
 from sidecar.grpc_api.convert import Body
 from sidecar.grpc_api.refusals import Unserved, refusal
 from sidecar.http.qdrant import routes, writes
 from sidecar.http.qdrant.dialect import QdrantError
-from sidecar.reads.query.plan import too_costly
+from sidecar.http.qdrant.writes import MAX_IDS
+from sidecar.memory import MAX_BATCH
 from sidecar.services import Services
 from sidecar.settings import Settings
-from sidecar.writes.eraser import MAX_IDS
-from sidecar.writes.writer import MAX_BATCH
 
 log = logging.getLogger("whose")
 
@@ -320,7 +319,7 @@ def _bounded(request: Message, settings: Settings) -> None:
         n = len(value)
         if field.name in _BATCH and n > settings.query_max_batch:
             bound = settings.query_max_batch
-            raise too_costly("batch", f"a batch may hold at most {bound} queries")
+            raise QueryTooCostly("batch", f"a batch may hold at most {bound} queries")
         if field.name == "ids" and n > settings.max_candidates:
             raise QdrantError(400, f"at most {settings.max_candidates} ids per request")
         if field.name == "points" and n > MAX_BATCH:

@@ -63,6 +63,8 @@ CONTENT_FREE = {
 SECURITY = {
     ("GET", "/v1/audit"),
     ("POST", "/v1/explain"),
+    # A candidate policy's impact: flips with rules and reasons, record ids, never content.
+    ("POST", "/v1/policy/impact"),
     # An erasure officer's requests: counts of what was erased and kept, never content.
     ("POST", "/v1/erasures"),
     ("GET", "/v1/erasures/{request_id}"),

@@ -779,9 +779,35 @@ class Namer:
         self.known = {k.lower(): v for k, v in known.items()}
         self.names: dict[str, str] = {}
 
-    def fresh(self) -> Namer:
+    def fresh(self, value: Any = None) -> Namer:
+        """Start again for one answer, naming the ids it generated in an order that does
+        not depend on the ids themselves: two stores generate different random ids, so a
+        list ordered by id (a scroll's pages) shows them in different orders, and naming
+        in order of appearance would swap two generated names between the stores."""
         self.names = {}
+        self._name_in_order(value)
         return self
+
+    def _masked(self, value: Any) -> str:
+        known = self.known
+
+        def mask(match: re.Match[str]) -> str:
+            literal = match.group(0).lower()
+            return f"<{known[literal]}>" if literal in known else "<new>"
+
+        return UUID.sub(mask, json.dumps(value, sort_keys=True))
+
+    def _name_in_order(self, value: Any) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value):
+                if key not in TAKEN_OUT:
+                    self._name_in_order(value[key])
+        elif isinstance(value, list):
+            for item in sorted(value, key=self._masked):
+                self._name_in_order(item)
+        elif isinstance(value, str):
+            for match in UUID.finditer(value):
+                self(match)
 
     def __call__(self, match: re.Match[str]) -> str:
         literal = match.group(0).lower()
@@ -830,7 +856,7 @@ def normalised(side: Side, hidden: list[str], other: Side) -> list[Observation]:
         Observation(
             o.request,
             o.status,
-            canonical(namer.fresh().normal(o.body), o.order),
+            canonical(namer.fresh(o.body).normal(o.body), o.order),
             namer.normal(o.metrics),
             o.order,
             o.requests,

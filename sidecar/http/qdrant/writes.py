@@ -44,7 +44,7 @@ from sidecar.http.qdrant.dialect import (
 )
 from sidecar.services import Services
 from sidecar.store.scope import Scope
-from sidecar.writes.eraser import MAX_IDS
+from sidecar.writes.eraser import MAX_IDS as MAX_IDS  # the gRPC transport bounds by it too
 from sidecar.writes.versions import Change, WrittenPoint
 
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
