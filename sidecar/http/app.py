@@ -14,6 +14,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -27,9 +28,11 @@ from sidecar.http.qdrant import writes as proxy_writes
 from sidecar.http.qdrant.dialect import QDRANT, QdrantError, error_response
 from sidecar.http.request_metrics import RequestTimer, Traffic
 from sidecar.mcp import endpoint as mcp_endpoint
-from sidecar.mcp.tools import build as mcp_tools
 from sidecar.services import open_services
 from sidecar.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = logging.getLogger("whose")
 
@@ -42,8 +45,14 @@ def create_app(settings: Settings) -> FastAPI:
     answers = refusals.Refusals(
         by_prefix={"/collections": QDRANT}, own={QdrantError: error_response}
     )
-    mcp = mcp_tools(lambda: app.state.services, mcp_endpoint.from_http_request)
-    mcp_sessions = mcp_endpoint.http_manager(mcp, settings)
+
+    def mcp_manager() -> StreamableHTTPSessionManager:
+        from sidecar.mcp.tools import build as mcp_tools  # on first use: mcp_endpoint.Sessions
+
+        tools = mcp_tools(lambda: app.state.services, mcp_endpoint.from_http_request)
+        return mcp_endpoint.http_manager(tools, settings)
+
+    mcp_sessions = mcp_endpoint.Sessions(mcp_manager)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
                 # model, a model that will not load): serving.serve says it in one line.
                 app.state.startup_error = exc
                 raise
-            await stack.enter_async_context(mcp_sessions.run())
+            stack.push_async_callback(mcp_sessions.aclose)
             app.state.services = services
             # What exists now (modules, routes, schemas: ~160k objects) lives as long as
             # the process: keep it out of the cyclic GC, whose full passes over it

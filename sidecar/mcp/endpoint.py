@@ -3,12 +3,11 @@ request, then handed to the SDK; RFC 9728 metadata naming the resource and its i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -19,6 +18,10 @@ from sidecar.auth.identity import (
 from sidecar.errors import NotFound, Unauthenticated, WhoseError
 from sidecar.services import Services
 from sidecar.settings import Settings, is_loopback
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -40,6 +43,8 @@ async def from_http_request(ctx: Context[Any, Any]) -> Identity:
 def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSessionManager:
     """Stateless, JSON answers; the SDK's DNS-rebinding protection on a loopback host,
     where a web page could otherwise reach the sidecar through the user's browser."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     security = None
     if is_loopback(settings.host):
         security = TransportSecuritySettings(
@@ -57,15 +62,59 @@ def http_manager(server: MCPServer[Any], settings: Settings) -> StreamableHTTPSe
     return server.session_manager
 
 
+class Sessions:
+    """The SDK's session manager, built and started on the first MCP request.
+
+    The `mcp` package takes about half a second to import; a sidecar that no agent
+    reaches over MCP (most of them behind a RAG stack) never pays it, and every start
+    is that much quicker. The manager runs in a task of its own, as the SDK requires
+    (entered and left in one task), until the application stops (`aclose`)."""
+
+    def __init__(self, build: Callable[[], StreamableHTTPSessionManager]) -> None:
+        self._build = build
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._starting = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def manager(self) -> StreamableHTTPSessionManager:
+        if self._manager is not None:
+            return self._manager
+        async with self._starting:
+            if self._manager is None:
+                manager = self._build()
+                started = asyncio.get_running_loop().create_future()
+                self._task = asyncio.create_task(self._run(manager, started))
+                await started
+                self._manager = manager
+        return self._manager
+
+    async def _run(
+        self, manager: StreamableHTTPSessionManager, started: asyncio.Future[None]
+    ) -> None:
+        try:
+            async with manager.run():
+                started.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
+    async def aclose(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
 class Endpoint:
     """ASGI app at /mcp: every HTTP request is authenticated like any API request (the
     same Authenticator, refused the same way), then handed to the SDK with the
     identity in its scope."""
 
-    def __init__(
-        self, manager: StreamableHTTPSessionManager, settings: Settings, respond: RefusalAnswer
-    ) -> None:
-        self.manager = manager
+    def __init__(self, sessions: Sessions, settings: Settings, respond: RefusalAnswer) -> None:
+        self.sessions = sessions
         self.settings = settings
         self.respond = respond
 
@@ -82,7 +131,8 @@ class Endpoint:
             response = self.respond(request.url.path, exc, {"WWW-Authenticate": challenge})
             await response(scope, receive, send)
             return
-        await self.manager.handle_request({**scope, IDENTITY: who}, receive, send)
+        manager = await self.sessions.manager()
+        await manager.handle_request({**scope, IDENTITY: who}, receive, send)
 
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
