@@ -195,7 +195,7 @@ async def serve(settings: Settings) -> None:
     api_socket, ops_socket = listen_both(settings)
     try:
         grpc_listener = _grpc(settings, api)
-    except CannotListen:
+    except (CannotListen, ValueError):  # a port; the TLS files (grpc_api/server.py)
         api_socket.close()
         ops_socket.close()
         raise

@@ -87,8 +87,12 @@ def test_the_listener_is_on_qdrants_port_unless_turned_off(
         assert Settings(dev=True).grpc_port is None
     monkeypatch.setenv("WHOSE_GRPC_PORT", "7334")
     assert Settings(dev=True).grpc_port == 7334
-    with pytest.raises(ValueError, match="WHOSE_GRPC_TLS_KEY_FILE"):
+    # TLS takes both files or neither, whichever is missing (one line at start-up).
+    one_only = "set both WHOSE_GRPC_TLS_CERT_FILE and WHOSE_GRPC_TLS_KEY_FILE, or neither"
+    with pytest.raises(ValueError, match=one_only):
         Settings(dev=True, grpc_tls_cert_file="cert.pem")
+    with pytest.raises(ValueError, match=one_only):
+        Settings(dev=True, grpc_tls_key_file="key.pem")
 
 
 class _Aborted(Exception):
