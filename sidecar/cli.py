@@ -4,7 +4,7 @@ schemas."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from pydantic import SecretStr, ValidationError
@@ -12,6 +12,11 @@ from pydantic import SecretStr, ValidationError
 from sidecar.settings import Settings, is_loopback
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 def settings_from_environment(**overrides: Any) -> Settings:
@@ -37,6 +42,21 @@ def settings_problems(exc: ValidationError) -> str:
         shown = "" if secret or "input" not in error else f"={error['input']}"
         problems.append(f"WHOSE_{name.upper()}{shown}: {why[:1].lower()}{why[1:]}")
     return "; ".join(problems)
+
+
+def _progress_bar(console: Console) -> Progress:
+    """A long run's bar on a terminal (adopt, policy impact), gone when it ends. rich is
+    imported here, on a terminal only: the commands' other paths never need it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
 
 
 def refuse(doing: str, exc: BaseException) -> typer.Exit:
@@ -383,7 +403,6 @@ def adopt(
 
     from qdrant_client import AsyncQdrantClient
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from sidecar import adopt as adoption
     from sidecar import logs
@@ -438,14 +457,7 @@ def adopt(
                 bound = left if max_points is None else min(left, max_points)
                 save = lambda p: adoption.save_progress(path, p)  # noqa: E731
                 if console.is_terminal:
-                    with Progress(
-                        "[progress.description]{task.description}",
-                        BarColumn(),
-                        MofNCompleteColumn(),
-                        TimeRemainingColumn(),
-                        console=console,
-                        transient=True,
-                    ) as bar:
+                    with _progress_bar(console) as bar:
                         task = bar.add_task(f"adopting {source}", total=max(bound, 0))
                         seen = await adopting.run(progress, save, lambda _, n: bar.advance(task, n))
                 else:
@@ -519,7 +531,6 @@ def policy_impact(
 
     import httpx
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from sidecar.policy.candidate import pack
     from sidecar.policy.impact import ImpactReport, summary
@@ -583,14 +594,7 @@ def policy_impact(
                 response.read()
                 found.update(response.json() | {"status": response.status_code})
             elif console.is_terminal:
-                with Progress(
-                    "[progress.description]{task.description}",
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeRemainingColumn(),
-                    console=console,
-                    transient=True,
-                ) as bar:
+                with _progress_bar(console) as bar:
                     task = bar.add_task("replaying", total=None)
                     read(
                         response,

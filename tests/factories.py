@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.conftest import start_sidecar, stop
 
 
@@ -45,3 +47,38 @@ def served(
         yield base
     finally:
         stop(process)
+
+
+def tell_the_worked_example(http: httpx.Client, headers: dict[str, str]) -> dict[str, str]:
+    """docs/policies.md's worked example: an extractor (`headers`) stores what bob said,
+    hedged, in the stand-up (bob and dave there) and in a DM to alice; two propositions,
+    one key each (one key would make one chain: the DM version would supersede the
+    stand-up one). The record id of each, by channel."""
+    ids: dict[str, str] = {}
+    for channel, participants, key in (
+        ("launch-standup", ["bob", "dave"], "launch.slip"),
+        ("dm", ["bob", "alice"], "launch.budget"),
+    ):
+        said = http.post(
+            "/v1/observations",
+            headers=headers,
+            json={
+                "speaker": "bob",
+                "source_id": f"{channel}-1",
+                "channel": channel,
+                "participants": participants,
+                "claims": [
+                    {
+                        "proposition": {
+                            "text": "the launch slips two weeks",
+                            "key": key,
+                            "value": "2026-10-31",
+                        },
+                        "hedged": True,
+                    }
+                ],
+            },
+        )
+        assert said.status_code == 201, said.text
+        ids[channel] = said.json()["records"][0]["id"]
+    return ids

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from sidecar.policy.candidate import pack
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, examples, ops, start_sidecar, stop
+from tests.factories import tell_the_worked_example
 
 pytestmark = pytest.mark.acceptance
 
@@ -83,32 +84,7 @@ def _write(http: httpx.Client) -> dict[str, str]:
         assert stored.status_code == 201, stored.text
         ids[name] = stored.json()["records"][0]["id"]
     # The worked example's stand-up and DM (docs/policies.md).
-    for channel, participants, key in (
-        ("launch-standup", ["bob", "dave"], "launch.slip"),
-        ("dm", ["bob", "alice"], "launch.budget"),
-    ):
-        said = http.post(
-            "/v1/observations",
-            headers=bearer("extractor-bot"),
-            json={
-                "speaker": "bob",
-                "source_id": f"{channel}-1",
-                "channel": channel,
-                "participants": participants,
-                "claims": [
-                    {
-                        "proposition": {
-                            "text": "the launch slips two weeks",
-                            "key": key,
-                            "value": "2026-10-31",
-                        },
-                        "hedged": True,
-                    }
-                ],
-            },
-        )
-        assert said.status_code == 201, said.text
-        ids[channel] = said.json()["records"][0]["id"]
+    ids |= tell_the_worked_example(http, bearer("extractor-bot"))
     return ids
 
 

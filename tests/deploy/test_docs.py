@@ -22,6 +22,7 @@ import yaml
 
 from sidecar.settings import Settings
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, as_, start_sidecar, stop
+from tests.factories import tell_the_worked_example
 from tests.integration.test_rego_reasons import _reasons
 
 DOCS = REPO / "docs"
@@ -208,33 +209,7 @@ def test_example_end_to_end_through_a_sidecar(patched: Path, tmp_path: Path) -> 
     base, process = start_sidecar(tmp_path / "sidecar", {"WHOSE_POLICY_DIR": str(patched / "rego")})
     try:
         with httpx.Client(base_url=base, timeout=10) as http:
-            # Two propositions (one key each: the same key would make one chain, and
-            # the DM version would supersede the stand-up one).
-            for channel, participants, key in (
-                ("launch-standup", ["bob", "dave"], "launch.slip"),
-                ("dm", ["bob", "alice"], "launch.budget"),
-            ):
-                said = http.post(
-                    "/v1/observations",
-                    headers=as_("extractor-bot"),
-                    json={
-                        "speaker": "bob",
-                        "source_id": f"{channel}-1",
-                        "channel": channel,
-                        "participants": participants,
-                        "claims": [
-                            {
-                                "proposition": {
-                                    "text": "the launch slips two weeks",
-                                    "key": key,
-                                    "value": "2026-10-31",
-                                },
-                                "hedged": True,
-                            }
-                        ],
-                    },
-                )
-                assert said.status_code == 201, said.text
+            tell_the_worked_example(http, as_("extractor-bot"))
             recall = http.post(
                 "/v1/recall", headers=as_("carol"), json={"query": "launch slips", "limit": 10}
             ).json()
