@@ -7,7 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +19,7 @@ import httpx
 import pytest
 from hypothesis import settings
 
+from tests.forks import Forked, Process
 from tests.models import minilm as minilm  # the real small embedding model (a fixture)
 from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
@@ -29,6 +30,14 @@ from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_no
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("long", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("WHOSE_HYPOTHESIS_PROFILE") or "ci")
+
+# mem0 and Haystack read these when first imported (by the integration tests and the
+# README's snippets): nothing is sent off the machine, and mem0 keeps its files in a
+# folder of the run's own, removed when the run ends (not in /tmp for good).
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+_MEM0_DIR = tempfile.TemporaryDirectory(prefix="whose-mem0-")
+os.environ.setdefault("MEM0_DIR", _MEM0_DIR.name)
 
 
 def examples(ci: int, long: int) -> int:
@@ -132,7 +141,7 @@ READY_TIMEOUT_S = float(os.environ.get("WHOSE_TEST_READY_S", "180"))
 
 
 def wait_until_ready(
-    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = READY_TIMEOUT_S
+    url: str, process: Process, log: Path, timeout: float = READY_TIMEOUT_S
 ) -> None:
     """Poll `url` until it answers 200; on failure the process is reaped before raising."""
     deadline = time.monotonic() + timeout
@@ -150,7 +159,7 @@ def wait_until_ready(
     raise RuntimeError(f"not ready after {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: Process) -> None:
     process.terminate()
     try:
         process.wait(timeout=10)
@@ -198,7 +207,7 @@ def ops(base: str) -> str:
 
 def start_sidecar(
     data_dir: Path, env: dict[str, str] | None = None, dev: bool = True, grpc: bool = False
-) -> tuple[str, subprocess.Popen[bytes]]:
+) -> tuple[str, Process]:
     """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*).
 
     A port free when chosen may be taken before the sidecar binds it (by any process
@@ -222,19 +231,15 @@ class PortTaken(RuntimeError):
 
 def _start_sidecar(
     data_dir: Path, env: dict[str, str] | None, dev: bool, grpc: bool = False
-) -> tuple[str, subprocess.Popen[bytes]]:
+) -> tuple[str, Process]:
     port, ops_port = free_port(), free_port()
     grpc_port = free_port() if grpc else None
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "sidecar", "serve", *(["--dev"] if dev else [])]
-    command += ["--port", str(port), "--ops-port", str(ops_port), "--data-dir", str(data_dir)]
-    command += ["--grpc-port", str(grpc_port)] if grpc_port else []
-    environment = {**os.environ, **(env or {})}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=environment, cwd=REPO
-        )
+    argv = ["serve", *(["--dev"] if dev else [])]
+    argv += ["--port", str(port), "--ops-port", str(ops_port), "--data-dir", str(data_dir)]
+    argv += ["--grpc-port", str(grpc_port)] if grpc_port else []
+    process = Forked(argv, {**os.environ, **(env or {})}, REPO, log)
     base = f"http://127.0.0.1:{port}"
     OPS[base] = f"http://127.0.0.1:{ops_port}"
     if grpc_port:

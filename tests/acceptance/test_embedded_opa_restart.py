@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from tests.conftest import as_, metric, ops, start_sidecar, stop
+from tests.forks import Process
 
 NOTE: dict[str, Any] = {
     "content": "Alice keeps the launch date to herself: October 17",
@@ -40,7 +40,7 @@ BROKEN_REGO = "package whose.broken\n\nthis is not rego\n"
 class Sidecar:
     base: str
     data: Path
-    process: subprocess.Popen[bytes]
+    process: Process
     note_id: str = ""
 
     @property

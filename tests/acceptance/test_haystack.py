@@ -12,12 +12,7 @@ that id.
 
 from __future__ import annotations
 
-import os
 import threading
-
-# Before Haystack is imported: it reads this once, and tests send nothing off the machine.
-os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
-
 from collections.abc import Iterator
 from typing import Any
 

@@ -15,14 +15,6 @@ never called with `infer=False`, and its telemetry is off.
 
 from __future__ import annotations
 
-import os
-import tempfile
-
-# Before mem0 is imported: it reads these once. No telemetry; its files in a folder of
-# the tests' own, not the home directory.
-os.environ["MEM0_TELEMETRY"] = "False"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="whose-mem0-"))
-
 import hashlib
 import warnings
 from collections.abc import Iterator

@@ -14,16 +14,8 @@ snippets, and every shell command names a program, make target or file that exis
 
 from __future__ import annotations
 
-import os
-import tempfile
-
-# Before Haystack and mem0 are imported: tests send nothing off the machine (and mem0
-# keeps its files in a folder of the tests' own).
-os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
-os.environ["MEM0_TELEMETRY"] = "False"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="whose-mem0-"))
-
 import json
+import os
 import re
 import shlex
 import shutil

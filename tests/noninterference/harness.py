@@ -46,7 +46,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +65,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from tests.acceptance.proxy_world import JWT_ENV, token
 from tests.conftest import POLICY_DIR, Backend, as_, start_opa, start_sidecar, stop
+from tests.forks import Process
 from tests.noninterference.world import (
     BUILDER,
     BUILDER_ROLES,
@@ -245,7 +245,7 @@ def start_stores(
     One after the other: two local OPAs loading a large directory at once on two
     busy cores can miss start_sidecar's readiness deadline."""
     env = STORE_ENV | {"WHOSE_POLICY_DIR": str(policy)} | (settings or {})
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Process] = []
     stores: Stores | None = None
     try:
         bases: list[str] = []
@@ -253,12 +253,12 @@ def start_stores(
         for name in ("a", "b"):
             own: dict[str, str] = {}
             if own_opa:
-                opa, process = start_opa(policy, folder / f"opa-{name}.log")
-                started.append(process)
+                opa, opa_process = start_opa(policy, folder / f"opa-{name}.log")
+                started.append(opa_process)
                 opas.append(opa)
                 own = {"WHOSE_OPA_URL": opa}
-            base, process = start_sidecar(folder / f"store-{name}", env | own | backend.env())
-            started.append(process)
+            base, sidecar = start_sidecar(folder / f"store-{name}", env | own | backend.env())
+            started.append(sidecar)
             bases.append(base)
         stores = Stores(Connection(bases[0]), Connection(bases[1]), pool, opas=tuple(opas))
         yield stores
@@ -267,8 +267,8 @@ def start_stores(
             stores.pool_workers.shutdown()
             stores.a.close()
             stores.b.close()
-        for process in reversed(started):
-            stop(process)
+        for started_process in reversed(started):
+            stop(started_process)
 
 
 # --- one store's view --------------------------------------------------------------
