@@ -1,16 +1,17 @@
-"""Sidecars forked from an interpreter that has already imported whose.
+"""Sidecars (and `whose` commands) forked from an interpreter that has imported whose.
 
 A sidecar started as `python -m sidecar serve` spends about 2.5 CPU-seconds importing
 (qdrant-client alone is most of it) before it serves, and the suite starts about 170 of
 them. Forked from a server process that imported the sidecar once (multiprocessing's
 forkserver: single-threaded, preloaded), one starts in about 0.8 CPU-seconds, running the
 same `whose serve` code in a process of its own: its own ports, data folder, environment
-and log, stopped by a signal as before.
+and log, stopped by a signal as before. `run` does the same for a command that ends
+(`whose adopt`, `sweep`, `policy impact`), with stdout and stderr apart.
 
-What is not exercised here is the `python -m sidecar` entry itself; the start-up tests
-(tests/integration/test_startup.py, test_cli.py) start it that way.
+What is not exercised here is the `python -m sidecar` entry itself, and what an operator
+reads when a start fails: the start-up tests (tests/integration/test_startup.py and the
+one-line refusals) start it that way.
 """
-
 from __future__ import annotations
 
 import atexit
@@ -21,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,15 +37,15 @@ _context.set_forkserver_preload(PRELOAD)
 _PR_SET_PDEATHSIG = 1
 
 
-def _serve(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
-    """The child: `whose <argv>` with its own environment, output into `log`."""
+def _serve(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """The child: `whose <argv>` with its own environment, its output into files."""
     # Stop with the fork server (it stops when the test worker does, even killed), so a
     # worker that dies mid-module leaves no sidecar behind.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
+    for fd, path in ((1, out), (2, err)):
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -90,10 +92,17 @@ def _stop_left_over() -> None:
 class Forked:
     """A forked sidecar, with the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: Path, log: Path, err: Path | None = None
+    ) -> None:
+        """`whose <argv>`; its stdout into `log` (emptied first), stderr too unless `err`."""
         self.args = ["whose", *argv]
+        log.write_bytes(b"")
+        if err is not None:
+            err.write_bytes(b"")
+        outputs = (str(log), str(err or log))
         self._process = _context.Process(
-            target=_serve, args=(argv, env, str(cwd), str(log)), daemon=False
+            target=_serve, args=(argv, env, str(cwd), *outputs), daemon=False
         )
         self._process.start()
         assert self._process.pid is not None
@@ -125,3 +134,21 @@ class Forked:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def run(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`whose <argv>` to its end, as subprocess.run(..., capture_output=True, text=True)."""
+    with tempfile.TemporaryDirectory(prefix="whose-cli-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        forked = Forked(argv, env, cwd, out, err)
+        try:
+            code = forked.wait(timeout)
+        except subprocess.TimeoutExpired:
+            forked.kill()
+            forked.wait()
+            raise
+        return subprocess.CompletedProcess(
+            forked.args, code, out.read_text(errors="replace"), err.read_text(errors="replace")
+        )

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import forks
 from tests.conftest import POLICY_DIR, REPO, Backend, as_, start_sidecar, stop
 
 SECRET = "the merger with Initech closes on March 3"
@@ -174,11 +173,8 @@ def thirty_days_retention(tmp_path: Path) -> dict[str, str]:
 
 def sweep(folder: Path, env: dict[str, str], at: datetime) -> dict[str, Any]:
     """`whose sweep --now at` over the store folder a stopped sidecar left: its report."""
-    command = [sys.executable, "-m", "sidecar", "sweep", "--data-dir", str(folder)]
-    command += ["--now", at.isoformat()]
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=REPO, env=os.environ | env, timeout=300
-    )
+    command = ["sweep", "--data-dir", str(folder), "--now", at.isoformat()]
+    done = forks.run(command, os.environ | env, REPO, timeout=300)
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return report

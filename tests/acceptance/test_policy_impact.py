@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sidecar.policy.candidate import pack
+from tests import forks
 from tests.conftest import OPA_BINARY, POLICY_DIR, REPO, examples, ops, start_sidecar, stop
 from tests.factories import tell_the_worked_example
 
@@ -316,14 +316,7 @@ def test_drawn_edits_list_exactly_the_flips(
 
 
 def whose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sidecar", "policy", "impact", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env={**os.environ, **env},
-    )
+    return forks.run(["policy", "impact", *args], {**os.environ, **env}, REPO, timeout=120)
 
 
 def test_the_command_gates_a_ci_step(world: dict[str, Any], tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import math
 import os
 import sqlite3
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from qdrant_client import QdrantClient
 from qdrant_client.http import models as qm
 
+from tests import forks
 from tests.acceptance.proxy_world import JWT_ENV, token
 from tests.conftest import REPO, free_port
 from tests.factories import served
@@ -113,14 +113,7 @@ def whose(
         "WHOSE_LOG_LEVEL": "warning",
         **(env or {}),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "sidecar", "adopt", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=REPO,
-        timeout=120,
-    )
+    return forks.run(["adopt", *args], environment, REPO, timeout=120)
 
 
 def adopt(node: QdrantNode, data_dir: Path, *more: str) -> subprocess.CompletedProcess[str]:
