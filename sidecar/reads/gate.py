@@ -2,7 +2,9 @@
 
 Per request, the read path (reads/reader.py) opens a `Disclosure`
 (`async with gate.begin(question, route)`).
-It gives the store filter the policy implies (`pushdown`, compiled and kept by
+As it begins, the question gets the subjects' grants in force that may reach its
+hearers (policy/grants.py `live`): part of every decision and of its cache key. It
+gives the store filter the policy implies (`pushdown`, compiled and kept by
 policy/pushdown.py) and the decision for each batch of candidates (`decide`): one
 call into the policy (policy/decider.py: the cache, shapes and OPA behind it, under
 the no-stale-allow rule). On leaving it hands the audit log one entry
@@ -17,9 +19,9 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
@@ -38,6 +40,12 @@ from sidecar.store import StoreUnavailable
 log = logging.getLogger("whose.disclosure")
 
 
+class GrantSource(Protocol):
+    """Where the grants in force for a question come from (policy/grants.py `Grants`)."""
+
+    async def live(self, question: DisclosureQuestion) -> tuple[dict[str, Any], ...]: ...
+
+
 class Gate:
     def __init__(
         self,
@@ -48,8 +56,11 @@ class Gate:
         rates: AllowRates | None = None,
         pushdown: bool = True,
         shapes: bool = True,
+        grants: GrantSource | None = None,
     ) -> None:
         self.policy = policy
+        # None: no grants (a core without a grant store; every grant rule then holds for none).
+        self.grants = grants
         self.audit = audit
         self.rates = rates or LocalAllowRates()
         # The decisions: cache, shapes and OPA, one call per batch (policy/decider.py).
@@ -110,6 +121,11 @@ class Disclosure:
     _searched_allowed: int = 0
 
     async def __aenter__(self) -> Disclosure:
+        if self.gate.grants is not None and not self.question.grants:
+            grants = await self.gate.grants.live(self.question)
+            if grants:
+                self.question = replace(self.question, grants=grants)
+                self.consultation.question = self.question
         return self
 
     @property
