@@ -449,6 +449,7 @@ async def open_services(
                 audit,
                 candidates(settings),
                 None if settings.opa_url else settings.data_dir / "opa-bundle",
+                grants,
             ),
             points=PointReads(
                 reader,

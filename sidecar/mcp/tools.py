@@ -449,7 +449,8 @@ async def grant_access(
     """Let someone see a person's memories of some categories ("my sister may get the
     appointment times only, until Friday"), from the next recall on, for every memory
     already stored. Only the subject (or someone the consent policy lets act for
-    them) may grant (`consent_refused` otherwise, with every reason)."""
+    them) may grant (`consent_refused` otherwise, with every reason). What the reader
+    then recalls stays attributed: whose view each memory is, never a fact."""
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
         request = GrantRequest(
@@ -471,7 +472,8 @@ async def revoke_access(
     grant_id: Annotated[UUID, Field(description="A grant id from grant_access or list_grants.")],
 ) -> Annotated[CallToolResult, Grant]:
     """Take a grant back ("take my mother's access away"): from the next recall on,
-    it shows nothing. `not_found` for a grant you may not revoke and are no party to."""
+    it shows nothing. `not_found` for a grant you may not revoke and are no party to.
+    It changes who may recall the memories, never their attribution."""
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
         revoked = await svc.memory.revoke_grant(who, grant_id)
@@ -481,7 +483,8 @@ async def revoke_access(
 
 
 async def list_grants(ctx: Context[Any, Any]) -> Annotated[CallToolResult, GrantList]:
-    """The grants in force that you gave, that are about you, or that name you."""
+    """The grants in force that you gave, that are about you, or that name you: who
+    may recall whose attributed memories, of which categories, until when."""
 
     async def answer(svc: Services, who: Identity) -> CallToolResult:
         listed = await svc.memory.list_grants(who)

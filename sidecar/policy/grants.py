@@ -54,6 +54,13 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class GrantSource(Protocol):
+    """Where the grants in force for a question come from (`Grants.live`): a read
+    (reads/gate.py) and explain (oversight.py) apply them alike."""
+
+    async def live(self, question: DisclosureQuestion) -> tuple[dict[str, Any], ...]: ...
+
+
 class GrantStore(Protocol):
     async def load(self, tenant: str) -> list[Grant]: ...
 

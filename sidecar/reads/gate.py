@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from sidecar import metrics
 from sidecar.answers.wording import MalformedVocabulary, Vocabulary
@@ -32,18 +32,13 @@ from sidecar.policy.cache import DecisionCache
 from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.policy.decider import Consultation, Decider, Ruling
 from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.grants import GrantSource
 from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
 from sidecar.store import StoreUnavailable
 
 log = logging.getLogger("whose.disclosure")
-
-
-class GrantSource(Protocol):
-    """Where the grants in force for a question come from (policy/grants.py `Grants`)."""
-
-    async def live(self, question: DisclosureQuestion) -> tuple[dict[str, Any], ...]: ...
 
 
 class Gate:
