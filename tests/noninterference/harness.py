@@ -345,7 +345,7 @@ class Side:
     def build(self, case: Case, with_hidden: bool) -> list[tuple[str, int, int]]:
         """Write the world (after the subjects' grants); returns (kind, index, status)
         per write."""
-        statuses = []
+        statuses: list[tuple[str, int, int]] = []
         for grant in case.grants:
             body: dict[str, Any] = {"reader": grant.reader, "categories": list(grant.categories)}
             if grant.purpose is not None:
