@@ -356,3 +356,17 @@ class ErasureRefused(WhoseError):
     erased. Only ever about records the asker may see (others answer as missing)."""
 
     code = "erasure_refused"
+
+
+class ConsentRefused(WhoseError):
+    """The consent policy (rego/whose/consent) refused a grant or a revocation:
+    nothing changed. `reasons` say why (`not_subject_or_agent`, `unknown_category:x`,
+    `ends_before_now`, ...)."""
+
+    code = "consent_refused"
+
+
+class GrantsUnavailable(Unavailable):
+    """The grants' store (Redis) failed: no grant was given, revoked or listed."""
+
+    code = "grants_unavailable"

@@ -31,6 +31,9 @@ from sidecar.messages import (
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
+    Grant,
+    GrantList,
+    GrantRequest,
     HistoryResponse,
     Item,
     MemoryResponse,
@@ -43,6 +46,7 @@ from sidecar.messages import (
     WitnessedEvent,
 )
 from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.grants import Grants
 from sidecar.reads.nested import Filters, Minds, speech_conditions
 from sidecar.reads.reader import Reader
 from sidecar.record import MemoryRecord, MemoryWrite, observed_path
@@ -80,6 +84,7 @@ class Memory:
         versions: Versions,
         erasures: ErasureRequests,
         stacks: Stacks | None = None,
+        grants: Grants | None = None,
     ) -> None:
         self.settings = settings
         # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
@@ -90,6 +95,8 @@ class Memory:
         self.eraser = eraser
         self.versions = versions
         self.erasures = erasures
+        # Subjects' grants (policy/grants.py); None: a core without a grant store.
+        self.grants = grants
         self.minds = Minds(reader, settings.max_mind_views)
 
     # --- writes -------------------------------------------------------------------------
@@ -212,6 +219,27 @@ class Memory:
         bounded steps (writes/erasure_requests.py); ErasureRefused unless the asker is
         an erasure officer by the policy."""
         return await self.erasures.submit(who, request)
+
+    # --- consent --------------------------------------------------------------------------
+
+    async def grant(self, who: Identity, request: GrantRequest) -> Grant:
+        """Let a reader see a subject's records of some categories (policy/grants.py),
+        from the next read on; ConsentRefused, every reason, when the consent policy
+        says no."""
+        return await self._grants().grant(who, request)
+
+    async def revoke_grant(self, who: Identity, grant_id: UUID) -> Grant:
+        """Take a grant back; NotFound for one the asker may not revoke and is no party to."""
+        return await self._grants().revoke(who, grant_id)
+
+    async def list_grants(self, who: Identity) -> GrantList:
+        """The grants in force the asker gave, is the subject of, or reads by."""
+        return await self._grants().listed(who)
+
+    def _grants(self) -> Grants:
+        if self.grants is None:
+            raise NotFound("grant")
+        return self.grants
 
     async def erasure_status(self, who: Identity, request_id: UUID) -> ErasureProgress:
         """How far an erasure request has got; NotFound for one the asker neither made

@@ -26,9 +26,11 @@ from pydantic_core import PydanticCustomError
 from sidecar.audit.model import AuditEntry
 from sidecar.policy.contract import Decision, Explanation, RuleReasons
 from sidecar.record import (
+    MAX_CATEGORIES,
     MAX_PATH,
     Act,
     Attitude,
+    Category,
     Instant,
     MemoryRecord,
     MemoryWrite,
@@ -531,6 +533,55 @@ class ErasureProgress(BaseModel):
     # Who asked, as the policy saw them (roles from their token included): each step
     # is decided for them.
     asker: dict[str, list[str] | str] = Field(default_factory=dict, exclude=True)
+
+
+# A grant (POST /v1/grants, policy/grants.py): a subject's records of some categories,
+# shown to a reader, for a purpose, until an end.
+GrantPurpose = Literal["recall", "get", "history"]
+
+
+class GrantRequest(BaseModel):
+    """POST /v1/grants: let `reader` see `subject`'s records of `categories`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: Person | None = Field(
+        default=None,
+        description="Whose records; absent: yours (acting for another "
+        "needs a role the consent policy names).",
+    )
+    reader: Person = Field(description="Who may see them: a person, or `group:<name>`.")
+    categories: list[Category] = Field(min_length=1, max_length=MAX_CATEGORIES)
+    purpose: GrantPurpose | None = Field(
+        default=None, description="Only reads for this purpose; absent: any."
+    )
+    until: Instant | None = Field(default=None, description="When it ends; absent: never.")
+    reason: Name | None = Field(
+        default=None, description="Your reference for why, kept in the audit log."
+    )
+
+
+class Grant(BaseModel):
+    """A grant in force (GET /v1/grants), or as it was when revoked."""
+
+    grant_id: UUID
+    tenant: str
+    subject: str
+    reader: str
+    categories: list[str]
+    purpose: GrantPurpose | None = None
+    until: Instant | None = None
+    granted_by: str
+    granted_at: Instant
+    revoked_by: str | None = None
+    revoked_at: Instant | None = None
+
+
+class GrantList(BaseModel):
+    """GET /v1/grants: the grants in force that you gave, that are about you, or that
+    name you as reader."""
+
+    grants: list[Grant]
 
 
 class AuditPage(BaseModel):

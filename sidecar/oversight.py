@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from sidecar.policy import impact
 from sidecar.policy.candidate import Candidates
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.grants import GrantSource
 from sidecar.policy.impact import ImpactReport, ImpactSide, ImpactWindow, Question
 from sidecar.store import Store
 
@@ -85,6 +86,7 @@ class Oversight:
         audit: AuditLog,
         candidates: Candidates | None = None,
         bundle_dir: Path | None = None,
+        grants: GrantSource | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -93,6 +95,8 @@ class Oversight:
         self.candidates = candidates
         # The bundle the sidecar's own OPA loaded, when it has one (its packages).
         self.bundle_dir = bundle_dir
+        # The subjects' grants a read applies (policy/grants.py): explain applies them too.
+        self.grants = grants
 
     def may_analyse(self, who: Identity) -> None:
         """Forbidden unless `who` may run an impact analysis (a transport that streams
@@ -220,6 +224,8 @@ class Oversight:
             now=datetime.now(UTC),
             as_of=request.as_of,
         )
+        if self.grants is not None:
+            question = replace(question, grants=await self.grants.live(question))
         record = hits[0].payload
         explanation, answer = await self.policy.explain(question, record)
         response = ExplainResponse(

@@ -102,6 +102,13 @@ def _one_form(name: str) -> str:
     return folded
 
 
+# A category a record carries, and a grant names (docs/consent.md): a short lowercase
+# word of the tenant's vocabulary (data.whose.config.consent), which the write and
+# consent policies check. Bounded here so that no payload or grant grows without end.
+Category = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+MAX_CATEGORIES = 16
+
+
 # A person or a group ("group:x") as every name of one is read: in its one form
 # (auth/identity.py `person_name`), so "Alice" and "alice" are one mind.
 Person = Annotated[Name, AfterValidator(_one_form)]
@@ -265,6 +272,9 @@ class MemoryRecord(_Strict):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     audience: list[Person] = Field(default_factory=list, max_length=1000)
     access_scope: Name | None = None
+    # What the claim is about, in the tenant's vocabulary ("appointments"): what a
+    # subject's grant (policy/grants.py) may disclose by. Absent: no category.
+    categories: list[Category] | None = Field(default=None, min_length=1, max_length=MAX_CATEGORIES)
     valid_at: Instant | None = None
     invalid_at: Instant | None = None
     recorded_at: Instant | None = None
@@ -277,6 +287,9 @@ class MemoryRecord(_Strict):
     @model_validator(mode="after")
     def _shape(self) -> MemoryRecord:
         # Structure only; whether the claim may be stored is the write policy's call.
+        if self.categories is not None:
+            # One spelling per set of categories: records alike share a decision shape.
+            self.categories = sorted(set(self.categories))
         if self.modality != "world_state" and self.observer_id is None:
             raise ValueError("observer_id is required unless modality is world_state")
         if self.observed_path is not None:

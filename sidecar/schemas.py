@@ -20,6 +20,7 @@ from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse, WitnessedEvent
 from sidecar.policy.contract import (
     CollectionsInput,
+    ConsentInput,
     Decision,
     DerivedChoice,
     DisclosureInput,
@@ -147,6 +148,9 @@ class LabelingRule(_Data):
     equals: str | None = None
     access_scope: Name | None = None
     audience: list[Name] = Field(default_factory=list)
+    categories: list[Name] = Field(
+        default_factory=list, description="Categories every matching document carries."
+    )
 
 
 class Labeling(_Data):
@@ -163,6 +167,9 @@ class Labeling(_Data):
         description="Where it comes from (else its library's document id).",
     )
     scope_keys: list[Name] = Field(default=["access_scope"], description="Its access scope.")
+    category_keys: list[Name] = Field(
+        default=["categories"], description="Its categories: a name or a list of names."
+    )
     rules: list[LabelingRule] = Field(default_factory=list)
 
 
@@ -173,6 +180,24 @@ class Collections(_Data):
         default=["admin"],
         description="Roles that may drop any collection of their tenant (dropping one "
         "erases every document in it, including ones the dropper may not read).",
+    )
+
+
+class Consent(_Data):
+    """Record categories and who may grant for others (whose.consent, lib/categories)."""
+
+    categories: list[Name] = Field(
+        default_factory=list,
+        description="The categories a record, a labeling rule and a grant may name "
+        "(a tenant without a list in `tenants`); none when unset.",
+    )
+    tenants: dict[str, list[Name]] = Field(
+        default_factory=dict, description="A tenant's own vocabulary, in place of `categories`."
+    )
+    act_for_roles: list[Name] = Field(
+        default_factory=list,
+        description="Roles that may grant and revoke for anyone of their tenant; "
+        "unset: only the subject themselves.",
     )
 
 
@@ -205,6 +230,10 @@ class Config(_Data):
         default_factory=Collections,
         description="Stack collections through the Qdrant dialect: see whose.collections.",
     )
+    consent: Consent = Field(
+        default_factory=Consent,
+        description="Record categories and grants: see whose.consent (docs/consent.md).",
+    )
 
 
 class TenantHolds(_Data):
@@ -230,6 +259,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "trust_input": TrustInput,
     "labeling_input": LabelingInput,
     "collections_input": CollectionsInput,
+    "consent_input": ConsentInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

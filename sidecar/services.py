@@ -32,6 +32,7 @@ from sidecar.points import PointReads
 from sidecar.policy.cache import DecisionCache, LocalCache, RedisCache
 from sidecar.policy.candidate import Candidates
 from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.grants import FileGrants, Grants, RedisGrants
 from sidecar.policy.linked_opa import LinkedOpa, analyse_bundle
 from sidecar.policy.local_opa import LocalOpa
 from sidecar.policy.opa import PolicyClient
@@ -367,6 +368,12 @@ async def open_services(
         audit = audit_log(settings, redis)
         await audit.start()
         stack.push_async_callback(audit.close)
+        grants = Grants(
+            RedisGrants(redis) if redis is not None else FileGrants(settings.data_dir / "grants"),
+            policy,
+            audit,
+            per_subject=settings.grants_per_subject,
+        )
         gate = Gate(
             policy,
             decision_cache(settings, redis),
@@ -375,6 +382,7 @@ async def open_services(
             rates=RedisAllowRates(redis) if redis is not None else LocalAllowRates(),
             pushdown=settings.pushdown,
             shapes=settings.decide_shapes,
+            grants=grants,
         )
         # Bookkeeping in flight (allow-rate updates) finishes before Redis closes.
         stack.push_async_callback(gate.idle)
@@ -432,13 +440,16 @@ async def open_services(
             sweeper=sweeper,
             embedder=embedder,
             authenticate=authenticate,
-            memory=Memory(settings, reader, writer, embedder, eraser, versions, erasures, paths),
+            memory=Memory(
+                settings, reader, writer, embedder, eraser, versions, erasures, paths, grants
+            ),
             oversight=Oversight(
                 store,
                 policy,
                 audit,
                 candidates(settings),
                 None if settings.opa_url else settings.data_dir / "opa-bundle",
+                grants,
             ),
             points=PointReads(
                 reader,

@@ -197,6 +197,9 @@ class Settings(BaseSettings):
     # often the server looks for requests left running (by a restart, another replica).
     erasure_step: int = Field(default=200, ge=1, le=1000)
     erasure_poll_s: float = Field(default=30.0, gt=0)
+    # Grants (policy/grants.py): how many one subject may have at once (each read
+    # passes the grants that may reach its hearers to the policy).
+    grants_per_subject: int = Field(default=100, ge=1, le=1000)
     # Retention (writes/retention.py): seconds between two sweeps in the server (0: no
     # sweep; `whose sweep` still runs one), and the records one sweep may erase and
     # examine in all.

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from sidecar.messages import (
     Conflict,
     ErasureResponse,
+    Grant,
+    GrantList,
     HistoryResponse,
     Item,
     MemoryResponse,
@@ -143,6 +145,27 @@ def erased(answer: ErasureResponse) -> str:
     lines = [f"Forgot {len(answer.erased)} memory version(s) for good:"]
     lines += [f"- id: {record_id}" for record_id in answer.erased]
     return "\n".join(lines)
+
+
+def grant(answer: Grant, revoked: bool = False) -> str:
+    what = ", ".join(answer.categories)
+    until = f" until {answer.until.isoformat()}" if answer.until else ""
+    purpose = f" for {answer.purpose}" if answer.purpose else ""
+    if revoked:
+        return (
+            f"Revoked: {answer.reader} no longer sees {answer.subject}'s {what} "
+            f"(grant {answer.grant_id})."
+        )
+    return (
+        f"Granted: {answer.reader} may see {answer.subject}'s {what}{purpose}{until} "
+        f"(grant {answer.grant_id})."
+    )
+
+
+def grants(answer: GrantList) -> str:
+    if not answer.grants:
+        return "No grants in force that you gave, are about you, or name you."
+    return "\n".join(f"- {grant(g)}" for g in answer.grants)
 
 
 def refusal(error: str, words: str, reasons: Sequence[object]) -> str:

@@ -17,6 +17,7 @@ sinks and the writer are imported from their modules.
 from sidecar.audit.model import (
     AuditedClaims,
     AuditedErasure,
+    AuditedGrant,
     AuditedImpact,
     AuditedRecord,
     AuditedWrite,
@@ -39,6 +40,7 @@ __all__ = [
     "AuditQuery",
     "AuditedClaims",
     "AuditedErasure",
+    "AuditedGrant",
     "AuditedImpact",
     "AuditedRecord",
     "AuditedWrite",

@@ -32,7 +32,7 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact"]
+AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact", "consent"]
 WriteRoute = Literal[
     "memories",
     "observations",
@@ -121,6 +121,22 @@ class AuditedErasure(BaseModel):
     reason: str | None = None
 
 
+class AuditedGrant(BaseModel):
+    """A grant given, revoked or refused (entries of purpose `consent`,
+    policy/grants.py): whose records, to whom, of what, until when; never a record."""
+
+    action: Literal["grant", "revoke"]
+    grant_id: str | None = None
+    subject: str
+    reader: str
+    categories: list[str]
+    purpose: str | None = None
+    until: datetime | None = None
+    # Empty when allowed; the consent policy's reasons when refused.
+    refused_because: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
 class AuditedClaims(BaseModel):
     """The token claims a reader asked with (never a record's): what a replay of the
     read under another policy needs besides the asker's name (oversight.py, impact)."""
@@ -173,6 +189,8 @@ class AuditEntry(BaseModel):
     claims: AuditedClaims | None = None
     # Impact analyses only: what the policy admin (`asker`) replayed, and its counts.
     impact: AuditedImpact | None = None
+    # Consent only: the grant given, revoked or refused.
+    grant: AuditedGrant | None = None
 
     def record_outcomes(self) -> Iterator[tuple[str | None, RecordOutcome]]:
         """Each record the entry names, with what happened to it (the same record may

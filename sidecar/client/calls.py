@@ -32,6 +32,9 @@ from sidecar.messages import (
     ErasureResponse,
     ExplainRequest,
     ExplainResponse,
+    Grant,
+    GrantList,
+    GrantRequest,
     HistoryResponse,
     ImpactReport,
     ImpactWindow,
@@ -84,6 +87,9 @@ EXPLAIN = _route("POST", "/v1/explain")
 IMPACT = _route("POST", "/v1/policy/impact")
 ERASURES = _route("POST", "/v1/erasures")
 ERASURE = _route("GET", "/v1/erasures/{request_id}")
+GRANTS = _route("POST", "/v1/grants")
+LIST_GRANTS = _route("GET", "/v1/grants")
+REVOKE_GRANT = _route("DELETE", "/v1/grants/{grant_id}")
 # Not native: the Qdrant dialect's listing (see `scroll`).
 SCROLL = _route("POST", "/collections/{collection}/points/scroll")
 
@@ -167,6 +173,23 @@ def request_erasure(request: ErasureRequest) -> Call[ErasureProgress]:
     source, or of the tenant, erased in bounded steps; the first runs before it answers."""
     body = _body(request)
     return Call("POST", ERASURES.path(), _model(ErasureProgress), json=body, read=False)
+
+
+def grant(request: GrantRequest) -> Call[Grant]:
+    """POST /v1/grants: let a reader see a subject's records of some categories
+    (ConsentRefused, every reason, when the consent policy says no)."""
+    return Call("POST", GRANTS.path(), _model(Grant), json=_body(request), read=False)
+
+
+def revoke_grant(grant_id: UUID) -> Call[Grant]:
+    """DELETE /v1/grants/{id}: take a grant back (NotFound for one the asker may not
+    revoke and is no party to)."""
+    return Call("DELETE", REVOKE_GRANT.path(grant_id=grant_id), _model(Grant), read=False)
+
+
+def list_grants() -> Call[GrantList]:
+    """GET /v1/grants: the grants in force the asker gave, is the subject of, or reads by."""
+    return Call("GET", LIST_GRANTS.path(), _model(GrantList))
 
 
 # --- reads --------------------------------------------------------------------------

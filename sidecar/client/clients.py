@@ -38,6 +38,9 @@ from sidecar.messages import (
     ErasureResponse,
     ExplainRequest,
     ExplainResponse,
+    Grant,
+    GrantList,
+    GrantRequest,
     HistoryResponse,
     ImpactReport,
     ImpactWindow,
@@ -274,6 +277,19 @@ class WhoseClient:
         `data_protection` by default; ErasureRefused otherwise)."""
         return self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
 
+    def grant(self, request: GrantRequest | Mapping[str, Any]) -> Grant:
+        """Let a reader see a subject's records of some categories, until an end
+        (docs/consent.md); ConsentRefused when the consent policy says no."""
+        return self.send(calls.grant(calls.as_model(GrantRequest, request)))
+
+    def revoke_grant(self, grant_id: UUID | str) -> Grant:
+        """Take a grant back: from the next read on it discloses nothing."""
+        return self.send(calls.revoke_grant(UUID(str(grant_id))))
+
+    def grants(self) -> GrantList:
+        """The grants in force you gave, that are about you, or that name you."""
+        return self.send(calls.list_grants())
+
     # --- reads ------------------------------------------------------------------------
 
     def recall(self, request: RecallRequest | Mapping[str, Any] | str) -> RecallResponse:
@@ -411,6 +427,15 @@ class AsyncWhoseClient:
 
     async def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
         return await self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
+
+    async def grant(self, request: GrantRequest | Mapping[str, Any]) -> Grant:
+        return await self.send(calls.grant(calls.as_model(GrantRequest, request)))
+
+    async def revoke_grant(self, grant_id: UUID | str) -> Grant:
+        return await self.send(calls.revoke_grant(UUID(str(grant_id))))
+
+    async def grants(self) -> GrantList:
+        return await self.send(calls.list_grants())
 
     async def recall(self, request: RecallRequest | Mapping[str, Any] | str) -> RecallResponse:
         return await self.send(calls.recall(_as_recall(request)))

@@ -22,11 +22,13 @@ from sidecar.errors import (
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
+    ConsentRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
     FilterRefused,
     Forbidden,
+    GrantsUnavailable,
     InvalidRequest,
     LockUnavailable,
     MethodNotAllowed,
@@ -66,6 +68,7 @@ GRPC_STATUS: Mapping[type[WhoseError], grpc.StatusCode] = {
     # world (its labels, the policy) refuses it.
     WriteRefused: grpc.StatusCode.FAILED_PRECONDITION,
     ErasureRefused: grpc.StatusCode.PERMISSION_DENIED,
+    ConsentRefused: grpc.StatusCode.PERMISSION_DENIED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     EmbeddingUnavailable: grpc.StatusCode.UNAVAILABLE,
     PolicyUnavailable: grpc.StatusCode.UNAVAILABLE,
@@ -73,6 +76,7 @@ GRPC_STATUS: Mapping[type[WhoseError], grpc.StatusCode] = {
     LockUnavailable: grpc.StatusCode.UNAVAILABLE,
     AuditUnavailable: grpc.StatusCode.UNAVAILABLE,
     ErasureRequestsUnavailable: grpc.StatusCode.UNAVAILABLE,
+    GrantsUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 
 # The dialect's own refusals carry an HTTP status (what the REST route answers).

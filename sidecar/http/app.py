@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from sidecar import __version__
 from sidecar.auth.tokens import Authenticator
-from sidecar.http import admin, api, console, erasures, refusals
+from sidecar.http import admin, api, console, erasures, grants, refusals
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant import routes as proxy
 from sidecar.http.qdrant import writes as proxy_writes
@@ -85,6 +85,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(api.router)
     app.include_router(erasures.router)
+    app.include_router(grants.router)
     app.include_router(admin.router)
     if settings.console == "api":
         # Off the schema, and behind the same token check as every route.

@@ -30,11 +30,13 @@ from sidecar.errors import (
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
+    ConsentRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
     FilterRefused,
     Forbidden,
+    GrantsUnavailable,
     InvalidRequest,
     LockUnavailable,
     MethodNotAllowed,
@@ -73,6 +75,7 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     RequestTooLarge: 413,
     WriteRefused: 422,
     ErasureRefused: 403,
+    ConsentRefused: 403,
     CandidateRefused: 422,
     Unavailable: 503,
     EmbeddingUnavailable: 503,
@@ -81,6 +84,7 @@ NATIVE_STATUS: Mapping[type[WhoseError], int] = {
     LockUnavailable: 503,
     AuditUnavailable: 503,
     ErasureRequestsUnavailable: 503,
+    GrantsUnavailable: 503,
 }
 
 

@@ -40,11 +40,13 @@ from sidecar.errors import (
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
+    ConsentRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
     FilterRefused,
     Forbidden,
+    GrantsUnavailable,
     InvalidRequest,
     LockUnavailable,
     MethodNotAllowed,
@@ -64,6 +66,10 @@ from sidecar.errors import (
 from sidecar.messages import (
     Claim,
     ErasureResponse,
+    Grant,
+    GrantList,
+    GrantPurpose,
+    GrantRequest,
     HistoryResponse,
     MemoryResponse,
     Observation,
@@ -75,7 +81,7 @@ from sidecar.messages import (
     StoredRecords,
     path_of,
 )
-from sidecar.record import MAX_PATH, Instant, Name, Person
+from sidecar.record import MAX_CATEGORIES, MAX_PATH, Category, Instant, Name, Person
 from sidecar.services import Services
 
 INSTRUCTIONS = """\
@@ -122,6 +128,7 @@ WORDS: dict[type[WhoseError], str] = {
     RequestTooLarge: "the request is too large",
     WriteRefused: "the write was refused and nothing was stored",
     ErasureRefused: "you may not erase this memory; nothing was erased",
+    ConsentRefused: "the consent policy refused this; no grant changed",
     CandidateRefused: "the candidate policy cannot be read or loaded; nothing was replayed",
     Unavailable: "a dependency is unavailable; nothing was disclosed or stored",
     EmbeddingUnavailable: "the text could not be embedded; try again later",
@@ -130,6 +137,7 @@ WORDS: dict[type[WhoseError], str] = {
     LockUnavailable: "the memory is busy; try again later",
     AuditUnavailable: "the audit log cannot be read now",
     ErasureRequestsUnavailable: "erasure requests cannot be started or read now",
+    GrantsUnavailable: "grants cannot be given, revoked or read now",
 }
 
 
@@ -418,6 +426,73 @@ async def forget(
     return await _guarded(ctx, answer)
 
 
+async def grant_access(
+    ctx: Context[Any, Any],
+    reader: Annotated[Person, Field(description="Who may see them: a person, or group:<name>.")],
+    categories: Annotated[
+        list[Category],
+        Field(
+            min_length=1,
+            max_length=MAX_CATEGORIES,
+            description="Which of the subject's memories, by category (e.g. appointments).",
+        ),
+    ],
+    subject: Annotated[Person | None, Field(description="Whose memories; absent: yours.")] = None,
+    until: Annotated[Instant | None, Field(description="When it ends; absent: never.")] = None,
+    purpose: Annotated[
+        GrantPurpose | None, Field(description="Only reads for this purpose; absent: any.")
+    ] = None,
+    reason: Annotated[
+        Name | None, Field(description="Why, in a few words (kept in the audit log).")
+    ] = None,
+) -> Annotated[CallToolResult, Grant]:
+    """Let someone see a person's memories of some categories ("my sister may get the
+    appointment times only, until Friday"), from the next recall on, for every memory
+    already stored. Only the subject (or someone the consent policy lets act for
+    them) may grant (`consent_refused` otherwise, with every reason). What the reader
+    then recalls stays attributed: whose view each memory is, never a fact."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        request = GrantRequest(
+            subject=subject,
+            reader=reader,
+            categories=categories,
+            until=until,
+            purpose=purpose,
+            reason=reason,
+        )
+        given = await svc.memory.grant(who, request)
+        return _result(readout.grant(given), given)
+
+    return await _guarded(ctx, answer)
+
+
+async def revoke_access(
+    ctx: Context[Any, Any],
+    grant_id: Annotated[UUID, Field(description="A grant id from grant_access or list_grants.")],
+) -> Annotated[CallToolResult, Grant]:
+    """Take a grant back ("take my mother's access away"): from the next recall on,
+    it shows nothing. `not_found` for a grant you may not revoke and are no party to.
+    It changes who may recall the memories, never their attribution."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        revoked = await svc.memory.revoke_grant(who, grant_id)
+        return _result(readout.grant(revoked, revoked=True), revoked)
+
+    return await _guarded(ctx, answer)
+
+
+async def list_grants(ctx: Context[Any, Any]) -> Annotated[CallToolResult, GrantList]:
+    """The grants in force that you gave, that are about you, or that name you: who
+    may recall whose attributed memories, of which categories, until when."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        listed = await svc.memory.list_grants(who)
+        return _result(readout.grants(listed), listed)
+
+    return await _guarded(ctx, answer)
+
+
 def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServer[Any]:
     """The MCP server with whose's tools; `services` and `identity_of` say where a call
     finds the sidecar and its caller."""
@@ -443,6 +518,19 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
                 idempotent_hint=False,
                 open_world_hint=False,
             ),
+        ),
+        *(
+            Tool.from_function(
+                fn,
+                description=fn.__doc__ or "",
+                annotations=ToolAnnotations(
+                    read_only_hint=False, destructive_hint=False, open_world_hint=False
+                ),
+            )
+            for fn in (grant_access, revoke_access)
+        ),
+        Tool.from_function(
+            list_grants, description=list_grants.__doc__ or "", annotations=read_only
         ),
     ]
     return _Server(

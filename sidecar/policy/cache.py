@@ -2,11 +2,13 @@
 
 A key names the policy revision (the bundle revisions OPA reported), the asker
 (id, tenant, groups, roles), the audience, the purpose, the as-of instant, a
-time bucket, and the record: its id and a digest of its policy view, which changes
-with every version of the record — or, when decisions are shared, the record's
-shape (policy/shape.py), which many records share. A new policy or directory is a
-new bundle revision, so a new key: nothing decided under the old one can be served
-after OPA answers under the new one.
+time bucket, the subjects' grants passed with the question (policy/grants.py: those
+in force at its `now`, so a grant given, revoked or ended is a new key at once, with
+no write at the instant it ends), and the record: its id and a digest of its policy
+view, which changes with every version of the record — or, when decisions are
+shared, the record's shape (policy/shape.py), which many records share. A new
+policy or directory is a new bundle revision, so a new key: nothing decided under
+the old one can be served after OPA answers under the new one.
 
 Time: a decision may depend on `now` (validity, authority of a world-state
 record). Within one bucket it is reused only for records with no time inside that
@@ -143,6 +145,8 @@ class Keys:
             # An explicit as-of is part of the question; without one it is `now`.
             "as_of": iso(question.as_of) if question.as_of else None,
             "bucket": self.bucket_start,
+            # The grants in force at `now` that may reach a hearer: consent's revision.
+            "grants": list(question.grants),
         }
         prefix = hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).digest()
         # Every key of the question starts from this state: copied, not rebuilt.

@@ -81,6 +81,23 @@ PolicyRecord = create_model(
 )
 
 
+class PolicyGrant(BaseModel):
+    """A subject's grant as the disclosure policy applies it (policy/grants.py):
+    `reader` (a person or `group:<name>`) may see `subject`'s records of one of
+    `categories`, for `purpose` only if one is named, from `since` until `until`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name
+    tenant: Name
+    subject: Name
+    reader: Name
+    categories: list[Name]
+    purpose: str | None = None
+    since: str = Field(description="RFC 3339, UTC")
+    until: str | None = Field(default=None, description="RFC 3339, UTC; absent: no end")
+
+
 class DisclosureInput(BaseModel):
     """data.whose.disclosure.batch (`records`) and explanation (`record`)."""
 
@@ -91,6 +108,11 @@ class DisclosureInput(BaseModel):
     purpose: str
     now: str = Field(description="RFC 3339, UTC")
     as_of: str = Field(description="RFC 3339, UTC: the instant asked about")
+    grants: list[PolicyGrant] = Field(
+        default_factory=list,
+        description="The grants in force at `now` (the sidecar leaves out those not "
+        "begun or ended) whose reader may be a hearer (whose.disclosure.granted).",
+    )
     records: list[PolicyRecord] | None = None
     record: PolicyRecord | None = None
 
@@ -178,6 +200,7 @@ class Labels(BaseModel):
     author: Any
     source_id: Any
     access_scope: Any = None
+    categories: Any = None
     modality: Any = "asserted"
     source_kind: Any = "document"
     # The metadata key each label was read from.
@@ -269,13 +292,16 @@ def policy_view(record: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DisclosureQuestion:
-    """Who asks, who else will hear the answer, for what, and at which instant."""
+    """Who asks, who else will hear the answer, for what, and at which instant; and
+    the subjects' grants in force now that may reach a hearer (policy/grants.py sets
+    them when a read begins: they are part of every decision and of its cache key)."""
 
     asker: Identity
     audience: list[str]
     purpose: Purpose
     now: datetime
     as_of: datetime | None = None
+    grants: tuple[dict[str, Any], ...] = ()
 
     @property
     def at(self) -> datetime:
@@ -299,6 +325,7 @@ class DisclosureQuestion:
             "purpose": self.purpose,
             "now": iso(self.now),
             "as_of": iso(self.at),
+            "grants": list(self.grants),
         }
 
 
@@ -414,6 +441,61 @@ def erasure_input(
 
 def retention_input(records: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
     return {"records": [policy_view(r) for r in records], "now": iso(now)}
+
+
+# --- consent (rego/whose/consent/) -----------------------------------------
+
+ConsentAction = Literal["grant", "revoke"]
+
+
+class ConsentGrant(BaseModel):
+    """A grant as the consent policy decides it (never the granter's free-text reason)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: Name
+    reader: Name
+    categories: list[Name]
+    purpose: str | None = None
+    until: str | None = Field(default=None, description="RFC 3339, UTC")
+
+
+class ConsentInput(BaseModel):
+    """data.whose.consent.decision: may the asker grant, or revoke, for the subject?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    action: ConsentAction
+    grant: ConsentGrant
+    now: str = Field(description="RFC 3339, UTC")
+
+
+class ConsentAnswer(BaseModel):
+    """The consent policy's answer: allowed exactly when no reason is given (anything
+    else is no answer: fail closed)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str]
+
+    @model_validator(mode="after")
+    def _allowed_without_reasons(self) -> ConsentAnswer:
+        if self.allow == bool(self.reasons):
+            raise ValueError("a consent decision allows exactly when it gives no reason")
+        return self
+
+
+def consent_input(
+    asker: Identity, action: ConsentAction, grant: ConsentGrant, now: datetime
+) -> dict[str, Any]:
+    return {
+        "asker": asker.policy_view(),
+        "action": action,
+        "grant": grant.model_dump(exclude_none=True),
+        "now": iso(now),
+    }
 
 
 # --- stack collections (rego/whose/collections/) ----------------------------

@@ -26,6 +26,9 @@ from sidecar.policy.contract import (
     CollectionAction,
     CollectionAnswer,
     CollectionDecision,
+    ConsentAction,
+    ConsentAnswer,
+    ConsentGrant,
     Decision,
     DisclosureQuestion,
     ErasureAnswer,
@@ -38,6 +41,7 @@ from sidecar.policy.contract import (
     TrustInput,
     WriteDecision,
     collections_input,
+    consent_input,
     erasure_input,
     labeling_input,
     retention_input,
@@ -57,6 +61,7 @@ RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
 TRUST_RULE = "whose/trust/adoptions"
 LABELING_RULE = "whose/labeling/decisions"
 COLLECTIONS_RULE = "whose/collections/decision"
+CONSENT_RULE = "whose/consent/decision"
 
 
 class Untranslatable(Exception):
@@ -245,6 +250,18 @@ class PolicyEngine(ABC):
         except ValidationError as exc:
             raise PolicyUnavailable("OPA collections answer is malformed") from exc
         return CollectionDecision(parsed.allow, tuple(parsed.reasons))
+
+    async def consent(
+        self, asker: Identity, action: ConsentAction, grant: ConsentGrant, now: datetime
+    ) -> ConsentAnswer:
+        """May the asker give (or revoke) the grant? Every reason it may not;
+        PolicyUnavailable when the policy gives no well-formed answer (the caller then
+        changes nothing)."""
+        answer = await self._query(CONSENT_RULE, consent_input(asker, action, grant, now))
+        try:
+            return ConsentAnswer.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA consent answer is malformed") from exc
 
 
 T = TypeVar("T", bound=BaseModel)

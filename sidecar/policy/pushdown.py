@@ -28,7 +28,7 @@ from sidecar import metrics
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.engine import Untranslatable as Untranslatable
-from sidecar.store.scope import Scope
+from sidecar.store.scope import Granted, Scope
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +86,22 @@ class Pushdown:
     audience_any_of: tuple[tuple[str, ...], ...] = ()
     scopes: tuple[str, ...] | None = None
     derived: bool = False
+    # Beside each member's audience entries, the grants that may reach them (Scope).
+    granted: tuple[tuple[Granted, ...], ...] = ()
 
     def narrow(self, scope: Scope) -> Scope:
-        return replace(scope, audience_any_of=self.audience_any_of, scopes=self.scopes)
+        return replace(
+            scope, audience_any_of=self.audience_any_of, scopes=self.scopes, granted=self.granted
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
+        described: dict[str, Any] = {"audience_any_of": self.audience_any_of, "scopes": self.scopes}
+        if any(self.granted):
+            described["granted"] = [
+                [{"subject": g.subject, "categories": list(g.categories)} for g in grants]
+                for grants in self.granted
+            ]
+        return described
 
 
 class Compiler:
@@ -132,12 +142,12 @@ class Compiler:
             return Pushdown(), None
         metrics.PUSHDOWN.labels("compiled").inc()
         scopes = [v.scopes for v in seen if v.scopes is not None]
+        constrained = [(v, m) for v, m in zip(seen, members, strict=True) if v.audience is not None]
         pushed = Pushdown(
-            audience_any_of=tuple(
-                tuple(sorted(v.audience)) for v in seen if v.audience is not None
-            ),
+            audience_any_of=tuple(tuple(sorted(v.audience or ())) for v, _ in constrained),
             scopes=tuple(sorted(frozenset.intersection(*scopes))) if scopes else None,
             derived=True,
+            granted=tuple(_granted(question, m["id"]) for _, m in constrained),
         )
         return pushed, revision
 
@@ -154,6 +164,17 @@ class Compiler:
         if revision is not None:
             self.compiled[key] = seen
         return seen
+
+
+def _granted(question: DisclosureQuestion, member: str) -> tuple[Granted, ...]:
+    """The question's grants (already those in force for its purpose) that may reach
+    the member: to them by name, or to a group (whose members only the policy knows,
+    so the filter is wider than the policy there, never narrower)."""
+    return tuple(
+        Granted(str(g["subject"]), tuple(g["categories"]))
+        for g in question.grants
+        if g["reader"] == member or str(g["reader"]).startswith("group:")
+    )
 
 
 @dataclass

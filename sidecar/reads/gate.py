@@ -2,7 +2,9 @@
 
 Per request, the read path (reads/reader.py) opens a `Disclosure`
 (`async with gate.begin(question, route)`).
-It gives the store filter the policy implies (`pushdown`, compiled and kept by
+As it begins, the question gets the subjects' grants in force that may reach its
+hearers (policy/grants.py `live`): part of every decision and of its cache key. It
+gives the store filter the policy implies (`pushdown`, compiled and kept by
 policy/pushdown.py) and the decision for each batch of candidates (`decide`): one
 call into the policy (policy/decider.py: the cache, shapes and OPA behind it, under
 the no-stale-allow rule). On leaving it hands the audit log one entry
@@ -17,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +32,7 @@ from sidecar.policy.cache import DecisionCache
 from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.policy.decider import Consultation, Decider, Ruling
 from sidecar.policy.engine import PolicyEngine
+from sidecar.policy.grants import GrantSource
 from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
@@ -48,8 +51,11 @@ class Gate:
         rates: AllowRates | None = None,
         pushdown: bool = True,
         shapes: bool = True,
+        grants: GrantSource | None = None,
     ) -> None:
         self.policy = policy
+        # None: no grants (a core without a grant store; every grant rule then holds for none).
+        self.grants = grants
         self.audit = audit
         self.rates = rates or LocalAllowRates()
         # The decisions: cache, shapes and OPA, one call per batch (policy/decider.py).
@@ -110,6 +116,11 @@ class Disclosure:
     _searched_allowed: int = 0
 
     async def __aenter__(self) -> Disclosure:
+        if self.gate.grants is not None and not self.question.grants:
+            grants = await self.gate.grants.live(self.question)
+            if grants:
+                self.question = replace(self.question, grants=grants)
+                self.consultation.question = self.question
         return self
 
     @property

@@ -26,6 +26,8 @@ KEYWORD_FIELDS = (
     "modality",
     "access_scope",
     "audience",
+    # What a grant discloses by (policy/grants.py, the pushdown's grant alternatives).
+    "categories",
     "source_id",
     "source.kind",
     "source.speaker",

@@ -91,6 +91,29 @@ Condition = (
 
 
 @dataclass(frozen=True)
+class Granted:
+    """A grant the policy may disclose a record by (whose.disclosure `granted`): the
+    record's subject (its holder: observer, else speaker, else writer,
+    rego/whose/lib/subjects) is `subject`, and it carries one of `categories`."""
+
+    subject: str
+    categories: tuple[str, ...]
+
+    def alternatives(self) -> tuple[tuple[Condition, ...], ...]:
+        categories = AnyOf("categories", self.categories)
+        return (
+            (Match("observer_id", self.subject), categories),
+            (Match("source.speaker", self.subject), Absent("observer_id"), categories),
+            (
+                Match("provenance.writer", self.subject),
+                Absent("observer_id"),
+                Absent("source.speaker"),
+                categories,
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class Scope:
     """What a query is limited to. The tenant is not optional."""
 
@@ -117,6 +140,9 @@ class Scope:
     # audience entries that admit them; and the access scopes all of them hold.
     audience_any_of: tuple[tuple[str, ...], ...] = ()
     scopes: tuple[str, ...] | None = None
+    # Beside each member's audience entries (same order; () or shorter: none), the
+    # grants that may let them see a record its audience does not admit.
+    granted: tuple[tuple[Granted, ...], ...] = ()
 
     def conditions(self) -> list[Condition]:
         conditions: list[Condition] = [Match(TENANT_FIELD, self.tenant)]
@@ -139,7 +165,14 @@ class Scope:
             conditions.append(NotAfter("valid_at", self.current_at))
             conditions.append(EmptyOrAfter("invalid_at", self.current_at))
         conditions.extend(self.extra)
-        conditions.extend(AnyOf("audience", entries) for entries in self.audience_any_of)
+        for at, entries in enumerate(self.audience_any_of):
+            admits = AnyOf("audience", entries)
+            grants = self.granted[at] if at < len(self.granted) else ()
+            if grants:
+                either = ((admits,), *(alt for g in grants for alt in g.alternatives()))
+                conditions.append(Either(either))
+            else:
+                conditions.append(admits)
         if self.scopes is not None:
             conditions.append(AbsentOrAnyOf("access_scope", self.scopes))
         return conditions

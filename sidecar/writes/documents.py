@@ -26,6 +26,7 @@ an application's own keys instead, an ACL list, an owner, a path):
 | `modality`                               | modality            | `asserted`          |
 | `source_kind`                            | source.kind         | `document`          |
 | `access_scope`                           | access_scope        | -                   |
+| `categories`                             | categories          | -                   |
 
 (1) refused with `missing_metadata:audience` or `missing_metadata:source`. These
 metadata keys are read here, whatever the policy: `valid_at`, `confidence`, and
@@ -64,6 +65,7 @@ AUTHOR = "author"
 MODALITY = "modality"
 SOURCE_KIND = "source_kind"
 SCOPE = "access_scope"
+CATEGORIES = "categories"
 VALID_AT = "valid_at"
 CONFIDENCE = "confidence"
 DERIVED_FROM = "derived_from"
@@ -211,6 +213,8 @@ def to_write(
         body["observer_id"] = labels.holder
     if labels.access_scope is not None:
         body[SCOPE] = labels.access_scope
+    if labels.categories is not None:
+        body[CATEGORIES] = labels.categories
     for key in (VALID_AT, CONFIDENCE):
         if key in metadata:
             body[key] = metadata[key]
@@ -245,6 +249,7 @@ _LABEL_OF = {
     "observer_id": ("holder",),
     "source_id": ("source_id",),
     "access_scope": ("access_scope",),
+    "categories": ("categories",),
     "source.speaker": ("author", "holder"),
 }
 _FROM_METADATA = {
@@ -255,6 +260,7 @@ _FROM_METADATA = {
     "source.kind": SOURCE_KIND,
     "modality": MODALITY,
     "access_scope": SCOPE,
+    "categories": CATEGORIES,
     "valid_at": VALID_AT,
     "confidence": CONFIDENCE,
     "provenance": DERIVED_FROM,

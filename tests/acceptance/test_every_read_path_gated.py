@@ -58,6 +58,11 @@ CONTENT_FREE = {
     ("POST", "/collections/{collection}/points/payload/clear"),
     ("PUT", "/collections/{collection}/points/vectors"),
     ("POST", "/collections/{collection}/points/vectors/delete"),
+    # A subject's grants: who may see which categories of whose records, never a
+    # record (their answers depend on no record: tests/noninterference/test_grants.py).
+    ("POST", "/v1/grants"),
+    ("GET", "/v1/grants"),
+    ("DELETE", "/v1/grants/{grant_id}"),
 }
 # For security teams, behind a role: decisions, reasons and policy input, never content.
 SECURITY = {

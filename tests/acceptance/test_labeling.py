@@ -14,6 +14,7 @@ import json
 import shutil
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from langchain_qdrant import QdrantVectorStore
 from qdrant_client.http import models as qm
@@ -21,14 +22,20 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from tests.acceptance.proxy_world import COLLECTION, JWT_ENV, embed
 from tests.acceptance.test_langchain import SidecarEmbeddings, client_for
-from tests.conftest import POLICY_DIR
+from tests.conftest import POLICY_DIR, as_
 from tests.factories import served
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Api key is used with an insecure connection:UserWarning"
 )
 
-LABELING = {"audience_keys": ["acl"], "holder_keys": ["owner"], "source_keys": ["path"]}
+LABELING = {
+    "audience_keys": ["acl"],
+    "holder_keys": ["owner"],
+    "source_keys": ["path"],
+    # Everything under /eng/ is work: what a grant of "work" discloses (docs/consent.md).
+    "rules": [{"key": "path", "prefix": "/eng/", "categories": ["work"]}],
+}
 METADATA = {"acl": ["bob"], "owner": "alice", "path": "/eng/x.md"}
 TEXT = "the eng offsite moves to Porto"
 
@@ -111,3 +118,20 @@ def test_without_the_mapping_the_same_point_is_refused(shipped: str) -> None:
     assert b"missing_metadata:audience" in refused.value.content
     assert b"missing_metadata:source" in refused.value.content
     assert client_for(shipped, "alice").retrieve(COLLECTION, ids=[point.id]) == []
+
+
+def test_a_folder_rule_gives_categories_a_grant_discloses_by(mapped: str) -> None:
+    text = "the eng budget is frozen until March"
+    metadata = METADATA | {"path": "/eng/budget.md"}
+    store_for(mapped, "alice").add_texts([text], metadatas=[metadata])
+
+    def budget(who: str) -> list[str]:
+        found = store_for(mapped, who).similarity_search("the eng budget", k=10)
+        return [d.page_content for d in found if "budget is frozen" in d.page_content]
+
+    assert budget("carol") == []
+    grant = {"reader": "carol", "categories": ["work"]}
+    given = httpx.post(f"{mapped}/v1/grants", json=grant, headers=as_("alice"), timeout=30)
+    assert given.status_code == 201, given.text
+    [seen] = budget("carol")
+    assert seen.startswith("alice says that")

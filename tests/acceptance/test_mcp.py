@@ -235,6 +235,9 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
         "history",
         "what_do_people_think",
         "forget",
+        "grant_access",
+        "revoke_access",
+        "list_grants",
     }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name

@@ -20,8 +20,10 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,12 @@ RUN = {
     "own-haystack": "test_own_collection_snippets",
     "own-langchain": "test_own_collection_snippets",
     "own-mem0": "test_own_mem0_snippet",
+    "consent-store": "test_consent_snippets",
+    "consent-mother-granted": "test_consent_snippets",
+    "consent-sister-granted": "test_consent_snippets",
+    "consent-sister-recalls": "test_consent_snippets",
+    "consent-after-friday": "test_consent_snippets",
+    "consent-revoke-mother": "test_consent_snippets",
 }
 
 
@@ -188,8 +196,12 @@ def run_shell(code: str, base: str) -> list[str]:
     return done.stdout.split("@@answer@@")[:-1]
 
 
-def check_shell(name: str, base: str) -> list[str]:
+def check_shell(name: str, base: str, replace: tuple[str, str] | None = None) -> list[str]:
+    """Run snippet `name` against `base`, its answers compared with its comments;
+    `replace`: one literal swapped in both (a date the test moves)."""
     code = snippet(name)
+    if replace is not None:
+        code = code.replace(*replace)
     expected = expected_answers(code)
     actual = run_shell(code, base)
     assert len(actual) == len(expected) > 0, (name, actual)
@@ -360,6 +372,37 @@ def test_erasure_snippets(tmp_path: Path) -> None:
         check_shell("erase-one", base)
         [progress] = check_shell("erasure-request", base)
     assert json.loads(progress)["erased"] >= 1  # what Alice said
+
+
+# The end docs/consent.md gives the sister's grant ("until Friday").
+FRIDAY = "2026-12-11T23:59:59Z"
+
+
+def test_consent_snippets(tmp_path: Path) -> None:
+    """docs/consent.md: Maria's household on a sidecar of its own. The only
+    substitution: "Friday" is moved to a few seconds ahead (a served sidecar runs on
+    the real clock), the sister's recall made before it and the next one after it has
+    passed; with no write in between."""
+    with served_sidecar(tmp_path / "sidecar") as base:
+        check_shell("consent-store", base)
+        check_shell("consent-mother-granted", base)
+        # Room for the grant and the recall before it ends, on a loaded machine.
+        friday = (datetime.now(UTC) + timedelta(seconds=30)).replace(microsecond=0)
+        moved = (FRIDAY, friday.isoformat().replace("+00:00", "Z"))
+        check_shell("consent-sister-granted", base, moved)
+        [recalled] = check_shell("consent-sister-recalls", base)
+        assert "root canal" not in recalled  # the clinical record: no grant names it
+        assert datetime.now(UTC) < friday, "the recall before Friday came after it"
+        time.sleep(max(0.0, (friday - datetime.now(UTC)).total_seconds()) + 0.5)
+        check_shell("consent-after-friday", base)
+        check_shell("consent-revoke-mother", base)
+        # Maria still recalls both of her records.
+        mine = httpx.post(
+            f"{base}/v1/recall",
+            json={"query": "the dentist appointment", "limit": 10},
+            headers=as_("maria"),
+        )
+        assert len(mine.json()["items"]) == 2, mine.text
 
 
 def test_the_set_up_commands_exist() -> None:

@@ -47,9 +47,11 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -333,12 +335,29 @@ class Side:
         self._metrics: dict[str, float] = {}
         self.observations: list[Observation] = []
         self.stored: dict[str, dict[str, Any]] = {}  # the builder's stored records, by id
+        # The grants the asker gave in this example, in order (for `revoke` requests).
+        self.given: list[str] = []
+        # When the world's grants drawn to end do (one instant for both stores).
+        self.grants_end: datetime | None = None
 
     # --- building the world (as the builder: not observed) ---
 
     def build(self, case: Case, with_hidden: bool) -> list[tuple[str, int, int]]:
-        """Write the world; returns (kind, index, status) per write."""
-        statuses = []
+        """Write the world (after the subjects' grants); returns (kind, index, status)
+        per write."""
+        statuses: list[tuple[str, int, int]] = []
+        for grant in case.grants:
+            body: dict[str, Any] = {"reader": grant.reader, "categories": list(grant.categories)}
+            if grant.purpose is not None:
+                body["purpose"] = grant.purpose
+            if grant.ends and self.grants_end is not None:
+                body["until"] = self.grants_end.isoformat()
+            response = self.http.post(
+                "/v1/grants", json=body, headers=as_(grant.subject, self.tenant)
+            )
+            # A grant to its own subject is refused (reader_is_subject), alike in both.
+            assert response.status_code in (201, 403), response.text
+            statuses.append(("grant", len(statuses), response.status_code))
         for kind, index, record in case.steps(with_hidden):
             tenant = foreign(self.tenant) if record.foreign else self.tenant
             writer = as_(BUILDER, tenant, roles=BUILDER_ROLES)
@@ -351,6 +370,9 @@ class Side:
                 stored_id = stored["id"]
                 self.stored[stored_id] = stored
             (self.ids.base if kind == "base" else self.ids.hidden).append(stored_id)
+        if self.grants_end is not None:
+            # The grants drawn to end have ended, with no write, before any request.
+            time.sleep(max(0.0, (self.grants_end - datetime.now(UTC)).total_seconds()) + 0.05)
         self._metrics = self._scrape()[1]
         return statuses
 
@@ -638,6 +660,26 @@ def run_witness(side: Side, op: Op) -> None:
     side.remember_mine(seen)
 
 
+def run_grant(side: Side, op: Op) -> None:
+    body = {"reader": op.args["reader"], "categories": list(op.args["categories"])}
+    if op.args.get("purpose"):
+        body["purpose"] = op.args["purpose"]
+    response = side.http.post("/v1/grants", json=body, headers=side.headers)
+    seen = side._observe(f"POST /v1/grants {_show(op.args)}", response)
+    if seen.status == 201 and isinstance(seen.body, dict):
+        side.given.append(str(seen.body["grant_id"]))
+
+
+def run_revoke(side: Side, op: Op) -> None:
+    nth = op.args["nth"]
+    grant = side.given[nth] if nth < len(side.given) else "00000000-0000-4000-8000-000000000000"
+    side.native("DELETE", f"/v1/grants/{grant}", f"DELETE /v1/grants/given#{nth}")
+
+
+def run_grants(side: Side, _: Op) -> None:
+    side.native("GET", "/v1/grants", "GET /v1/grants")
+
+
 def run_erase(side: Side, op: Op) -> None:
     """DELETE /v1/memories/{id}: erased, refused with reasons, or 404 as if missing."""
     ref, history = op.args["ref"], op.args["history"]
@@ -750,6 +792,9 @@ RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "erase": run_erase,
     "delete": run_delete,
     "set_payload": run_set_payload,
+    "grant": run_grant,
+    "revoke": run_revoke,
+    "grants": run_grants,
 }
 
 
@@ -768,7 +813,18 @@ def _show(args: dict[str, Any]) -> str:
 # --- normalising and comparing ---------------------------------------------------------
 
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-TAKEN_OUT = frozenset({"decision_id", "time", "recorded_at", "opa_decision_id", "opa_decision_ids"})
+TAKEN_OUT = frozenset(
+    {
+        "decision_id",
+        "time",
+        "recorded_at",
+        "opa_decision_id",
+        "opa_decision_ids",
+        # When a grant was given or revoked: request timing.
+        "granted_at",
+        "revoked_at",
+    }
+)
 
 
 class Namer:
@@ -1160,6 +1216,13 @@ def explain(
 # --- one example -------------------------------------------------------------------------
 
 
+# How long the grants drawn to end last from when an example starts: they must be in
+# force when given (whose.consent refuses an end before now), and have ended before the
+# first request (each side waits for that instant: a wait for an instant, not a
+# duration, so a slow machine only makes it shorter).
+GRANTS_LAST_S = 1.0
+
+
 class WorldDiverged(Exception):
     """A shared record was stored in one store and refused in the other: the stores
     would differ by more than hidden records (the example is not a valid one)."""
@@ -1189,6 +1252,9 @@ def check(
     a = Side("A", stores.a, tenant, case.asker)
     b = Side("B", stores.b, tenant, case.asker)
     sides = {"A": a, "B": b}
+    if any(g.ends for g in case.grants):
+        # Long enough for both stores to give every grant and write the world.
+        a.grants_end = b.grants_end = datetime.now(UTC) + timedelta(seconds=GRANTS_LAST_S)
     built_a, built_b = stores.both(lambda name, _: sides[name].build(case, with_hidden=name == "B"))
     if all_stored:
         refused = [s for s in [*built_a, *built_b] if s[2] != 201]
@@ -1199,7 +1265,7 @@ def check(
         raise WorldDiverged(f"{shared_a} != {shared_b}")
     for record_id in b.ids.hidden if verify_hidden else []:
         stored = b.stored.get(record_id)
-        assert stored is None or not case.asker.may_see(tenant, stored), (
+        assert stored is None or not case.asker.may_see(tenant, stored, case.grants), (
             f"generator bug: hidden record {stored} is visible to {case.asker!r}"
         )
     a.ids.hidden = list(b.ids.hidden)

@@ -30,6 +30,8 @@ SERVER_EXAMPLES = {"ci": 40, "long": 600}
 CONTROL_EXAMPLES = {"ci": 8, "long": 200}
 # test_configs.py (policy data drawn per example; the embedded store only).
 CONFIG_EXAMPLES = {"ci": 40, "long": 600}
+# test_grants.py (grants and categories drawn per example; both store backends).
+GRANT_EXAMPLES = {"ci": 30, "long": 500}
 SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "ci": {"ops": (1, 16)},
     "long": {"ops": (50, 70), "shared": (0, 6), "hidden": (1, 4)},
@@ -57,6 +59,11 @@ def control_examples() -> int:
 def config_examples() -> int:
     default = CONFIG_EXAMPLES.get(profile(), CONFIG_EXAMPLES["ci"])
     return int(os.environ.get("WHOSE_NI_CONFIG_EXAMPLES") or default)
+
+
+def grant_examples() -> int:
+    default = GRANT_EXAMPLES.get(profile(), GRANT_EXAMPLES["ci"])
+    return int(os.environ.get("WHOSE_NI_GRANT_EXAMPLES") or default)
 
 
 def tenants() -> int:

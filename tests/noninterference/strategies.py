@@ -25,6 +25,7 @@ from tests.noninterference.world import (
     AS_OF,
     ASKERS,
     BUILDER,
+    CATEGORIES,
     ENTRIES,
     KEYS,
     MODALITIES,
@@ -37,6 +38,7 @@ from tests.noninterference.world import (
     Asker,
     Case,
     Frag,
+    GrantDraw,
     HideBy,
     Op,
     PolicyData,
@@ -64,6 +66,8 @@ OP_KINDS = (
     "delete",
     "set_payload",
 )
+# Requests about grants (policy/grants.py): the asker gives, revokes and lists them.
+GRANT_KINDS = ("grant", "revoke", "grants")
 # The MCP tools (sidecar/mcp/tools.py), over streamable HTTP with the asker's token.
 MCP_TOOLS = ("recall", "get_memory", "history", "what_do_people_think", "remember", "forget")
 HIDE_BY: tuple[HideBy, ...] = ("audience", "scope", "tenant")
@@ -99,6 +103,9 @@ class Plan:
     derivations: bool = False
     # Draw the policy data each example runs under (world.PolicyData).
     policy_data: bool = False
+    # Draw record categories and grants given before the world is written (some
+    # ending before the first request); a hidden record no grant in force reveals.
+    grants: bool = False
 
     @staticmethod
     def from_env(**sizes: Any) -> Plan:
@@ -604,6 +611,17 @@ def ops(
         }
         if kind == "set_payload":
             args["payload"] = draw(payload_changes)
+    elif kind == "grant":
+        args = {
+            "reader": draw(st.sampled_from((*PEOPLE, "group:team", "group:guests"))),
+            "categories": tuple(draw(category_sets)),
+            "purpose": draw(st.sampled_from((None, None, "recall", "get"))),
+        }
+    elif kind == "revoke":
+        # The n-th grant the asker gave in this example (one not given: a missing id).
+        args = {"nth": draw(st.integers(0, 2))}
+    elif kind == "grants":
+        args = {}
     elif kind == "observe":
         args = draw(observations(asker))
     elif kind == "witness":
@@ -692,6 +710,38 @@ def _numbered_op(op: Op, n: int) -> Op:
     return op
 
 
+category_sets = st.lists(st.sampled_from(CATEGORIES), min_size=1, max_size=2, unique=True)
+
+
+@st.composite
+def grant_draws(draw: st.DrawFn, asker: Asker) -> GrantDraw:
+    """A subject's grant, often to the asker (or a group they may be in)."""
+    readers = (asker.id, asker.id, *PEOPLE, "group:team", "group:guests")
+    return GrantDraw(
+        subject=draw(st.sampled_from(PEOPLE)),
+        reader=draw(st.sampled_from(readers)),
+        categories=tuple(draw(category_sets)),
+        purpose=draw(st.sampled_from((None, None, "recall", "get"))),
+        ends=draw(st.integers(0, 3)) == 0,
+    )
+
+
+def _unrevealed(asker: Asker, record: Rec, grants: tuple[GrantDraw, ...]) -> Rec:
+    """The hidden record without the categories a grant in force would reveal it by
+    (its hiding is the audience's or the scope's: a grant of its holder's to the
+    asker of one of its categories would show it)."""
+    if record.hidden_by != "audience":
+        return record
+    holder = record.holder or BUILDER
+    revealing = {
+        c
+        for g in grants
+        if not g.ends and g.subject == holder and asker.admitted_by(g.reader)
+        for c in g.categories
+    }
+    return replace(record, categories=tuple(c for c in record.categories if c not in revealing))
+
+
 @st.composite
 def cases(draw: st.DrawFn, plan: Plan, with_hidden: bool = True) -> Case:
     """Lists throughout, so that shrinking can drop any record or request."""
@@ -746,4 +796,12 @@ def cases(draw: st.DrawFn, plan: Plan, with_hidden: bool = True) -> Case:
         )
         requests.insert(draw(st.integers(0, len(requests))), erasure)
     numbered = tuple(_numbered_op(op, n) for n, op in enumerate(requests))
-    return Case(asker, shared, hidden, numbered, data)
+    if not plan.grants:
+        return Case(asker, shared, hidden, numbered, data)
+    grants = tuple(draw(st.lists(grant_draws(asker), max_size=3)))
+    labels = st.lists(st.sampled_from(CATEGORIES), max_size=2, unique=True).map(tuple)
+    shared = tuple(replace(r, categories=draw(labels)) for r in shared)
+    hidden = tuple(
+        (at, _unrevealed(asker, replace(r, categories=draw(labels)), grants)) for at, r in hidden
+    )
+    return Case(asker, shared, hidden, numbered, data, grants)

@@ -52,6 +52,8 @@ TIMES = (
     "2026-03-01T00:00:00Z",
     "2100-01-01T00:00:00Z",  # not yet valid: a future-dated version
 )
+# Record categories a grant may name (the shipped vocabulary holds both).
+CATEGORIES = ("appointments", "clinical")
 AS_OF = (*TIMES, "2026-01-15T00:00:00Z", "2026-02-15T00:00:00Z", "2099-01-01T00:00:00Z")
 MODALITIES = ("believed", "asserted", "reported_belief", "world_state", "known")
 
@@ -97,14 +99,31 @@ class Asker:
     def cleared(self, scope: str) -> bool:
         return scope in CLEARANCES.get(self.id, ())
 
-    def may_see(self, tenant: str, record: dict[str, Any]) -> bool:
-        """The hard constraints (tenant, audience, scope) of the disclosure policy."""
+    def may_see(
+        self, tenant: str, record: dict[str, Any], grants: tuple[GrantDraw, ...] = ()
+    ) -> bool:
+        """The hard constraints (tenant, audience, scope) of the disclosure policy; the
+        audience, or a grant in force (one not drawn to end before the requests) by
+        the record's holder of one of its categories (whose.disclosure.granted)."""
         if record.get("tenant") != tenant:
             return False
-        if not any(self.admitted_by(e) for e in record.get("audience", [])):
-            return False
         scope = record.get("access_scope")
-        return scope is None or self.cleared(scope)
+        if scope is not None and not self.cleared(scope):
+            return False
+        if any(self.admitted_by(e) for e in record.get("audience", [])):
+            return True
+        holder = (
+            record.get("observer_id")
+            or (record.get("source") or {}).get("speaker")
+            or (record.get("provenance") or {}).get("writer")
+        )
+        return any(
+            not g.ends
+            and g.subject == holder
+            and self.admitted_by(g.reader)
+            and set(g.categories) & set(record.get("categories") or ())
+            for g in grants
+        )
 
 
 # --- ids ---------------------------------------------------------------------------
@@ -168,6 +187,22 @@ def vector(seed: int) -> tuple[float, ...]:
 HideBy = Literal["audience", "scope", "tenant"]
 
 
+@dataclass(frozen=True)
+class GrantDraw:
+    """A grant a subject gives before the world is written (in both stores alike):
+    `ends`, it ends before the asker's first request (an expiry, with no write)."""
+
+    subject: str
+    reader: str
+    categories: tuple[str, ...]
+    purpose: str | None = None
+    ends: bool = False
+
+    def __repr__(self) -> str:
+        shown = f"{self.subject}->{self.reader}:{','.join(self.categories)}"
+        return shown + (f"/{self.purpose}" if self.purpose else "") + (" ends" if self.ends else "")
+
+
 @dataclass(frozen=True, repr=False)
 class Rec:
     """A record as written (by the builder for the worlds, by the asker in requests)."""
@@ -197,6 +232,8 @@ class Rec:
     perceived: bool = False
     unnoticed: bool = False  # a perception nobody else saw its holder make
     said: bool = False
+    # What a subject's grant may disclose it by (world.GrantDraw).
+    categories: tuple[str, ...] = ()
 
     @property
     def foreign(self) -> bool:
@@ -231,6 +268,8 @@ class Rec:
             parts.append("evidence=" + ",".join(f"{k}/{b}" for k, b in self.evidence))
         if self.source_kind != "conversation":
             parts.append(f"source={self.source_kind}")
+        if self.categories:
+            parts.append(f"cat={','.join(self.categories)}")
         if self.hidden_by:
             parts.append(f"hidden_by={self.hidden_by}")
         return f"<{' '.join(parts)}>"
@@ -272,6 +311,8 @@ class Rec:
             body["act"] = "said"
         if self.scope is not None:
             body["access_scope"] = self.scope
+        if self.categories:
+            body["categories"] = list(self.categories)
         if self.evidence:
             body["evidence"] = [{"kind": k, "ref": f"ref-{k}", "by": b} for k, b in self.evidence]
         if self.perceived:
@@ -367,6 +408,8 @@ class Case:
     hidden: tuple[tuple[int, Rec], ...]
     ops: tuple[Op, ...]
     data: PolicyData | None = None
+    # Grants given before the world is written, in both stores (Plan.grants).
+    grants: tuple[GrantDraw, ...] = ()
 
     def steps(self, with_hidden: bool) -> list[tuple[str, int, Rec]]:
         """The build order: ("base", i, record) and, with_hidden, ("hidden", j, record)."""
@@ -382,6 +425,7 @@ class Case:
         lines = [f"Case(asker={self.asker!r}"]
         if self.data is not None:
             lines.append(f"  policy data: {self.data!r}")
+        lines += [f"  grant#{i} = {g!r}" for i, g in enumerate(self.grants)]
         lines += [f"  base#{i} = {r!r}" for i, r in enumerate(self.shared)]
         lines += [
             f"  hidden#{j} (before base#{at}) = {r!r}" for j, (at, r) in enumerate(self.hidden)

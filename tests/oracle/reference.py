@@ -160,6 +160,8 @@ class Model:
     def __init__(self, directories: dict[str, TenantDirectory], config: Config) -> None:
         self.directories = directories
         self.config = config
+        # The subjects' grants in force, each (tenant, subject, reader, categories).
+        self.grants: list[tuple[str, str, str, frozenset[str]]] = []
 
     # --- who may hear it -------------------------------------------------------
 
@@ -175,13 +177,32 @@ class Model:
     def may_hear(self, record: Record, person: Person) -> bool:
         if record.get("tenant") != person.tenant:
             return False
+        scope = record.get("access_scope")
+        if scope is not None and not self.cleared(person, scope):
+            return False
         audience = record.get("audience", [])
         named = person.id in audience
         via_group = any(f"group:{g}" in audience for g in self.groups_of(person))
-        if not (named or via_group):
-            return False
-        scope = record.get("access_scope")
-        return scope is None or self.cleared(person, scope)
+        return named or via_group or self.granted(record, person)
+
+    def granted(self, record: Record, person: Person) -> bool:
+        """A grant in force by the record's holder (its observer, else its speaker, else
+        its writer) to the person, by name or a group of theirs, of one of its
+        categories (docs/consent.md)."""
+        holder = (
+            record.get("observer_id")
+            or (record.get("source") or {}).get("speaker")
+            or (record.get("provenance") or {}).get("writer")
+        )
+        entries = {person.id, *(f"group:{g}" for g in self.groups_of(person))}
+        categories = set(record.get("categories") or ())
+        return any(
+            tenant == person.tenant
+            and subject == holder
+            and reader in entries
+            and categories & reach
+            for tenant, subject, reader, reach in self.grants
+        )
 
     def hearers(self, asker: Person, audience: Iterable[str]) -> list[Person]:
         others = [Person(a, asker.tenant) for a in audience if a != asker.id]

@@ -182,6 +182,7 @@ class Checker:
                     continue
                 made.append(self.write(writer, summary, self.derivation(summary.body, premise)))
                 OUTCOMES["stored_summary" if made[-1] else "refused_summary"] += 1
+        self.give_grants()
         now = datetime.now(UTC)
         OUTCOMES.update(f"world_{self.model.usable_as(r, now)}" for r in self.records.values())
         neighbour = as_(RELAY, self.world.neighbour, roles=RELAY_ROLES)
@@ -190,6 +191,29 @@ class Checker:
         assert response.status_code == 201, response.text
         self.foreign_id = response.json()["records"][0]["id"]
         self.markers[self.foreign_id] = marker
+
+    def give_grants(self) -> None:
+        """The world's grants, given after its records (they reach what is stored); a
+        revoked one taken back at once: the model holds those in force."""
+        tenant = self.world.tenant
+        for grant in self.world.grants:
+            body = {"reader": grant.reader, "categories": list(grant.categories)}
+            given = self.http.post("/v1/grants", json=body, headers=as_(grant.subject, tenant))
+            # A grant to its own subject is refused (reader_is_subject).
+            assert given.status_code in (201, 403), given.text
+            if given.status_code != 201:
+                OUTCOMES["grant_refused"] += 1
+                continue
+            if grant.revoked:
+                gone = self.http.delete(
+                    f"/v1/grants/{given.json()['grant_id']}", headers=as_(grant.subject, tenant)
+                )
+                assert gone.status_code == 200, gone.text
+                OUTCOMES["grant_revoked"] += 1
+                continue
+            OUTCOMES["grant_given"] += 1
+            reach = frozenset(grant.categories)
+            self.model.grants.append((tenant, grant.subject, grant.reader, reach))
 
     def write(self, writer: dict[str, str], write: Write, body: dict[str, Any]) -> Record | None:
         """One write of the world; the first record it stored, if any."""

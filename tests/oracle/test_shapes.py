@@ -229,9 +229,14 @@ def test_what_the_shipped_policy_reads(engine: Engine, tmp_path: Path) -> None:
             ("observed_path",),
             ("observer_id",),
             ("tenant",),
+            # What a subject's grant reaches: the record's categories and its holder
+            # (observer, else speaker, else writer: whose.disclosure.granted).
+            ("categories", "*"),
+            ("provenance", "writer"),
             ("source", "channel"),
             ("source", "kind"),
             ("source", "participants"),
+            ("source", "speaker"),
             ("evidence", "*", "by"),
             ("evidence", "*", "kind"),
             ("evidence", "*", "ref"),
@@ -242,8 +247,9 @@ def test_what_the_shipped_policy_reads(engine: Engine, tmp_path: Path) -> None:
     )
     # Ids, storage times, sources, confidence and derivations are not read: shared on.
     read = {p[0] for p in (*read_set.reads, *read_set.instants)}
-    for unread in ("id", "recorded_at", "source_id", "confidence", "provenance", "proposition"):
+    for unread in ("id", "recorded_at", "source_id", "confidence", "proposition"):
         assert unread not in read
+    assert [p for p in read_set.reads if p[0] == "provenance"] == [("provenance", "writer")]
 
 
 class Counting:

@@ -30,6 +30,8 @@ TOKEN_ONLY_GROUP = "g3"  # exists only in askers' token claims
 SCOPES = ["s1", "s2"]
 RELAY = "relay"  # writes every record; cleared for every scope
 RELAY_ROLES = "extractor,authority"
+# Record categories a subject's grant may name (the shipped vocabulary holds both).
+CATEGORIES = ["appointments", "clinical"]
 # Boundaries matter: as_of is drawn from the same instants as valid_at.
 TIMES = [
     "2026-01-01T00:00:00Z",
@@ -74,6 +76,17 @@ class Query:
     chain_observer: str | None = None
 
 
+@dataclass(frozen=True)
+class GrantSpec:
+    """A subject's grant, given after the world is written (so it reaches records
+    already stored); `revoked`: taken back before the first question."""
+
+    subject: str
+    reader: str
+    categories: tuple[str, ...]
+    revoked: bool = False
+
+
 @dataclass
 class World:
     directory: TenantDirectory
@@ -82,6 +95,7 @@ class World:
     tenant: str = field(default_factory=lambda: f"w{uuid.uuid4().hex[:12]}")
     on_derived: str = "flag"
     withhold: tuple[str, ...] = ()
+    grants: list[GrantSpec] = field(default_factory=list)
 
     def config(self) -> dict[str, Any]:
         """The world's policy data, as data.whose.config paths and values."""
@@ -318,11 +332,31 @@ def queries(draw: st.DrawFn) -> Query:
     )
 
 
+grant_specs = st.builds(
+    GrantSpec,
+    subject=st.sampled_from(PEOPLE),
+    reader=st.sampled_from([*PEOPLE, *(f"group:{g}" for g in (*GROUPS, TOKEN_ONLY_GROUP))]),
+    categories=st.lists(st.sampled_from(CATEGORIES), min_size=1, max_size=2, unique=True).map(
+        tuple
+    ),
+    revoked=st.integers(0, 3).map(lambda n: n == 0),
+)
+
+
+@st.composite
+def categorised(draw: st.DrawFn, write: Write) -> Write:
+    """A record write, sometimes with categories (what a grant discloses by)."""
+    if write.via != "memories":
+        return write
+    labels = draw(st.lists(st.sampled_from(CATEGORIES), max_size=2, unique=True))
+    return replace(write, body=write.body | {"categories": labels}) if labels else write
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
     # Who asks last erases at the end: some records are theirs and summarised.
     asked = draw(st.lists(queries(), min_size=1, max_size=2))
-    return World(
+    world = World(
         directory=draw(directories()),
         # Half the writes are records of any modality (what the policy tells apart most
         # finely: facts, knowledge, common knowledge), half of those with summaries of
@@ -343,6 +377,9 @@ def worlds(draw: st.DrawFn) -> World:
         on_derived=draw(st.sampled_from(ON_DERIVED)),
         withhold=tuple(draw(st.lists(st.sampled_from(PREMISE_CHANGES), unique=True))),
     )
+    world.writes = [draw(categorised(w)) for w in world.writes]
+    world.grants = draw(st.lists(grant_specs, max_size=3))
+    return world
 
 
 def neighbour_record(marker: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from sidecar.errors import (
     StoreUnavailable,
     WriteRefused,
 )
-from sidecar.http import admin, api, erasures
+from sidecar.http import admin, api, erasures, grants
 from sidecar.messages import ErasureRequest, RecallRequest
 
 
@@ -57,7 +57,10 @@ def served(routes: list[BaseRoute]) -> set[tuple[str, str]]:
 
 def test_every_native_route_has_a_call() -> None:
     server = (
-        served(api.router.routes) | served(admin.router.routes) | served(erasures.router.routes)
+        served(api.router.routes)
+        | served(admin.router.routes)
+        | served(erasures.router.routes)
+        | served(grants.router.routes)
     )
     client = {(r.method, r.template) for r in calls.ROUTES if r.template.startswith("/v1/")}
     assert server, "the server's routes were not read"

@@ -4,8 +4,9 @@
 #   Disclosure: may this record be shown to the asker and everyone in the
 #   response audience, and as what?
 #
-#   Input: {asker, audience, purpose, now, as_of, records} (or one `record`, for
-#   explain). The sidecar asks once per candidate batch (`batch`); `decision` is
+#   Input: {asker, audience, purpose, now, as_of, grants, records} (or one
+#   `record`, for explain); `grants`: the subjects' grants that may concern the
+#   hearers (policy/grants.py), applied by `granted`. The sidecar asks once per candidate batch (`batch`); `decision` is
 #   the one rule for one record, applied to each.
 #
 #   A record is denied for every reason any rule of package
@@ -20,9 +21,12 @@ package whose.disclosure
 
 import data.whose.disclosure.denials
 import data.whose.lib.evidence
+import data.whose.lib.grants
 import data.whose.lib.lineage
 import data.whose.lib.sources
+import data.whose.lib.subjects
 import data.whose.lib.validity
+import data.whose.lib.visibility
 
 # METADATA
 # description: |
@@ -104,6 +108,39 @@ as_of := object.get(input, "as_of", input.now)
 # METADATA
 # description: as_of in nanoseconds since 1970, parsed once per query.
 as_of_ns := time.parse_rfc3339_ns(as_of)
+
+# METADATA
+# description: |
+#   Disclosed because a live grant by the record's subject (its holder,
+#   lib/subjects) covers this hearer (by name, or a group they are in), one of the
+#   record's categories and the purpose asked for (whose.disclosure.denials.hearers
+#   then gives no reason). A grant widens whom the record's audience admits, nothing
+#   else: the hearer is still of the record's tenant and cleared for its access scope.
+granted(record, member) if {
+	record.tenant == member.tenant
+	sight := visibility.sight_of(member)
+	visibility.cleared(record, sight)
+	some grant in object.get(grants_by_subject, subjects.holder(record), [])
+	grant.reader in sight.entries
+	grants.reaches(grant, record)
+}
+
+# METADATA
+# description: |
+#   The grants of the input (those in force at `now`, as the sidecar passes them:
+#   consent is given or withdrawn at the moment of disclosure, whatever instant is
+#   asked about), of the asker's tenant and for the purpose asked for, by their
+#   subject: gathered once per query.
+grants_by_subject := {subject: [grant | some grant in live_grants; grant.subject == subject] |
+	some given in live_grants
+	subject := given.subject
+}
+
+live_grants := [grant |
+	some grant in object.get(input, "grants", [])
+	grant.tenant == input.asker.tenant
+	grants.serves(grant, input.purpose)
+]
 
 # METADATA
 # description: |

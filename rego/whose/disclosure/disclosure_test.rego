@@ -598,3 +598,68 @@ test_a_view_nested_deeper_than_one_mind_is_never_knowledge if {
 	})
 	ask(alice, deep).usable_as == "nested_belief"
 }
+
+# --- grants (whose.disclosure.granted) ---
+
+# Alice's appointment, hers alone to read; her grant lets her sister Beth see it.
+appointment := object.union(private_belief, {"id": "r9", "categories": ["appointments"]})
+
+to_beth := {
+	"id": "g1",
+	"tenant": "acme",
+	"subject": "alice",
+	"reader": "beth",
+	"categories": ["appointments"],
+	"since": "2026-11-01T00:00:00Z",
+	"until": "2026-12-04T23:59:59Z",
+}
+
+beth := {"id": "beth", "tenant": "acme"}
+
+granted_to(asker, audience, purpose, given, record) := decision if {
+	decision := disclosure.single with input as {
+		"asker": asker,
+		"audience": audience,
+		"purpose": purpose,
+		"now": now,
+		"grants": given,
+		"record": record,
+	}
+}
+
+test_a_live_grant_discloses_the_subjects_records_of_its_categories if {
+	granted_to(beth, [], "recall", [to_beth], appointment).allow
+	not granted_to(beth, [], "recall", [], appointment).allow
+}
+
+test_a_grant_reaches_no_other_category_subject_reader_or_tenant if {
+	clinical := object.union(appointment, {"categories": ["clinical"]})
+	not granted_to(beth, [], "recall", [to_beth], clinical).allow
+	not granted_to(beth, [], "recall", [to_beth], object.remove(appointment, ["categories"])).allow
+	bobs := object.union(appointment, {"observer_id": "bob", "source": {"kind": "conversation", "speaker": "bob"}})
+	not granted_to(beth, [], "recall", [to_beth], bobs).allow
+	not granted_to(carol, [], "recall", [to_beth], appointment).allow
+	not granted_to(beth, [], "recall", [object.union(to_beth, {"tenant": "other"})], appointment).allow
+}
+
+test_a_grant_for_one_purpose_serves_that_purpose_only if {
+	for_recall := object.union(to_beth, {"purpose": "recall"})
+	granted_to(beth, [], "recall", [for_recall], appointment).allow
+	not granted_to(beth, [], "history", [for_recall], appointment).allow
+}
+
+test_a_grant_to_a_group_covers_its_members if {
+	to_family := object.union(to_beth, {"reader": "group:family"})
+	granted_to(object.union(beth, {"groups": ["family"]}), [], "recall", [to_family], appointment).allow
+	not granted_to(beth, [], "recall", [to_family], appointment).allow
+}
+
+test_a_grant_does_not_clear_a_scope if {
+	scoped := object.union(appointment, {"access_scope": "launch-core"})
+	not granted_to(beth, [], "recall", [to_beth], scoped).allow
+}
+
+test_every_hearer_needs_a_right_of_their_own if {
+	not granted_to(alice, ["beth", "carol"], "recall", [to_beth], appointment).allow
+	granted_to(alice, ["beth"], "recall", [to_beth], appointment).allow
+}

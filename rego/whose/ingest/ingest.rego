@@ -14,6 +14,7 @@
 package whose.ingest
 
 import data.whose.config
+import data.whose.lib.categories
 import data.whose.lib.directory
 import data.whose.lib.evidence
 import data.whose.lib.sources
@@ -68,9 +69,16 @@ denials(record) := union({
 	presence_denials(record),
 	mind_denials(record),
 	speech_denials(record),
+	category_denials(record),
 })
 
 writer_denials := {"no_writer" | not known_writer}
+
+# METADATA
+# description: a record's categories are of its tenant's vocabulary (lib/categories).
+category_denials(record) := {sprintf("unknown_category:%s", [name]) |
+	some name in categories.unknown(input.writer.tenant, object.get(record, "categories", []))
+}
 
 known_writer if {
 	is_string(input.writer.id)

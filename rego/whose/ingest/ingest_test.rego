@@ -595,3 +595,11 @@ test_a_config_without_presence_roles_leaves_it_to_the_extractor if {
 	write(extractor, said).allow with data.whose.config.attestation as unset
 	write(alice, said).reasons == {"presence_not_attested"} with data.whose.config.attestation as unset
 }
+
+test_categories_of_the_tenant_vocabulary_only if {
+	appointment := object.union(belief, {"categories": ["appointments"]})
+	write(alice, appointment).allow with data.whose.config.consent as {"categories": ["appointments"]}
+	pin := object.union(belief, {"categories": ["appointments", "pin"]})
+	d := write(alice, pin) with data.whose.config.consent as {"categories": ["appointments"]}
+	d.reasons == {"unknown_category:pin"}
+}

@@ -14,15 +14,18 @@
 #   security team maps an application's own keys without editing rules; unset, it is
 #   the convention writes/documents.py documents (`audience`, `source_id`, `holder`,
 #   `author`, ...). `rules` add labels by where a document sits: a metadata value's
-#   prefix (a path) or exact value (a department), or its collection.
+#   prefix (a path) or exact value (a department), or its collection. Categories
+#   (what a subject's grant discloses by, whose.consent) are those the metadata names
+#   and those of every matching rule together; the write policy refuses a name
+#   outside the tenant's vocabulary.
 #
 #   Default deny: a document without readers or a source gets no labels, only the
 #   reasons naming the label that is missing.
 #
 #   Input: {writer, collection?, documents: [{library, document_id?, metadata,
 #   text_length?, previous_holder?}]}; answer: for each document, in order, either
-#   {labels: {audience, holder?, author, source_id, access_scope?, modality,
-#   source_kind, from}} or {reasons: [...]}.
+#   {labels: {audience, holder?, author, source_id, access_scope?, categories?,
+#   modality, source_kind, from}} or {reasons: [...]}.
 # schemas:
 #   - input: schema.labeling_input
 #   - data.whose.config: schema.config
@@ -75,6 +78,7 @@ defaults := {
 	"author_keys": ["author"],
 	"source_keys": ["source_id", "source", "file_path"],
 	"scope_keys": ["access_scope"],
+	"category_keys": ["categories"],
 	"rules": [],
 }
 
@@ -110,7 +114,20 @@ labels(document) := object.union_n([
 	},
 	{"holder": holder | holder := holder_of(document)},
 	{"access_scope": scope | some scope in scopes(document)},
+	{"categories": sorted | sorted := sort(categories(document)); count(sorted) > 0},
 ])
+
+# METADATA
+# description: |
+#   The document's categories: those its metadata names (a string is one) and those
+#   of every rule that matches it.
+categories(document) := {category |
+	[_, named] := first(document.metadata, keys(document, "category_keys"))
+	some category in as_list(named)
+} | {category |
+	some rule in matching(document)
+	some category in object.get(rule, "categories", [])
+}
 
 # METADATA
 # description: |
@@ -193,6 +210,7 @@ from(document) := {label: name |
 		"author": keys(document, "author_keys"),
 		"source_id": keys(document, "source_keys"),
 		"access_scope": keys(document, "scope_keys"),
+		"categories": keys(document, "category_keys"),
 	}
 	[name, _] := first(document.metadata, names)
 }

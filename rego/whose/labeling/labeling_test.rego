@@ -224,3 +224,22 @@ test_a_document_cannot_name_another_scope_than_its_folders if {
 test_the_same_scope_twice_is_one if {
 	labels({"path": "/hr/x.md", "access_scope": "hr", "source": "s"}, hr_rules).access_scope == "hr"
 }
+
+# --- categories: what a subject's grant discloses by (whose.consent) ----------------------
+
+clinic_rules := {"rules": [
+	{"key": "path", "prefix": "/clinic/calendar/", "categories": ["appointments"]},
+	{"key": "path", "prefix": "/clinic/", "categories": ["clinical"]},
+]}
+
+test_categories_from_the_metadata_and_every_matching_rule if {
+	result := labels(object.union(readers, {"path": "/clinic/calendar/may.ics", "categories": "logistics"}), clinic_rules)
+	result.categories == ["appointments", "clinical", "logistics"]
+	result.from.categories == "categories"
+	labels(object.union(readers, {"path": "/clinic/notes.md"}), clinic_rules).categories == ["clinical"]
+}
+
+test_a_document_without_categories_carries_none if {
+	not labels(readers, clinic_rules).categories
+	labels(object.union(readers, {"categories": ["appointments", "clinical"]}), {}).categories == ["appointments", "clinical"]
+}

@@ -34,11 +34,13 @@ from sidecar.errors import (
     CollectionExists,
     CollectionForbidden,
     CollectionRefused,
+    ConsentRefused,
     EmbeddingUnavailable,
     ErasureRefused,
     ErasureRequestsUnavailable,
     FilterRefused,
     Forbidden,
+    GrantsUnavailable,
     InvalidRequest,
     LockUnavailable,
     MethodNotAllowed,
@@ -135,6 +137,7 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     RequestTooLarge: 413,
     WriteRefused: 422,
     ErasureRefused: 403,
+    ConsentRefused: 403,
     CandidateRefused: 400,
     Unavailable: 503,
     EmbeddingUnavailable: 503,
@@ -143,6 +146,7 @@ QDRANT_STATUS: dict[type[WhoseError], int] = {
     LockUnavailable: 503,
     AuditUnavailable: 503,
     ErasureRequestsUnavailable: 503,
+    GrantsUnavailable: 503,
 }
 
 

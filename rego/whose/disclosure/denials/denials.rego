@@ -7,7 +7,9 @@
 #   each rule by its name: a new rule needs no registration anywhere.
 #
 #   Whether a hearer may see a record at all is lib/visibility/visibility.rego's
-#   `visible_to`: `hearers` denies exactly when it fails for someone, and the rest
+#   `visible_to`, or a subject's grant (disclosure.granted): `hearers` denies exactly
+#   when both fail for someone (the pushdown adds each grant as an alternative to
+#   the audience it derives from `visible_to`, policy/pushdown.py), and the rest
 #   depend on the question alone or on time, so the store filter derived from
 #   `visible_to` keeps out exactly the records denied here (docs/design.md,
 #   "Pushdown").
@@ -28,11 +30,14 @@ asker[record.id] contains "no_asker" if {
 }
 
 # METADATA
-# description: someone who will hear the answer (the asker or an audience member) may not see the record.
+# description: |
+#   Someone who will hear the answer (the asker or an audience member) may not see
+#   the record, and no live grant of its subject lets them (disclosure.granted).
 hearers[record.id] contains reason if {
 	some record in disclosure.records
 	some member in disclosure.members
 	not visibility.visible_to(record, member)
+	not disclosure.granted(record, member)
 	some reason in visibility.unseen_because(record, member)
 }
 
