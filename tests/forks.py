@@ -12,6 +12,7 @@ What is not exercised here is the `python -m sidecar` entry itself, and what an 
 reads when a start fails: the start-up tests (tests/integration/test_startup.py and the
 one-line refusals) start it that way.
 """
+
 from __future__ import annotations
 
 import atexit
