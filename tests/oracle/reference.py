@@ -186,14 +186,18 @@ class Model:
         return named or via_group or self.granted(record, person)
 
     def granted(self, record: Record, person: Person) -> bool:
-        """A grant in force by the record's holder (its observer, else its speaker, else
-        its writer) to the person, by name or a group of theirs, of one of its
-        categories (docs/consent.md)."""
+        """A grant in force by the record's one subject to the person, by name or a group
+        of theirs, of one of its categories (docs/consent.md). The subject is its holder
+        (its observer, else its speaker, else its writer) when the record concerns no
+        one else (no other speaker, no other mind it describes); otherwise no grant
+        reaches it."""
+        speaker = (record.get("source") or {}).get("speaker")
         holder = (
-            record.get("observer_id")
-            or (record.get("source") or {}).get("speaker")
-            or (record.get("provenance") or {}).get("writer")
+            record.get("observer_id") or speaker or (record.get("provenance") or {}).get("writer")
         )
+        concerned = {holder, speaker, record.get("observed_id")} - {None}
+        if concerned != {holder}:
+            return False
         entries = {person.id, *(f"group:{g}" for g in self.groups_of(person))}
         categories = set(record.get("categories") or ())
         return any(

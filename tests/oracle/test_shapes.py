@@ -229,8 +229,8 @@ def test_what_the_shipped_policy_reads(engine: Engine, tmp_path: Path) -> None:
             ("observed_path",),
             ("observer_id",),
             ("tenant",),
-            # What a subject's grant reaches: the record's categories and its holder
-            # (observer, else speaker, else writer: whose.disclosure.granted).
+            # What a subject's grant reaches: the record's categories and its one
+            # subject (whose.disclosure.granted, lib/subjects people and holder).
             ("categories", "*"),
             ("provenance", "writer"),
             ("source", "channel"),

@@ -111,18 +111,41 @@ as_of_ns := time.parse_rfc3339_ns(as_of)
 
 # METADATA
 # description: |
-#   Disclosed because a live grant by the record's subject (its holder,
-#   lib/subjects) covers this hearer (by name, or a group they are in), one of the
-#   record's categories and the purpose asked for (whose.disclosure.denials.hearers
-#   then gives no reason). A grant widens whom the record's audience admits, nothing
+#   Disclosed because a live grant by the record's subject covers this hearer (by
+#   name, or a group they are in), one of the record's categories and the purpose
+#   asked for (whose.disclosure.denials.hearers then gives no reason). The subject
+#   is the one person the record concerns (lib/subjects `people`): what someone
+#   else said, or a view of another's mind, is not one person's to give away, and
+#   no grant reaches it. A grant widens whom the record's audience admits, nothing
 #   else: the hearer is still of the record's tenant and cleared for its access scope.
 granted(record, member) if {
 	record.tenant == member.tenant
 	sight := visibility.sight_of(member)
 	visibility.cleared(record, sight)
-	some grant in object.get(grants_by_subject, subjects.holder(record), [])
+	some grant in object.get(grants_by_subject, sole_subject(record), [])
 	grant.reader in sight.entries
 	grants.reaches(grant, record)
+}
+
+# METADATA
+# description: |
+#   The one person the record concerns: its holder, when no other person said it or
+#   has their mind described by it (lib/subjects `people`); undefined otherwise. Each
+#   field is named, so the read-set analysis still shares decisions (policy/readset.py).
+sole_subject(record) := holder if {
+	holder := subjects.holder(record)
+	not said_by_another(record, holder)
+	not describes_another(record, holder)
+}
+
+said_by_another(record, holder) if {
+	is_string(record.source.speaker)
+	record.source.speaker != holder
+}
+
+describes_another(record, holder) if {
+	is_string(record.observed_id)
+	record.observed_id != holder
 }
 
 # METADATA

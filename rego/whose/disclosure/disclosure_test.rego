@@ -642,6 +642,17 @@ test_a_grant_reaches_no_other_category_subject_reader_or_tenant if {
 	not granted_to(beth, [], "recall", [object.union(to_beth, {"tenant": "other"})], appointment).allow
 }
 
+# Bob told Alice in private: her memory of it is hers, but his words are not hers to
+# grant away; nor is her view of what Bob believes.
+test_a_grant_reaches_no_record_that_concerns_another_person if {
+	told := object.union(appointment, {"source": {"kind": "conversation", "speaker": "bob"}})
+	not granted_to(beth, [], "recall", [to_beth], told).allow
+	modelled := object.union(appointment, {"observed_id": "bob"})
+	not granted_to(beth, [], "recall", [to_beth], modelled).allow
+	own_words := object.union(appointment, {"source": {"kind": "conversation", "speaker": "alice"}})
+	granted_to(beth, [], "recall", [to_beth], own_words).allow
+}
+
 test_a_grant_for_one_purpose_serves_that_purpose_only if {
 	for_recall := object.union(to_beth, {"purpose": "recall"})
 	granted_to(beth, [], "recall", [for_recall], appointment).allow
