@@ -51,6 +51,7 @@ from sidecar.store.scope import Scope
 from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
+from sidecar.writes.observations import keyed
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
@@ -113,6 +114,7 @@ class Memory:
         what the trust policy lets each hearer take as their own belief
         (writes/testimony.py): every claim of every observation stored, or (WriteRefused,
         with every reason) none. The writer is told the statements only."""
+        observations = [keyed(o) for o in observations]
         statements = [body for o in observations for body in observed_records(o)]
         if not observations or len(statements) > MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])

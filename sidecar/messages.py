@@ -367,6 +367,13 @@ class Observation(BaseModel):
 
     speaker: Present
     source_id: Name
+    utterance_id: Name | None = Field(
+        default=None,
+        description="The utterance's id within its conversation (a turn number, the "
+        "transcript's message id). A claim without a proposition key is its own line of "
+        "views, keyed by the conversation, this id and the claim's place in the turn "
+        "(without it: by the speaker, said_at and the claim's words).",
+    )
     channel: Name | None = None
     participants: list[Present] = Field(default_factory=list, max_length=1000)
     said_at: Instant | None = None

@@ -1,0 +1,116 @@
+"""Conversations as an extractor sees them (issue 40): raw turns with no proposition
+keys, what someone heard from anyone, and who is in the room over time.
+
+An extractor of free conversation has no keys: it posts each turn as a quoted claim.
+Each such claim is its own line (keyed by the utterance), so it has the minds a keyed
+claim has: the hearers heard the speaker say it and model the speaker's belief, and
+what each thinks the others heard is askable to any depth.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import as_
+
+EXTRACTOR = "extractor-bot"
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant of its own per test: conversations never meet."""
+    return f"conv-{uuid.uuid4().hex[:8]}"
+
+
+def say(
+    http: httpx.Client,
+    tenant: str,
+    speaker: str,
+    text: str,
+    at: str,
+    participants: list[str] | None = None,
+    source_id: str = "kitchen",
+    **extra: Any,
+) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {
+        "speaker": speaker,
+        "source_id": source_id,
+        "said_at": at,
+        "claims": [{"proposition": {"text": text}, "quoted": True}],
+        **extra,
+    }
+    if participants is not None:
+        body["participants"] = participants
+    response = http.post(
+        "/v1/observations", json=body, headers=as_(EXTRACTOR, tenant, roles="extractor")
+    )
+    assert response.status_code == 201, response.text
+    return list(response.json()["records"])
+
+
+def recall(http: httpx.Client, tenant: str, who: str, **body: Any) -> list[dict[str, Any]]:
+    response = http.post(
+        "/v1/recall",
+        json={"query": "what was said?", "observer": who, "limit": 50} | body,
+        headers=as_(who, tenant),
+    )
+    assert response.status_code == 200, response.text
+    return list(response.json()["items"])
+
+
+def contents(items: list[dict[str, Any]]) -> list[str]:
+    return sorted(i["content"].split(" — ")[0] for i in items)
+
+
+def test_an_unkeyed_turn_has_the_minds_of_a_keyed_one(http: httpx.Client, tenant: str) -> None:
+    room = ["bob", "carol"]
+    [first] = say(
+        http, tenant, "alice", "I moved the keys to the drawer", "2026-03-01T10:00:00Z", room
+    )
+    [second] = say(http, tenant, "alice", "I lost my phone", "2026-03-01T10:01:00Z", room)
+    # Each turn is a line of its own, named by the utterance: neither supersedes the other.
+    assert first["proposition"]["key"].startswith("said.")
+    assert first["proposition"]["key"] != second["proposition"]["key"]
+    # Bob heard Alice say each, and thinks she believes each.
+    heard = recall(http, tenant, "bob", observed="alice", speech_act=True)
+    assert contents(heard) == [
+        "bob heard alice say that “I lost my phone” (in alice's words, said on 1 March 2026)",
+        "bob heard alice say that “I moved the keys to the drawer” (in alice's words, "
+        "said on 1 March 2026)",
+    ]
+    thinks = recall(http, tenant, "bob", observed="alice", speech_act=False)
+    assert len(thinks) == 2
+    assert all(i["usable_as"] == "nested_belief" for i in thinks)
+    # Second order: Carol thinks Bob thinks Alice believes each.
+    second_order = recall(http, tenant, "carol", observed=["bob", "alice"])
+    assert contents(second_order) == [
+        "carol believes that bob believes that alice believes that “I lost my phone” "
+        "(in alice's words, said on 1 March 2026)",
+        "carol believes that bob believes that alice believes that “I moved the keys to "
+        "the drawer” (in alice's words, said on 1 March 2026)",
+    ]
+    # Dave was not there: nothing of it reaches him, at any depth.
+    assert recall(http, tenant, "dave", observed="alice") == []
+    assert recall(http, tenant, "dave", observed=["bob", "alice"]) == []
+
+
+def test_a_repost_of_a_turn_is_the_same_line(http: httpx.Client, tenant: str) -> None:
+    """An utterance id names the line: the same turn posted twice (a retry, a replay
+    with the words corrected) is one line; the same words in another turn are another."""
+    [first] = say(
+        http, tenant, "alice", "I am tired", "2026-03-01T10:00:00Z", ["bob"], utterance_id="t1"
+    )
+    [again] = say(
+        http, tenant, "alice", "I am so tired", "2026-03-01T10:00:30Z", ["bob"], utterance_id="t1"
+    )
+    [other] = say(
+        http, tenant, "alice", "I am tired", "2026-03-01T10:01:00Z", ["bob"], utterance_id="t2"
+    )
+    assert first["proposition"]["key"] == again["proposition"]["key"]
+    assert other["proposition"]["key"] != first["proposition"]["key"]
+    heard = contents(recall(http, tenant, "bob", observed="alice", speech_act=True))
+    assert [h.split("“")[1].split("”")[0] for h in heard] == ["I am so tired", "I am tired"]
