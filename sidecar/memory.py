@@ -91,7 +91,7 @@ class Memory:
         self.eraser = eraser
         self.versions = versions
         self.erasures = erasures
-        self.minds = Minds(reader, settings.max_mind_views)
+        self.minds = Minds(reader, settings.max_mind_views, settings.max_mind_depth)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -236,8 +236,11 @@ class Memory:
             problems.append(limit_refused(self.settings.max_limit))
         if request.vector is not None and len(request.vector) != self.embedder.dim:
             problems.append(f"vector_dimension_must_be_{self.embedder.dim}")
-        if len(request.path) > self.settings.max_mind_depth:
+        # What was heard names one more mind than the chain: the speaker.
+        if len(request.path) + request.heard > self.settings.max_mind_depth:
             problems.append(f"observed_deeper_than_{self.settings.max_mind_depth}")
+        if request.heard and request.observer is None:
+            problems.append("heard_needs_an_observer")
         if problems:
             raise InvalidRequest("recall", problems)
         history = request.include_history
@@ -261,8 +264,9 @@ class Memory:
             speech_act=request.speech_act,
             observer=request.observer,
         )
-        if request.path:
-            # A mind (the observer's view of a chain of others): stored and derived views.
+        if request.path or request.heard:
+            # A mind (the observer's view of a chain of others), or what a mind heard:
+            # stored and derived views.
             answer = await self.minds.chain(
                 question,
                 route,
@@ -273,6 +277,7 @@ class Memory:
                 vector=None if mode == "lexical" else vector,
                 limit=request.limit,
                 history=history,
+                heard=request.heard,
             )
             items, others = answer.items, list[Item]()
         else:

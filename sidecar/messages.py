@@ -97,6 +97,14 @@ class RecallRequest(BaseModel):
         description="true: only speech acts (what someone said, or heard someone say); "
         "false: only beliefs.",
     )
+    heard: bool = Field(
+        default=False,
+        description="Only what was heard, from anyone: with `observer` alone, what the "
+        "observer heard anyone say; with `observed`, what the observer thinks the chain's "
+        'last mind heard anyone say ("a believes that b heard s say p"). Needs '
+        "`observer`; the speaker is one more mind, so the chain is at most "
+        "WHOSE_MAX_MIND_DEPTH - 1 long.",
+    )
     source_id: Name | None = None
     modality: Modality | None = None
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -151,7 +159,8 @@ class Item(BaseModel):
     act: Act | None = Field(
         default=None,
         description="A speech act: `said` (the holder said it) or `heard` (the holder heard "
-        "the first observed mind say it); absent for a belief.",
+        "the first observed mind say it; with a chain, the holder thinks the chain's minds "
+        "before `source.speaker` — the last of them heard it); absent for a belief.",
     )
     derived_from: UUID | None = Field(
         default=None,

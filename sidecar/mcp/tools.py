@@ -292,6 +292,14 @@ async def recall(
         bool | None,
         Field(description="true: only what someone said or heard said; false: only beliefs."),
     ] = None,
+    heard: Annotated[
+        bool,
+        Field(
+            description="Only what was heard, from anyone: with observer alone, what the "
+            "observer heard anyone say; with observed, what the observer thinks the "
+            "chain's last mind heard anyone say. Needs observer."
+        ),
+    ] = False,
 ) -> Annotated[CallToolResult, RecallResponse]:
     """Recall memories relevant to a question, as attributed beliefs or an abstention.
 
@@ -310,6 +318,7 @@ async def recall(
             observer=observer,
             observed=observed,
             speech_act=speech_act,
+            heard=heard,
         )
         recalled = await svc.memory.recall(who, request, "mcp.recall")
         return _result(readout.recall(recalled), recalled)

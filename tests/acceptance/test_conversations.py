@@ -86,7 +86,7 @@ def test_an_unkeyed_turn_has_the_minds_of_a_keyed_one(http: httpx.Client, tenant
     assert len(thinks) == 2
     assert all(i["usable_as"] == "nested_belief" for i in thinks)
     # Second order: Carol thinks Bob thinks Alice believes each.
-    second_order = recall(http, tenant, "carol", observed=["bob", "alice"])
+    second_order = recall(http, tenant, "carol", observed=["bob", "alice"], speech_act=False)
     assert contents(second_order) == [
         "carol believes that bob believes that alice believes that “I lost my phone” "
         "(in alice's words, said on 1 March 2026)",
@@ -114,3 +114,69 @@ def test_a_repost_of_a_turn_is_the_same_line(http: httpx.Client, tenant: str) ->
     assert other["proposition"]["key"] != first["proposition"]["key"]
     heard = contents(recall(http, tenant, "bob", observed="alice", speech_act=True))
     assert [h.split("“")[1].split("”")[0] for h in heard] == ["I am so tired", "I am tired"]
+
+
+def test_what_someone_heard_from_anyone(http: httpx.Client, tenant: str) -> None:
+    """ "What did c hear?" and "what does a think b heard?" without naming the speaker,
+    to the depth of beliefs, worded "a believes that b heard s say p"."""
+    say(http, tenant, "alice", "I moved the keys", "2026-03-01T10:00:00Z", ["bob", "carol"])
+    say(http, tenant, "dave", "I am leaving early", "2026-03-01T10:01:00Z", ["carol"])
+    say(
+        http,
+        tenant,
+        "dave",
+        "the boiler is broken",
+        "2026-03-01T10:02:00Z",
+        ["alice", "bob", "carol"],
+    )
+    said_on = " (in {0}'s words, said on 1 March 2026)"
+    heard = contents(recall(http, tenant, "carol", heard=True))
+    assert heard == [
+        "carol heard alice say that “I moved the keys”" + said_on.format("alice"),
+        "carol heard dave say that “I am leaving early”" + said_on.format("dave"),
+        "carol heard dave say that “the boiler is broken”" + said_on.format("dave"),
+    ]
+    # Bob was not there when Dave said he was leaving early.
+    assert len(recall(http, tenant, "bob", heard=True)) == 2
+    # What Carol thinks Bob heard: from anyone, but only where Bob was.
+    assert contents(recall(http, tenant, "carol", observed="bob", heard=True)) == [
+        "carol believes that bob heard alice say that “I moved the keys”" + said_on.format("alice"),
+        "carol believes that bob heard dave say that “the boiler is broken”"
+        + said_on.format("dave"),
+    ]
+    # The speaker too knows who heard them.
+    assert contents(recall(http, tenant, "alice", observed="carol", heard=True)) == [
+        "alice believes that carol heard alice say that “I moved the keys”"
+        + said_on.format("alice"),
+        "alice believes that carol heard dave say that “the boiler is broken”"
+        + said_on.format("dave"),
+    ]
+    # Third order.
+    assert contents(recall(http, tenant, "carol", observed=["bob", "alice"], heard=True)) == [
+        "carol believes that bob believes that alice heard dave say that “the boiler is broken”"
+        + said_on.format("dave"),
+    ]
+    # Someone who heard nothing learns nothing, at any depth.
+    assert recall(http, tenant, "erin", heard=True) == []
+    assert recall(http, tenant, "erin", observed="carol", heard=True) == []
+    # heard is a speech act: with speech_act false there is nothing.
+    assert recall(http, tenant, "carol", heard=True, speech_act=False) == []
+
+
+def test_heard_needs_an_observer_and_is_bounded(http: httpx.Client, tenant: str) -> None:
+    """The speaker is one more mind: a chain of hearers is at most the depth less one."""
+    refusals = {
+        "heard_needs_an_observer": {"query": "q", "heard": True},
+        "observed_deeper_than_4": {
+            "query": "q",
+            "observer": "a",
+            "observed": ["b", "c", "d", "e"],
+            "heard": True,
+        },
+    }
+    for reason, body in refusals.items():
+        response = http.post("/v1/recall", json=body, headers=as_("a", tenant))
+        assert response.status_code == 422, reason
+        assert response.json() == {"error": "invalid_request", "reasons": [reason]}
+    deepest = {"query": "q", "observer": "a", "observed": ["b", "c", "d"], "heard": True}
+    assert http.post("/v1/recall", json=deepest, headers=as_("a", tenant)).status_code == 200
