@@ -28,11 +28,15 @@ from sidecar.door import door
 from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
+    ConversationOpening,
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
     HistoryResponse,
     Item,
+    MembershipChange,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     Mind,
     Observation,
@@ -51,6 +55,7 @@ from sidecar.store.scope import Scope
 from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
+from sidecar.writes.membership import Membership
 from sidecar.writes.observations import keyed
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
@@ -81,6 +86,7 @@ class Memory:
         versions: Versions,
         erasures: ErasureRequests,
         stacks: Stacks | None = None,
+        membership: Membership | None = None,
     ) -> None:
         self.settings = settings
         # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
@@ -92,6 +98,9 @@ class Memory:
         self.versions = versions
         self.erasures = erasures
         self.minds = Minds(reader, settings.max_mind_views, settings.max_mind_depth)
+        # Who is in each conversation (writes/membership.py); without it an observation
+        # without participants is heard by its speaker alone.
+        self.membership = membership
 
     # --- writes -------------------------------------------------------------------------
 
@@ -114,12 +123,13 @@ class Memory:
         what the trust policy lets each hearer take as their own belief
         (writes/testimony.py): every claim of every observation stored, or (WriteRefused,
         with every reason) none. The writer is told the statements only."""
-        observations = [keyed(o) for o in observations]
         statements = [body for o in observations for body in observed_records(o)]
         if not observations or len(statements) > MAX_BATCH:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
         self._within_depth(statements)
         now = _now()
+        observations = [keyed(o) for o in await self._hearers(who, observations, now)]
+        statements = [body for o in observations for body in observed_records(o)]
         beliefs = [
             belief
             for o in observations
@@ -127,6 +137,37 @@ class Memory:
         ]
         records = await self.writer.write([*statements, *beliefs], who, now, route)
         return StoredRecords(records=records[: len(statements)])
+
+    async def _hearers(
+        self, who: Identity, observations: Sequence[Observation], now: datetime
+    ) -> list[Observation]:
+        if self.membership is None:
+            return [
+                o.model_copy(update={"participants": o.participants or []}) for o in observations
+            ]
+        return await self.membership.hearers(who, observations, now)
+
+    async def open_conversation(
+        self, who: Identity, opening: ConversationOpening
+    ) -> MembershipEvents:
+        """A conversation opened with its first members: one join each, at `at`."""
+        changes = [
+            MembershipChange(person=person, change="join", at=opening.at)
+            for person in dict.fromkeys(opening.members)
+        ]
+        return await self.change_membership(
+            who, opening.source_id, MembershipChanges(changes=changes)
+        )
+
+    async def change_membership(
+        self, who: Identity, conversation: str, body: MembershipChanges
+    ) -> MembershipEvents:
+        """Joins, leaves and corrections of one conversation: every one stored, or
+        (WriteRefused with every reason, InvalidRequest) none."""
+        if self.membership is None:
+            raise InvalidRequest("membership", ["membership_not_kept"])
+        events = await self.membership.record(who, conversation, body.changes, _now())
+        return MembershipEvents(events=events)
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"

@@ -384,10 +384,80 @@ class Observation(BaseModel):
         "(without it: by the speaker, said_at and the claim's words).",
     )
     channel: Name | None = None
-    participants: list[Present] = Field(default_factory=list, max_length=1000)
+    participants: list[Present] | None = Field(
+        default=None,
+        max_length=1000,
+        description="Everyone else present who heard it. Omitted: the conversation's "
+        "members at said_at (writes/membership.py), for a writer who may attest presence; "
+        "else the speaker alone. Given (even []), it wins over membership.",
+    )
     said_at: Instant | None = None
     access_scope: Name | None = None
     claims: list[Claim] = Field(min_length=1, max_length=100)
+
+    @property
+    def present(self) -> list[str]:
+        """The speaker and whoever else heard it, once each."""
+        return list(dict.fromkeys([self.speaker, *(self.participants or [])]))
+
+
+# A conversation's membership: who joins and leaves it, when (writes/membership.py).
+MAX_MEMBERSHIP_CHANGES = 100
+MembershipKind = Literal["join", "leave", "none"]
+
+
+class MembershipChange(BaseModel):
+    """Someone joined or left a conversation at an instant; or, with `corrects`, the
+    event it names was wrong and this is what happened instead (`none`: nothing did)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    person: Present
+    change: MembershipKind
+    at: Instant
+    corrects: UUID | None = Field(
+        default=None, description="The id of the event this one corrects (it no longer counts)."
+    )
+
+    @model_validator(mode="after")
+    def _none_corrects(self) -> MembershipChange:
+        if self.change == "none" and self.corrects is None:
+            raise PydanticCustomError(
+                "nothing_to_correct", "change `none` withdraws an event: name it in `corrects`"
+            )
+        return self
+
+
+class ConversationOpening(BaseModel):
+    """A conversation (its `source_id`) opened with its first members, at an instant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_id: Name
+    members: list[Present] = Field(min_length=1, max_length=MAX_MEMBERSHIP_CHANGES)
+    at: Instant
+
+
+class MembershipChanges(BaseModel):
+    """Joins, leaves and corrections of one conversation, in one request (all or none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    changes: list[MembershipChange] = Field(min_length=1, max_length=MAX_MEMBERSHIP_CHANGES)
+
+
+class MembershipEvent(MembershipChange):
+    """A membership change as stored: its id (what a correction names), the
+    conversation, who recorded it and when."""
+
+    id: UUID
+    source_id: Name
+    writer: Name
+    recorded_at: Instant
+
+
+class MembershipEvents(BaseModel):
+    events: list[MembershipEvent]
 
 
 # One record per witness (and one more for an announcement); 16 keeps an event small

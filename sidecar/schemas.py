@@ -20,6 +20,7 @@ from sidecar.answers.wording import Vocabulary
 from sidecar.messages import RecallRequest, RecallResponse, WitnessedEvent
 from sidecar.policy.contract import (
     CollectionsInput,
+    ConversationsInput,
     Decision,
     DerivedChoice,
     DisclosureInput,
@@ -176,6 +177,15 @@ class Collections(_Data):
     )
 
 
+class Conversations(_Data):
+    """Who may correct a conversation's membership events (whose.conversations)."""
+
+    corrector_roles: list[Name] = Field(
+        default_factory=lambda: ["authority"],
+        description="Roles that may correct anyone's membership event (its writer always may).",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
     erasure, retention, trust, labeling and stack collections."""
@@ -205,6 +215,10 @@ class Config(_Data):
         default_factory=Collections,
         description="Stack collections through the Qdrant dialect: see whose.collections.",
     )
+    conversations: Conversations = Field(
+        default_factory=lambda: Conversations(),
+        description="Conversation membership: see whose.conversations.",
+    )
 
 
 class TenantHolds(_Data):
@@ -230,6 +244,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "trust_input": TrustInput,
     "labeling_input": LabelingInput,
     "collections_input": CollectionsInput,
+    "conversations_input": ConversationsInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

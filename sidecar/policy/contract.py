@@ -416,6 +416,38 @@ def retention_input(records: list[dict[str, Any]], now: datetime) -> dict[str, A
     return {"records": [policy_view(r) for r in records], "now": iso(now)}
 
 
+# --- conversations (rego/whose/conversations/) ------------------------------
+
+# What is asked of the conversations policy: record a membership event, or resolve an
+# observation's hearers from membership.
+ConversationAction = Literal["record", "resolve"]
+
+
+class PolicyMembershipEvent(BaseModel):
+    """A membership event as the conversations policy sees it (`writer`: of a corrected
+    event, who recorded it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    person: Name
+    change: Literal["join", "leave", "none"]
+    at: str = Field(description="RFC 3339, UTC")
+    writer: Name | None = None
+
+
+class ConversationsInput(BaseModel):
+    """data.whose.conversations.decision: may the writer record this membership event
+    (`event`, correcting `corrected`), or resolve hearers from membership?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity
+    action: ConversationAction
+    conversation: Name
+    event: PolicyMembershipEvent | None = None
+    corrected: PolicyMembershipEvent | None = None
+
+
 # --- stack collections (rego/whose/collections/) ----------------------------
 
 # What may be done to a stack collection: create or drop it, or one of its payload indexes.

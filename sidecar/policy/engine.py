@@ -26,6 +26,7 @@ from sidecar.policy.contract import (
     CollectionAction,
     CollectionAnswer,
     CollectionDecision,
+    ConversationsInput,
     Decision,
     DisclosureQuestion,
     ErasureAnswer,
@@ -57,6 +58,7 @@ RETENTION_HORIZON = "whose/retention/shortest_max_age_days"
 TRUST_RULE = "whose/trust/adoptions"
 LABELING_RULE = "whose/labeling/decisions"
 COLLECTIONS_RULE = "whose/collections/decision"
+CONVERSATIONS_RULE = "whose/conversations/decision"
 
 
 class Untranslatable(Exception):
@@ -244,6 +246,18 @@ class PolicyEngine(ABC):
             parsed = CollectionAnswer.model_validate(answer.result)
         except ValidationError as exc:
             raise PolicyUnavailable("OPA collections answer is malformed") from exc
+        return CollectionDecision(parsed.allow, tuple(parsed.reasons))
+
+    async def conversation(self, question: ConversationsInput) -> CollectionDecision:
+        """May the writer record a membership event, or resolve hearers from membership?
+        Every reason it may not; PolicyUnavailable when the answer is malformed."""
+        answer = await self._query(
+            CONVERSATIONS_RULE, question.model_dump(mode="json", exclude_none=True)
+        )
+        try:
+            parsed = CollectionAnswer.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA conversations answer is malformed") from exc
         return CollectionDecision(parsed.allow, tuple(parsed.reasons))
 
 

@@ -36,7 +36,7 @@ DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
 def to_records(observation: Observation) -> list[MemoryWrite]:
     """One record per claim, held by the speaker, visible to who was present."""
     speaker = observation.speaker
-    audience = list(dict.fromkeys([speaker, *observation.participants]))
+    audience = observation.present
     source = {
         "kind": "conversation",
         "speaker": speaker,

@@ -180,3 +180,157 @@ def test_heard_needs_an_observer_and_is_bounded(http: httpx.Client, tenant: str)
         assert response.json() == {"error": "invalid_request", "reasons": [reason]}
     deepest = {"query": "q", "observer": "a", "observed": ["b", "c", "d"], "heard": True}
     assert http.post("/v1/recall", json=deepest, headers=as_("a", tenant)).status_code == 200
+
+
+# --- conversations with membership ------------------------------------------------------
+
+
+def members(
+    http: httpx.Client,
+    tenant: str,
+    source_id: str,
+    *changes: dict[str, Any],
+    writer: str = EXTRACTOR,
+    roles: str = "extractor",
+) -> httpx.Response:
+    return http.post(
+        f"/v1/conversations/{source_id}/membership",
+        json={"changes": list(changes)},
+        headers=as_(writer, tenant, roles=roles),
+    )
+
+
+def change(person: str, kind: str, at: str, **extra: Any) -> dict[str, Any]:
+    return {"person": person, "change": kind, "at": at, **extra}
+
+
+def heard_by(http: httpx.Client, tenant: str, who: str) -> list[str]:
+    """The words of every turn `who` heard anyone say."""
+    return sorted(
+        i["content"].split("“")[1].split("”")[0] for i in recall(http, tenant, who, heard=True)
+    )
+
+
+def test_members_hear_what_is_said_while_they_are_in_the_room(
+    http: httpx.Client, tenant: str
+) -> None:
+    opened = http.post(
+        "/v1/conversations",
+        json={
+            "source_id": "kitchen",
+            "members": ["alice", "bob", "carol", "dave"],
+            "at": "2026-03-01T10:00:00Z",
+        },
+        headers=as_(EXTRACTOR, tenant, roles="extractor"),
+    )
+    assert opened.status_code == 201, opened.text
+    assert sorted(e["person"] for e in opened.json()["events"]) == ["alice", "bob", "carol", "dave"]
+    [first] = say(http, tenant, "alice", "the cake is in the oven", "2026-03-01T10:01:00Z")
+    assert sorted(first["audience"]) == ["alice", "bob", "carol", "dave"]
+    left = members(http, tenant, "kitchen", change("dave", "leave", "2026-03-01T10:02:00Z"))
+    assert left.status_code == 201, left.text
+    say(http, tenant, "bob", "I took the cake out", "2026-03-01T10:03:00Z")
+    joined = members(http, tenant, "kitchen", change("erin", "join", "2026-03-01T10:04:00Z"))
+    assert joined.status_code == 201, joined.text
+    say(http, tenant, "carol", "the cake is on the table", "2026-03-01T10:05:00Z")
+    # Explicit participants still win.
+    say(http, tenant, "alice", "I ate a slice", "2026-03-01T10:06:00Z", participants=["bob"])
+    # A turn posted late, said while Dave was still there, is heard by him.
+    say(http, tenant, "carol", "I am hungry", "2026-03-01T10:01:30Z")
+    assert heard_by(http, tenant, "dave") == ["I am hungry", "the cake is in the oven"]
+    assert heard_by(http, tenant, "erin") == ["the cake is on the table"]
+    assert heard_by(http, tenant, "bob") == sorted(
+        ["I ate a slice", "I am hungry", "the cake is in the oven", "the cake is on the table"]
+    )
+    assert heard_by(http, tenant, "carol") == ["I took the cake out", "the cake is in the oven"]
+    # What Dave, who left, thinks the others heard: only what was said while he was there.
+    thinks = contents(recall(http, tenant, "dave", observed="bob", heard=True))
+    assert sorted(t.split("“")[1].split("”")[0] for t in thinks) == [
+        "I am hungry",
+        "the cake is in the oven",
+    ]
+
+
+def test_membership_is_attested_and_corrections_are_policy(http: httpx.Client, tenant: str) -> None:
+    opened = members(
+        http,
+        tenant,
+        "hall",
+        change("alice", "join", "2026-03-01T10:00:00Z"),
+        change("bob", "join", "2026-03-01T10:00:00Z"),
+    )
+    assert opened.status_code == 201, opened.text
+    wrong = members(http, tenant, "hall", change("bob", "leave", "2026-03-01T10:01:00Z"))
+    [wrong_leave] = wrong.json()["events"]
+    say(http, tenant, "alice", "the door is locked", "2026-03-01T10:02:00Z", source_id="hall")
+    assert heard_by(http, tenant, "bob") == []
+    # Another relay may not correct the event; its writer may (a Rego decision).
+    withdraw = change("bob", "none", "2026-03-01T10:01:00Z", corrects=wrong_leave["id"])
+    refused = members(http, tenant, "hall", withdraw, writer="other-bot")
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "error": "write_refused",
+        "reasons": [{"index": 0, "reasons": ["not_event_writer", "role_required:authority"]}],
+    }
+    assert members(http, tenant, "hall", withdraw).status_code == 201
+    say(http, tenant, "alice", "the door is open", "2026-03-01T10:03:00Z", source_id="hall")
+    # What was already written keeps its audience; the correction shapes what follows.
+    assert heard_by(http, tenant, "bob") == ["the door is open"]
+    # Anyone may say they joined themselves; nobody but a relay that someone else did.
+    own = members(
+        http,
+        tenant,
+        "hall",
+        change("carol", "join", "2026-03-01T10:04:00Z"),
+        writer="carol",
+        roles="",
+    )
+    assert own.status_code == 201, own.text
+    theirs = members(
+        http,
+        tenant,
+        "hall",
+        change("dave", "join", "2026-03-01T10:04:00Z"),
+        writer="carol",
+        roles="",
+    )
+    assert theirs.json()["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]
+    # A correction must name an event of this conversation.
+    unknown = members(
+        http,
+        tenant,
+        "hall",
+        change("bob", "none", "2026-03-01T10:01:00Z", corrects=str(uuid.uuid4())),
+    )
+    assert unknown.status_code == 422
+    assert unknown.json() == {"error": "invalid_request", "reasons": ["0.corrects_no_event"]}
+    # `none` only withdraws an event.
+    bare = members(http, tenant, "hall", change("bob", "none", "2026-03-01T10:01:00Z"))
+    assert bare.status_code == 422
+    assert bare.json()["reasons"][0]["type"] == "nothing_to_correct"
+
+
+def test_a_writer_who_may_not_attest_presence_is_heard_alone(
+    http: httpx.Client, tenant: str
+) -> None:
+    """Whether membership is read never depends on who is in the conversation: a
+    speaker posting their own words without participants is their own audience."""
+    members(
+        http,
+        tenant,
+        "den",
+        change("alice", "join", "2026-03-01T10:00:00Z"),
+        change("bob", "join", "2026-03-01T10:00:00Z"),
+    )
+    body = {
+        "speaker": "alice",
+        "source_id": "den",
+        "said_at": "2026-03-01T10:01:00Z",
+        "claims": [{"proposition": {"text": "alice likes tea"}}],
+    }
+    for source_id in ("den", "empty-room"):
+        response = http.post(
+            "/v1/observations", json=body | {"source_id": source_id}, headers=as_("alice", tenant)
+        )
+        assert response.status_code == 201, response.text
+        assert response.json()["records"][0]["audience"] == ["alice"]

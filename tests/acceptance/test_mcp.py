@@ -235,6 +235,8 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
         "history",
         "what_do_people_think",
         "forget",
+        "open_conversation",
+        "change_membership",
     }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name
