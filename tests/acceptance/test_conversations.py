@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sidecar.bench import rooms
+from sidecar.client import DevIdentity, WhoseClient
 from tests.conftest import as_
 
 EXTRACTOR = "extractor-bot"
@@ -334,3 +336,54 @@ def test_a_writer_who_may_not_attest_presence_is_heard_alone(
         )
         assert response.status_code == 201, response.text
         assert response.json()["records"][0]["audience"] == ["alice"]
+
+
+# --- an extractor with membership events only answers as one listing participants ------
+
+
+def turns_in(items: list[dict[str, Any]]) -> set[str]:
+    """The utterances items are views of (each turn's words end with its number)."""
+    return {"t" + i["content"].split(", turn ")[1].split("”")[0] for i in items}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_membership_events_answer_as_listed_participants(http: httpx.Client, seed: int) -> None:
+    """A generated room (sidecar/bench/rooms.py: people join and leave, turns in their
+    own words without keys) posted twice: with membership events only, through the
+    Python client, and with each turn's participants listed. Every question of who
+    heard what, first and second order, gets the same answer both ways, and the
+    answer is who was in the room (known by construction)."""
+    room = rooms.generate(seed, f"room-{seed}")
+    by_membership, by_participants = (f"conv-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    dev = DevIdentity(asker=EXTRACTOR, tenant=by_membership, roles=["extractor"])
+    with WhoseClient(str(http.base_url), dev=dev) as client:
+        for path, body in rooms.posts(room, "unkeyed", "membership"):
+            if path == "/v1/conversations":
+                client.open_conversation(body)
+            elif path.endswith("/membership"):
+                client.change_membership(room.source_id, body)
+            else:
+                client.observe(body)
+    for path, body in rooms.posts(room, "unkeyed", "participants"):
+        response = http.post(
+            path, json=body, headers=as_(EXTRACTOR, by_participants, roles="extractor")
+        )
+        assert response.status_code == 201, response.text
+
+    def asked(tenant: str, who: str, **body: Any) -> list[str]:
+        items = recall(http, tenant, who, heard=True, limit=100, **body)
+        return sorted(i["content"] for i in items)
+
+    for person in room.people:
+        first = asked(by_membership, person)
+        assert first == asked(by_participants, person)
+        assert turns_in(recall(http, by_membership, person, heard=True, limit=100)) == room.heard(
+            person
+        )
+        for other in room.people:
+            if other == person:
+                continue
+            second = asked(by_membership, person, observed=other)
+            assert second == asked(by_participants, person, observed=other)
+            items = recall(http, by_membership, person, observed=other, heard=True, limit=100)
+            assert turns_in(items) == room.thinks_heard(person, other), (person, other)
