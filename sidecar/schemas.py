@@ -134,6 +134,11 @@ class Trust(_Data):
         description="A hearer adopts what a teller says whose own evidence about the key "
         "is more recent than the hearer's.",
     )
+    believe_told: bool = Field(
+        default=False,
+        description="A hearer believes an unhedged claim they are told unless they saw the "
+        "key for themselves then; a later sight or a later teller supersedes it.",
+    )
 
 
 class LabelingRule(_Data):
