@@ -215,18 +215,22 @@ class Membership:
         if all(o.participants is not None for o in observations):
             return list(observations)
         writer = who.policy_view()
+        # One decision and one read of the events per conversation of the batch.
+        logs: dict[str, list[MembershipEvent]] = {}
         resolved = []
         for observation in observations:
             if observation.participants is None:
-                decision = await self.policy.conversation(
-                    ConversationsInput(
-                        writer=writer, action="resolve", conversation=observation.source_id
+                conversation = observation.source_id
+                if conversation not in logs:
+                    decision = await self.policy.conversation(
+                        ConversationsInput(
+                            writer=writer, action="resolve", conversation=conversation
+                        )
                     )
-                )
-                members: list[str] = []
-                if decision.allow:
-                    events = await self.log.events(who.tenant, observation.source_id)
-                    members = members_at(events, observation.said_at or now)
+                    logs[conversation] = (
+                        await self.log.events(who.tenant, conversation) if decision.allow else []
+                    )
+                members = members_at(logs[conversation], observation.said_at or now)
                 observation = observation.model_copy(update={"participants": members})
             resolved.append(observation)
         return resolved
