@@ -83,9 +83,11 @@ class FileEvents:
         def write() -> None:
             self.folder.mkdir(parents=True, exist_ok=True)
             # One write of every line: a batch is there whole, or (cut short) its last
-            # line is partial and skipped when read.
-            with path.open("a") as file:
-                file.write(lines)
+            # line is partial and skipped when read; the next batch starts on a line of
+            # its own, never glued to the partial one.
+            with path.open("a+b") as file:
+                cut = file.tell() > 0 and (file.seek(-1, 2), file.read(1))[1] != b"\n"
+                file.write((b"\n" if cut else b"") + lines.encode())
 
         async with self._lock:
             try:
