@@ -371,7 +371,7 @@ def test_membership_events_answer_as_listed_participants(http: httpx.Client, see
         assert response.status_code == 201, response.text
 
     def asked(tenant: str, who: str, **body: Any) -> list[str]:
-        items = recall(http, tenant, who, heard=True, limit=100, **body)
+        items = recall(http, tenant, who, **({"heard": True, "limit": 100} | body))
         return sorted(i["content"] for i in items)
 
     for person in room.people:
@@ -385,5 +385,10 @@ def test_membership_events_answer_as_listed_participants(http: httpx.Client, see
                 continue
             second = asked(by_membership, person, observed=other)
             assert second == asked(by_participants, person, observed=other)
+            # What the person thinks the other believes (what the other said to them).
+            thinks = {"observed": other, "heard": False, "speech_act": False}
+            assert asked(by_membership, person, **thinks) == asked(
+                by_participants, person, **thinks
+            )
             items = recall(http, by_membership, person, observed=other, heard=True, limit=100)
             assert turns_in(items) == room.thinks_heard(person, other), (person, other)
