@@ -28,6 +28,7 @@ from sidecar.door import door
 from sidecar.embed import Embedder
 from sidecar.errors import InvalidRequest, NotFound
 from sidecar.messages import (
+    ConversationOpening,
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
@@ -36,6 +37,9 @@ from sidecar.messages import (
     GrantRequest,
     HistoryResponse,
     Item,
+    MembershipChange,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     Mind,
     Observation,
@@ -55,6 +59,8 @@ from sidecar.store.scope import Scope
 from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
+from sidecar.writes.membership import Membership
+from sidecar.writes.observations import keyed
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
@@ -85,6 +91,7 @@ class Memory:
         erasures: ErasureRequests,
         stacks: Stacks | None = None,
         grants: Grants | None = None,
+        membership: Membership | None = None,
     ) -> None:
         self.settings = settings
         # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
@@ -97,7 +104,10 @@ class Memory:
         self.erasures = erasures
         # Subjects' grants (policy/grants.py); None: a core without a grant store.
         self.grants = grants
-        self.minds = Minds(reader, settings.max_mind_views)
+        self.minds = Minds(reader, settings.max_mind_views, settings.max_mind_depth)
+        # Who is in each conversation (writes/membership.py); without it an observation
+        # without participants is heard by its speaker alone.
+        self.membership = membership
 
     # --- writes -------------------------------------------------------------------------
 
@@ -125,6 +135,8 @@ class Memory:
             raise InvalidRequest("batch size", [f"1..{MAX_BATCH} claims in all"])
         self._within_depth(statements)
         now = _now()
+        observations = [keyed(o) for o in await self._hearers(who, observations, now)]
+        statements = [body for o in observations for body in observed_records(o)]
         beliefs = [
             belief
             for o in observations
@@ -132,6 +144,37 @@ class Memory:
         ]
         records = await self.writer.write([*statements, *beliefs], who, now, route)
         return StoredRecords(records=records[: len(statements)])
+
+    async def _hearers(
+        self, who: Identity, observations: Sequence[Observation], now: datetime
+    ) -> list[Observation]:
+        if self.membership is None:
+            return [
+                o.model_copy(update={"participants": o.participants or []}) for o in observations
+            ]
+        return await self.membership.hearers(who, observations, now)
+
+    async def open_conversation(
+        self, who: Identity, opening: ConversationOpening
+    ) -> MembershipEvents:
+        """A conversation opened with its first members: one join each, at `at`."""
+        changes = [
+            MembershipChange(person=person, change="join", at=opening.at)
+            for person in dict.fromkeys(opening.members)
+        ]
+        return await self.change_membership(
+            who, opening.source_id, MembershipChanges(changes=changes)
+        )
+
+    async def change_membership(
+        self, who: Identity, conversation: str, body: MembershipChanges
+    ) -> MembershipEvents:
+        """Joins, leaves and corrections of one conversation: every one stored, or
+        (WriteRefused with every reason, InvalidRequest) none."""
+        if self.membership is None:
+            raise InvalidRequest("membership", ["membership_not_kept"])
+        events = await self.membership.record(who, conversation, body.changes, _now())
+        return MembershipEvents(events=events)
 
     async def witness(
         self, who: Identity, event: WitnessedEvent, route: WriteRoute = "witnessed"
@@ -262,8 +305,11 @@ class Memory:
             problems.append(limit_refused(self.settings.max_limit))
         if request.vector is not None and len(request.vector) != self.embedder.dim:
             problems.append(f"vector_dimension_must_be_{self.embedder.dim}")
-        if len(request.path) > self.settings.max_mind_depth:
+        # What was heard names one more mind than the chain: the speaker.
+        if len(request.path) + request.heard > self.settings.max_mind_depth:
             problems.append(f"observed_deeper_than_{self.settings.max_mind_depth}")
+        if request.heard and request.observer is None:
+            problems.append("heard_needs_an_observer")
         if problems:
             raise InvalidRequest("recall", problems)
         history = request.include_history
@@ -287,8 +333,9 @@ class Memory:
             speech_act=request.speech_act,
             observer=request.observer,
         )
-        if request.path:
-            # A mind (the observer's view of a chain of others): stored and derived views.
+        if request.path or request.heard:
+            # A mind (the observer's view of a chain of others), or what a mind heard:
+            # stored and derived views.
             answer = await self.minds.chain(
                 question,
                 route,
@@ -299,6 +346,7 @@ class Memory:
                 vector=None if mode == "lexical" else vector,
                 limit=request.limit,
                 history=history,
+                heard=request.heard,
             )
             items, others = answer.items, list[Item]()
         else:

@@ -99,6 +99,14 @@ class RecallRequest(BaseModel):
         description="true: only speech acts (what someone said, or heard someone say); "
         "false: only beliefs.",
     )
+    heard: bool = Field(
+        default=False,
+        description="Only what was heard, from anyone: with `observer` alone, what the "
+        "observer heard anyone say; with `observed`, what the observer thinks the chain's "
+        'last mind heard anyone say ("a believes that b heard s say p"). Needs '
+        "`observer`; the speaker is one more mind, so the chain is at most "
+        "WHOSE_MAX_MIND_DEPTH - 1 long.",
+    )
     source_id: Name | None = None
     modality: Modality | None = None
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -153,7 +161,8 @@ class Item(BaseModel):
     act: Act | None = Field(
         default=None,
         description="A speech act: `said` (the holder said it) or `heard` (the holder heard "
-        "the first observed mind say it); absent for a belief.",
+        "the first observed mind say it; with a chain, the holder thinks the chain's minds "
+        "before `source.speaker` — the last of them heard it); absent for a belief.",
     )
     derived_from: UUID | None = Field(
         default=None,
@@ -369,11 +378,88 @@ class Observation(BaseModel):
 
     speaker: Present
     source_id: Name
+    utterance_id: Name | None = Field(
+        default=None,
+        description="The utterance's id within its conversation (a turn number, the "
+        "transcript's message id). A claim without a proposition key is its own line of "
+        "views, keyed by the conversation, this id and the claim's place in the turn "
+        "(without it: by the speaker, said_at and the claim's words).",
+    )
     channel: Name | None = None
-    participants: list[Present] = Field(default_factory=list, max_length=1000)
+    participants: list[Present] | None = Field(
+        default=None,
+        max_length=1000,
+        description="Everyone else present who heard it. Omitted: the conversation's "
+        "members at said_at (writes/membership.py), for a writer who may attest presence; "
+        "else the speaker alone. Given (even []), it wins over membership.",
+    )
     said_at: Instant | None = None
     access_scope: Name | None = None
     claims: list[Claim] = Field(min_length=1, max_length=100)
+
+    @property
+    def present(self) -> list[str]:
+        """The speaker and whoever else heard it, once each."""
+        return list(dict.fromkeys([self.speaker, *(self.participants or [])]))
+
+
+# A conversation's membership: who joins and leaves it, when (writes/membership.py).
+MAX_MEMBERSHIP_CHANGES = 100
+MembershipKind = Literal["join", "leave", "none"]
+
+
+class MembershipChange(BaseModel):
+    """Someone joined or left a conversation at an instant; or, with `corrects`, the
+    event it names was wrong and this is what happened instead (`none`: nothing did)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    person: Present
+    change: MembershipKind
+    at: Instant
+    corrects: UUID | None = Field(
+        default=None, description="The id of the event this one corrects (it no longer counts)."
+    )
+
+    @model_validator(mode="after")
+    def _none_corrects(self) -> MembershipChange:
+        if self.change == "none" and self.corrects is None:
+            raise PydanticCustomError(
+                "nothing_to_correct", "change `none` withdraws an event: name it in `corrects`"
+            )
+        return self
+
+
+class ConversationOpening(BaseModel):
+    """A conversation (its `source_id`) opened with its first members, at an instant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_id: Name
+    members: list[Present] = Field(min_length=1, max_length=MAX_MEMBERSHIP_CHANGES)
+    at: Instant
+
+
+class MembershipChanges(BaseModel):
+    """Joins, leaves and corrections of one conversation, in one request (all or none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    changes: list[MembershipChange] = Field(min_length=1, max_length=MAX_MEMBERSHIP_CHANGES)
+
+
+class MembershipEvent(MembershipChange):
+    """A membership change as stored: its id (what a correction names), the
+    conversation, who recorded it and when."""
+
+    id: UUID
+    source_id: Name
+    writer: Name
+    recorded_at: Instant
+
+
+class MembershipEvents(BaseModel):
+    events: list[MembershipEvent]
 
 
 # One record per witness (and one more for an announcement); 16 keeps an event small

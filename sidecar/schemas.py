@@ -21,6 +21,7 @@ from sidecar.messages import RecallRequest, RecallResponse, WitnessedEvent
 from sidecar.policy.contract import (
     CollectionsInput,
     ConsentInput,
+    ConversationsInput,
     Decision,
     DerivedChoice,
     DisclosureInput,
@@ -134,6 +135,11 @@ class Trust(_Data):
         description="A hearer adopts what a teller says whose own evidence about the key "
         "is more recent than the hearer's.",
     )
+    believe_told: bool = Field(
+        default=False,
+        description="A hearer believes an unhedged claim they are told unless they saw the "
+        "key for themselves then; a later sight or a later teller supersedes it.",
+    )
 
 
 class LabelingRule(_Data):
@@ -201,6 +207,15 @@ class Consent(_Data):
     )
 
 
+class Conversations(_Data):
+    """Who may correct a conversation's membership events (whose.conversations)."""
+
+    corrector_roles: list[Name] = Field(
+        default_factory=lambda: ["authority"],
+        description="Roles that may correct anyone's membership event (its writer always may).",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
     erasure, retention, trust, labeling and stack collections."""
@@ -234,6 +249,10 @@ class Config(_Data):
         default_factory=Consent,
         description="Record categories and grants: see whose.consent (docs/consent.md).",
     )
+    conversations: Conversations = Field(
+        default_factory=lambda: Conversations(),
+        description="Conversation membership: see whose.conversations.",
+    )
 
 
 class TenantHolds(_Data):
@@ -260,6 +279,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "labeling_input": LabelingInput,
     "collections_input": CollectionsInput,
     "consent_input": ConsentInput,
+    "conversations_input": ConversationsInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

@@ -53,6 +53,7 @@ from sidecar.store.vectors import IndexSpec
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests, RedisRequests
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
+from sidecar.writes.membership import FileEvents, Membership, RedisEvents
 from sidecar.writes.retention import Sweeper, every
 from sidecar.writes.versions import Versions
 from sidecar.writes.writer import Writer
@@ -441,7 +442,21 @@ async def open_services(
             embedder=embedder,
             authenticate=authenticate,
             memory=Memory(
-                settings, reader, writer, embedder, eraser, versions, erasures, paths, grants
+                settings,
+                reader,
+                writer,
+                embedder,
+                eraser,
+                versions,
+                erasures,
+                paths,
+                grants,
+                Membership(
+                    RedisEvents(redis)
+                    if redis is not None
+                    else FileEvents(settings.data_dir / "conversations"),
+                    policy,
+                ),
             ),
             oversight=Oversight(
                 store,

@@ -84,8 +84,10 @@ def view(base: Stored, holder: str, path: Sequence[str], heard: bool = False) ->
         split = len(path) - 1 - len(claim)
         if split < 0 or path[split] != speaker or path[split + 1 :] != claim:
             return None
-        if heard and split > 0:
-            return None  # heard is what the holder heard the speaker say, not a chain
+        if heard and speaker in path[:split]:
+            # What someone heard S say is read from where S first appears in the chain
+            # (wording.py): "a thinks s thinks b heard s say p" is no line of its own.
+            return None
         present = _present(base)
         if holder not in present or not _chain(holder, path[: split + 1], present):
             return None
@@ -108,11 +110,38 @@ def views(base: Stored, depth: int) -> Iterator[tuple[str, tuple[str, ...], bool
         present = sorted(_present(base))
         for size in range(1, depth - len(claim) + 1):
             for holder in present:
-                if size == 1 and holder != speaker:
-                    yield holder, (speaker, *claim), True
                 for told in _chains(holder, present, size):
                     if told[-1] == speaker:
+                        if speaker not in told[:-1]:
+                            # (h; q1, …, qm) heard the speaker say it: h heard it itself
+                            # (m = 0), or thinks qm did.
+                            yield holder, (*told, *claim), True
                         yield holder, (*told, *claim), False
+
+
+def heard_views(base: Stored, holder: str, hearers: Sequence[str], depth: int) -> Stored | None:
+    """What `holder` thinks the chain `hearers` heard the base's speaker say (with no
+    hearers: what the holder heard), whoever the speaker: recall's `heard`. None if the
+    base is no statement that implies it, or the view would be deeper than `depth`."""
+    if not statement(base):
+        return None
+    path = (*hearers, str(base.payload["observer_id"]), *base.path)
+    return view(base, holder, path, heard=True) if len(path) <= depth else None
+
+
+def heard_chain(payload: dict[str, Any]) -> tuple[str, ...]:
+    """Who, in a view of what was heard, heard the speaker: the minds of its chain
+    before the speaker (none: the holder heard it)."""
+    path = observed_path(payload)
+    return path[: speaker_at(payload)]
+
+
+def speaker_at(payload: dict[str, Any]) -> int:
+    """Where the speaker is in a heard view's chain: where the statement's speaker
+    first appears (a chain of hearers never names them), else first."""
+    path = observed_path(payload)
+    speaker = (payload.get("source") or {}).get("speaker")
+    return path.index(speaker) if speaker in path else 0
 
 
 def latest_views(bases: Iterable[Stored], depth: int, budget: int) -> tuple[list[Stored], bool]:
@@ -174,7 +203,7 @@ def _derived(
     label = "\x00".join([base.id, holder, *path, act or ""])
     payload: dict[str, Any] = {
         "id": str(uuid.uuid5(_IDS, label)),
-        "content": _as_written(holder, path, act, text, witnessed(base)),
+        "content": _as_written(holder, path, act, text, witnessed(base), base.payload),
         "observer_id": holder,
         "observed_id": path[0],
         "modality": modality,
@@ -207,16 +236,26 @@ def _derived(
             payload[name] = source[name]
     if payload["provenance"]["writer"] is None:
         del payload["provenance"]["writer"]
+    if act == "heard" and "source" in payload:
+        # Who was heard is the statement's holder: wording finds them in the chain by it.
+        payload["source"] = {**payload["source"], "speaker": source["observer_id"]}
     return Stored(payload, payload["id"], base.valid_at, score=base.score)
 
 
 def _as_written(
-    holder: str, path: tuple[str, ...], act: str | None, text: str, perceived: bool
+    holder: str,
+    path: tuple[str, ...],
+    act: str | None,
+    text: str,
+    perceived: bool,
+    base: dict[str, Any],
 ) -> str:
     if perceived:
         return f"{holder} saw {' see '.join(path)} see that {text}"
     if act == "heard":
-        return f"{holder} heard {path[0]} say that {text}"
+        at = path.index(str(base.get("observer_id")))
+        hearer = " thinks that ".join((holder, *path[:at]))
+        return f"{hearer} heard {path[at]} say that {text}"
     return f"{holder} thinks that {' thinks that '.join(path)} believes that {text}"
 
 

@@ -19,6 +19,7 @@ from sidecar.messages import (
     GrantList,
     HistoryResponse,
     Item,
+    MembershipEvents,
     MemoryResponse,
     MindView,
     OtherMind,
@@ -138,6 +139,17 @@ def stored(answer: StoredRecords) -> str:
     for n, record in enumerate(answer.records, 1):
         audience = ", ".join(record.audience)
         lines.append(f"{n}. {record.content} (visible to {audience}; id {record.id})")
+    return "\n".join(lines)
+
+
+def membership(answer: MembershipEvents) -> str:
+    lines = [f"Recorded {len(answer.events)} membership change(s):"]
+    for event in answer.events:
+        corrects = f", correcting {event.corrects}" if event.corrects else ""
+        lines.append(
+            f"- {event.person} {event.change} {event.source_id} at {event.at.isoformat()}"
+            f"{corrects} (id {event.id})"
+        )
     return "\n".join(lines)
 
 

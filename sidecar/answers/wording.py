@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.answers.derived import speaker_at
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision
 from sidecar.record import Stored, day, observed_path
@@ -34,6 +35,7 @@ PLACEHOLDERS = frozenset(
         "holder",
         "observed",
         "speaker",
+        "hearer",
         "inner",
         "knower",
         "verb",
@@ -139,16 +141,24 @@ def _minds(values: _Values, path: tuple[str, ...]) -> str:
 
 
 def _speaker(values: _Values) -> str:
-    """Who said it: for what the holder heard, the first mind of the view."""
+    """Who said it: for what was heard, the statement's speaker in the view's chain
+    (its first mind when the holder heard it themselves)."""
     path = observed_path(values.record)
     if path:
-        return path[0]
+        return path[speaker_at(values.record)]
     return str((values.record.get("source") or {}).get("speaker") or values["holder"])
+
+
+def _hearer(values: _Values) -> str:
+    """Who heard it, as the holder sees it: the holder ("bob"), or the holder's view of
+    the mind that heard it ("alice believes that bob")."""
+    path = observed_path(values.record)
+    return " believes that ".join((values["holder"], *path[: speaker_at(values.record)]))
 
 
 def _inner(values: _Values) -> str:
     """What a heard speaker said about further minds ("carol knows that "), or nothing."""
-    rest = observed_path(values.record)[1:]
+    rest = observed_path(values.record)[speaker_at(values.record) + 1 :]
     if not rest:
         return ""
     return f"{_minds(values, rest)} {values['attitude']} that "
@@ -165,6 +175,7 @@ _VALUES: dict[str, Callable[[_Values], str]] = {
     "holder": _holder,
     "observed": lambda v: _minds(v, observed_path(v.record)),
     "speaker": _speaker,
+    "hearer": _hearer,
     "inner": _inner,
     "knower": lambda v: (observed_path(v.record) or (v["holder"],))[-1],
     "verb": lambda v: v.vocabulary.verbs.get(v.record.get("modality", ""), "believes"),

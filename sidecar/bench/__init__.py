@@ -11,7 +11,9 @@ the plotting library, which a deployment does not carry.
 - measure.py: latency, throughput, CPU, the sidecar's own histograms;
 - sweep.py: the readable-fraction sweep (bench.json, bench.png);
 - scale.py: the scale-out run (scale.json);
-- report.py: tables and the plot.
+- report.py: tables and the plot;
+- conversations.py: two-person conversations (the retrieval benchmark's data);
+- rooms.py: multi-party conversations with joins and leaves (bench/rooms.py).
 """
 
 from __future__ import annotations

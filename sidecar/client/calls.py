@@ -27,6 +27,7 @@ from sidecar.audit.model import AuditPurpose, Outcome
 from sidecar.errors import WhoseError, refusal_class
 from sidecar.messages import (
     AuditPage,
+    ConversationOpening,
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
@@ -38,6 +39,8 @@ from sidecar.messages import (
     HistoryResponse,
     ImpactReport,
     ImpactWindow,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     Observation,
     PropositionResponse,
@@ -77,6 +80,8 @@ def _route(method: Method, template: str) -> Route:
 MEMORIES = _route("POST", "/v1/memories")
 OBSERVATIONS = _route("POST", "/v1/observations")
 WITNESSED = _route("POST", "/v1/witnessed")
+CONVERSATIONS = _route("POST", "/v1/conversations")
+MEMBERSHIP = _route("POST", "/v1/conversations/{source_id}/membership")
 MEMORY = _route("GET", "/v1/memories/{record_id}")
 DELETE_MEMORY = _route("DELETE", "/v1/memories/{record_id}")
 HISTORY = _route("GET", "/v1/memories/{record_id}/history")
@@ -146,6 +151,18 @@ def observe(observation: Observation) -> Call[StoredRecords]:
     """POST /v1/observations: what a speaker said, as the speaker's own views."""
     body = _body(observation)
     return Call("POST", OBSERVATIONS.path(), _model(StoredRecords), json=body, read=False)
+
+
+def open_conversation(opening: ConversationOpening) -> Call[MembershipEvents]:
+    """POST /v1/conversations: a conversation opened with its first members."""
+    body = _body(opening)
+    return Call("POST", CONVERSATIONS.path(), _model(MembershipEvents), json=body, read=False)
+
+
+def change_membership(source_id: str, changes: MembershipChanges) -> Call[MembershipEvents]:
+    """POST /v1/conversations/{source_id}/membership: joins, leaves and corrections."""
+    path = MEMBERSHIP.path(source_id=source_id)
+    return Call("POST", path, _model(MembershipEvents), json=_body(changes), read=False)
 
 
 def witness(event: WitnessedEvent) -> Call[StoredRecords]:

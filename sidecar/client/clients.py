@@ -33,6 +33,7 @@ from sidecar.client.calls import Call, ScrollPage
 from sidecar.errors import Unavailable
 from sidecar.messages import (
     AuditPage,
+    ConversationOpening,
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
@@ -44,6 +45,8 @@ from sidecar.messages import (
     HistoryResponse,
     ImpactReport,
     ImpactWindow,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     Observation,
     PropositionResponse,
@@ -261,6 +264,19 @@ class WhoseClient:
         """What a speaker said, stored as the speaker's own views."""
         return self.send(calls.observe(calls.as_model(Observation, observation)))
 
+    def open_conversation(
+        self, opening: ConversationOpening | Mapping[str, Any]
+    ) -> MembershipEvents:
+        """A conversation opened with its first members (who hear what is said in it)."""
+        return self.send(calls.open_conversation(calls.as_model(ConversationOpening, opening)))
+
+    def change_membership(
+        self, source_id: str, changes: MembershipChanges | Mapping[str, Any]
+    ) -> MembershipEvents:
+        """Who joined or left a conversation, when; or corrections of earlier events."""
+        body = calls.as_model(MembershipChanges, changes)
+        return self.send(calls.change_membership(source_id, body))
+
     def witness(self, event: WitnessedEvent | Mapping[str, Any]) -> StoredRecords:
         """An event seen together, stored as each witness's view."""
         return self.send(calls.witness(calls.as_model(WitnessedEvent, event)))
@@ -416,6 +432,18 @@ class AsyncWhoseClient:
 
     async def observe(self, observation: Observation | Mapping[str, Any]) -> StoredRecords:
         return await self.send(calls.observe(calls.as_model(Observation, observation)))
+
+    async def open_conversation(
+        self, opening: ConversationOpening | Mapping[str, Any]
+    ) -> MembershipEvents:
+        call = calls.open_conversation(calls.as_model(ConversationOpening, opening))
+        return await self.send(call)
+
+    async def change_membership(
+        self, source_id: str, changes: MembershipChanges | Mapping[str, Any]
+    ) -> MembershipEvents:
+        body = calls.as_model(MembershipChanges, changes)
+        return await self.send(calls.change_membership(source_id, body))
 
     async def witness(self, event: WitnessedEvent | Mapping[str, Any]) -> StoredRecords:
         return await self.send(calls.witness(calls.as_model(WitnessedEvent, event)))

@@ -18,8 +18,11 @@ from starlette.convertors import PathConvertor, register_url_convertor
 
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
+    ConversationOpening,
     ErasureResponse,
     HistoryResponse,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     MemoryWrites,
     Observations,
@@ -76,6 +79,39 @@ async def write_observation(
     one observation (`{speaker, source_id, participants, said_at, claims}`) or an array
     of them, all of their claims or (422 with reasons) none."""
     return await svc.memory.observe(who, body if isinstance(body, list) else [body])
+
+
+@router.post(
+    "/v1/conversations",
+    status_code=201,
+    response_model=MembershipEvents,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def open_conversation(opening: ConversationOpening, svc: Svc, who: Asker) -> MembershipEvents:
+    """Open a conversation (`source_id`) with its first members at `at`: an observation
+    in it without `participants` is then heard by whoever is a member at `said_at`
+    (see writes/membership.py)."""
+    return await svc.memory.open_conversation(who, opening)
+
+
+@router.post(
+    "/v1/conversations/{source_id:key}/membership",
+    status_code=201,
+    response_model=MembershipEvents,
+    response_model_exclude_none=True,
+    responses=_errors,
+)
+async def change_membership(
+    source_id: Annotated[str, Path(min_length=1, max_length=200)],
+    body: MembershipChanges,
+    svc: Svc,
+    who: Asker,
+) -> MembershipEvents:
+    """Who joined or left the conversation, when; a change with `corrects` replaces the
+    event it names (whether the writer may is the conversations policy's). All of them,
+    or (422 with reasons) none."""
+    return await svc.memory.change_membership(who, source_id, body)
 
 
 @router.post(

@@ -65,12 +65,16 @@ from sidecar.errors import (
 )
 from sidecar.messages import (
     Claim,
+    ConversationOpening,
     ErasureResponse,
     Grant,
     GrantList,
     GrantPurpose,
     GrantRequest,
     HistoryResponse,
+    MembershipChange,
+    MembershipChanges,
+    MembershipEvents,
     MemoryResponse,
     Observation,
     ObservedPath,
@@ -229,9 +233,14 @@ async def remember(
         ),
     ],
     participants: Annotated[
-        list[Present],
-        Field(max_length=1000, description="Everyone else who was present and heard it."),
-    ] = [],  # noqa: B006 (pydantic copies defaults)
+        list[Present] | None,
+        Field(
+            max_length=1000,
+            description="Everyone else who was present and heard it. Omit it in a "
+            "conversation opened with members (open_conversation): its members then "
+            "heard it.",
+        ),
+    ] = None,
     channel: Annotated[Name | None, Field(description="e.g. dm, meeting, channel.")] = None,
     said_at: Annotated[Instant | None, Field(description="When it was said.")] = None,
     access_scope: Annotated[
@@ -258,6 +267,52 @@ async def remember(
         )
         written = await svc.memory.observe(who, [observation], "mcp.remember")
         return _result(readout.stored(written), written)
+
+    return await _guarded(ctx, answer)
+
+
+async def open_conversation(
+    ctx: Context[Any, Any],
+    source_id: Annotated[Name, Field(description="The conversation, e.g. the session id.")],
+    members: Annotated[
+        list[Present],
+        Field(min_length=1, max_length=100, description="Who is in it from the start."),
+    ],
+    at: Annotated[Instant, Field(description="When they were there from.")],
+) -> Annotated[CallToolResult, MembershipEvents]:
+    """Open a conversation with its members. What is then said in it without
+    `participants` (remember) is heard by whoever is a member when it is said, and
+    stays attributed to its speaker in each hearer's memory."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        opening = ConversationOpening(source_id=source_id, members=members, at=at)
+        events = await svc.memory.open_conversation(who, opening)
+        return _result(readout.membership(events), events)
+
+    return await _guarded(ctx, answer)
+
+
+async def change_membership(
+    ctx: Context[Any, Any],
+    source_id: Annotated[Name, Field(description="The conversation.")],
+    changes: Annotated[
+        list[MembershipChange],
+        Field(
+            min_length=1,
+            max_length=100,
+            description="Each {person, change: join | leave, at}; with `corrects` (an "
+            "event id), what happened instead of that event (`none`: nothing did).",
+        ),
+    ],
+) -> Annotated[CallToolResult, MembershipEvents]:
+    """Record who joined or left a conversation, and when (a late joiner did not hear
+    what was said before; whoever left does not hear what follows). Who heard a claim
+    decides whose memory holds it, attributed to its speaker."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        body = MembershipChanges(changes=changes)
+        events = await svc.memory.change_membership(who, source_id, body)
+        return _result(readout.membership(events), events)
 
     return await _guarded(ctx, answer)
 
@@ -300,6 +355,14 @@ async def recall(
         bool | None,
         Field(description="true: only what someone said or heard said; false: only beliefs."),
     ] = None,
+    heard: Annotated[
+        bool,
+        Field(
+            description="Only what was heard, from anyone: with observer alone, what the "
+            "observer heard anyone say; with observed, what the observer thinks the "
+            "chain's last mind heard anyone say. Needs observer."
+        ),
+    ] = False,
 ) -> Annotated[CallToolResult, RecallResponse]:
     """Recall memories relevant to a question, as attributed beliefs or an abstention.
 
@@ -318,6 +381,7 @@ async def recall(
             observer=observer,
             observed=observed,
             speech_act=speech_act,
+            heard=heard,
         )
         recalled = await svc.memory.recall(who, request, "mcp.recall")
         return _result(readout.recall(recalled), recalled)
@@ -504,6 +568,16 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
             annotations=ToolAnnotations(
                 read_only_hint=False, destructive_hint=False, open_world_hint=False
             ),
+        ),
+        *(
+            Tool.from_function(
+                fn,
+                description=fn.__doc__ or "",
+                annotations=ToolAnnotations(
+                    read_only_hint=False, destructive_hint=False, open_world_hint=False
+                ),
+            )
+            for fn in (open_conversation, change_membership)
         ),
         *(
             Tool.from_function(fn, description=(fn.__doc__ or "") + USE, annotations=read_only)

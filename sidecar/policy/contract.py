@@ -496,6 +496,36 @@ def consent_input(
         "grant": grant.model_dump(exclude_none=True),
         "now": iso(now),
     }
+# --- conversations (rego/whose/conversations/) ------------------------------
+
+# What is asked of the conversations policy: record a membership event, or resolve an
+# observation's hearers from membership.
+ConversationAction = Literal["record", "resolve"]
+
+
+class PolicyMembershipEvent(BaseModel):
+    """A membership event as the conversations policy sees it (`writer`: of a corrected
+    event, who recorded it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    person: Name
+    change: Literal["join", "leave", "none"]
+    at: str = Field(description="RFC 3339, UTC")
+    writer: Name | None = None
+
+
+class ConversationsInput(BaseModel):
+    """data.whose.conversations.decision: may the writer record this membership event
+    (`event`, correcting `corrected`), or resolve hearers from membership?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: PolicyIdentity
+    action: ConversationAction
+    conversation: Name
+    event: PolicyMembershipEvent | None = None
+    corrected: PolicyMembershipEvent | None = None
 
 
 # --- stack collections (rego/whose/collections/) ----------------------------

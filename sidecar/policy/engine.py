@@ -29,6 +29,7 @@ from sidecar.policy.contract import (
     ConsentAction,
     ConsentAnswer,
     ConsentGrant,
+    ConversationsInput,
     Decision,
     DisclosureQuestion,
     ErasureAnswer,
@@ -62,6 +63,7 @@ TRUST_RULE = "whose/trust/adoptions"
 LABELING_RULE = "whose/labeling/decisions"
 COLLECTIONS_RULE = "whose/collections/decision"
 CONSENT_RULE = "whose/consent/decision"
+CONVERSATIONS_RULE = "whose/conversations/decision"
 
 
 class Untranslatable(Exception):
@@ -262,6 +264,17 @@ class PolicyEngine(ABC):
             return ConsentAnswer.model_validate(answer.result)
         except ValidationError as exc:
             raise PolicyUnavailable("OPA consent answer is malformed") from exc
+    async def conversation(self, question: ConversationsInput) -> CollectionDecision:
+        """May the writer record a membership event, or resolve hearers from membership?
+        Every reason it may not; PolicyUnavailable when the answer is malformed."""
+        answer = await self._query(
+            CONVERSATIONS_RULE, question.model_dump(mode="json", exclude_none=True)
+        )
+        try:
+            parsed = CollectionAnswer.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA conversations answer is malformed") from exc
+        return CollectionDecision(parsed.allow, tuple(parsed.reasons))
 
 
 T = TypeVar("T", bound=BaseModel)

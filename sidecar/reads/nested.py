@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sidecar.answers import current
-from sidecar.answers.derived import WITNESSED, latest_per_line, latest_views, view
+from sidecar.answers.derived import (
+    WITNESSED,
+    heard_chain,
+    heard_views,
+    latest_per_line,
+    latest_views,
+    view,
+)
 from sidecar.answers.wording import disclosed_item
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision, DisclosureQuestion
@@ -68,9 +75,10 @@ class Derived:
 
 
 class Minds:
-    def __init__(self, reader: Reader, max_views: int) -> None:
+    def __init__(self, reader: Reader, max_views: int, max_depth: int) -> None:
         self.reader = reader
         self.max_views = max_views
+        self.max_depth = max_depth
 
     async def chain(
         self,
@@ -84,24 +92,43 @@ class Minds:
         vector: list[float] | None,
         limit: int,
         history: bool,
+        heard: bool = False,
     ) -> ReadAnswer:
         """The views of one chain of minds after the observer (`filters.observer`, or any
         holder), current as this question may see them (with `history`, every version,
         each marked), nearest to `vector` first (else by holder and time), at most
-        `limit`."""
+        `limit`. With `heard`, what the chain's last mind (none: the observer) heard
+        anyone say, as the observer sees it: the speaker is not named."""
         at = question.at
         observer = filters.observer
         async with self.reader.gate.begin(question, route) as disclosure:
             pushed = await disclosure.pushdown()
-            stored, cut = await self._find(pushed.narrow(_stored(tenant, key, observer, path, at)))
-            stored = [r for r in stored if r.path == path]
+            if heard:
+                assert observer is not None  # memory.py refuses `heard` without one
+                scope = _stored_heard(tenant, key, observer, path, at)
+                stored, cut = await self._find(pushed.narrow(scope))
+                stored = [r for r in stored if heard_chain(r.payload) == path]
+                base_scopes = [_said(tenant, key, (observer, *path), at)]
+            else:
+                scope = _stored(tenant, key, observer, path, at)
+                stored, cut = await self._find(pushed.narrow(scope))
+                stored = [r for r in stored if r.path == path]
+                base_scopes = _bases(tenant, key, observer, path, at)
             bases: list[Stored] = []
-            for scope in _bases(tenant, key, observer, path, at):
+            for scope in base_scopes:
                 found, more = await self._find(pushed.narrow(scope))
                 bases += found
                 cut = cut or more
             # Each line's view from its latest record (a history: from every record).
-            derived = _derived(bases, path, observer)
+            if heard:
+                assert observer is not None
+                derived = [
+                    v
+                    for base in bases
+                    if (v := heard_views(base, observer, path, self.max_depth)) is not None
+                ]
+            else:
+                derived = _derived(bases, path, observer)
             if not history:
                 derived = latest_per_line(derived)
             # Without an observer every hearer of every statement holds a view: bounded,
@@ -221,6 +248,35 @@ def _stored(
     else:
         extra += [Match("observed_path", mind) for mind in sorted(set(path))]
     return Scope(tenant=tenant, about=key, observer=observer, observed=path[0], extra=tuple(extra))
+
+
+def _stored_heard(
+    tenant: str, key: str | None, observer: str, hearers: tuple[str, ...], at: datetime
+) -> Scope:
+    """Stored views of what the chain `hearers` heard anyone say, as the observer sees
+    it (the exact chain is checked after, by heard_chain)."""
+    extra: list[Condition] = [Match("act", "heard"), NotAfter("valid_at", at)]
+    extra += [Match("observed_path", mind) for mind in sorted(set(hearers))]
+    return Scope(
+        tenant=tenant,
+        about=key,
+        observer=observer,
+        observed=hearers[0] if hearers else None,
+        extra=tuple(extra),
+    )
+
+
+def _said(tenant: str, key: str | None, present: Sequence[str], at: datetime) -> Scope:
+    """Statements made where everyone in `present` was (speaker or hearer)."""
+    return Scope(
+        tenant=tenant,
+        about=key,
+        extra=(
+            Match("act", "said"),
+            NotAfter("valid_at", at),
+            *(Match("source.participants", mind) for mind in sorted(set(present))),
+        ),
+    )
 
 
 def _bases(

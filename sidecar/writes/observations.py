@@ -24,6 +24,8 @@ The bodies (Observation, Claim) are in messages.py, with every other request bod
 
 from __future__ import annotations
 
+import uuid
+
 from sidecar.messages import Claim, Observation
 from sidecar.record import MemoryWrite, day
 
@@ -34,7 +36,7 @@ DEFAULT_CONFIDENCE = {False: 0.9, True: 0.6}
 def to_records(observation: Observation) -> list[MemoryWrite]:
     """One record per claim, held by the speaker, visible to who was present."""
     speaker = observation.speaker
-    audience = list(dict.fromkeys([speaker, *observation.participants]))
+    audience = observation.present
     source = {
         "kind": "conversation",
         "speaker": speaker,
@@ -69,6 +71,56 @@ def to_records(observation: Observation) -> list[MemoryWrite]:
             )
         )
     return records
+
+
+# Keys of unkeyed claims: `said.` and a name-based UUID of the utterance and the claim's
+# place in it (docs/design.md §4, "a claim without a key").
+UTTERANCE_KEYS = "said."
+_UTTERANCES = uuid.UUID("5c1d8e0a-6f43-4a8e-b2d7-0e9a4c3f7b12")
+
+
+def keyed(observation: Observation) -> Observation:
+    """The observation with each unkeyed claim keyed by its utterance (`utterance_key`),
+    so its statement, what each hearer heard, their views of each other's minds and
+    any belief the trust policy adopts from it are lines like a keyed claim's."""
+    if all(claim.proposition.key for claim in observation.claims):
+        return observation
+    claims = [
+        claim
+        if claim.proposition.key
+        else claim.model_copy(
+            update={
+                "proposition": claim.proposition.model_copy(
+                    update={"key": utterance_key(observation, index)}
+                )
+            }
+        )
+        for index, claim in enumerate(observation.claims)
+    ]
+    return observation.model_copy(update={"claims": claims})
+
+
+def utterance_key(observation: Observation, index: int) -> str:
+    """The key of an unkeyed claim: the utterance itself, never a guessed topic.
+
+    Without a key nobody can say what a turn is about, so nothing may supersede it
+    or conflict with it but the very same claim of the very same utterance (a
+    repost of it). So its line is named by the conversation, the utterance (its id,
+    else who said it, when, and the words) and the claim's place in the turn. Every
+    part is the observation's own: the key says nothing about other records."""
+    claim = observation.claims[index]
+    utterance = (
+        ["id", observation.utterance_id]
+        if observation.utterance_id is not None
+        else [
+            "at",
+            observation.speaker,
+            observation.said_at.isoformat() if observation.said_at else "",
+            claim.proposition.text,
+        ]
+    )
+    label = "\x00".join([observation.source_id, *utterance, str(index)])
+    return UTTERANCE_KEYS + str(uuid.uuid5(_UTTERANCES, label))
 
 
 def _sentence(

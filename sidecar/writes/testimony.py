@@ -43,7 +43,7 @@ async def adopted(
 ) -> list[MemoryWrite]:
     """The hearers' beliefs the trust policy adopts from the observation's claims."""
     speaker = observation.speaker
-    hearers = [p for p in dict.fromkeys(observation.participants) if p != speaker]
+    hearers = [p for p in observation.present if p != speaker]
     if not hearers:
         return []
     said_at = observation.said_at or now
@@ -66,7 +66,7 @@ async def adopted(
         ],
     )
     adoptions = await policy.trust(question)
-    present = list(dict.fromkeys([speaker, *observation.participants]))
+    present = observation.present
     records = []
     for claim, adopters in zip(observation.claims, adoptions, strict=True):
         about = claim.path(speaker)

@@ -82,6 +82,9 @@ WRITES = {
     ("POST", "/v1/memories"),
     ("POST", "/v1/observations"),
     ("POST", "/v1/witnessed"),
+    # Membership events: the writer's own, never a record (tests/acceptance/test_conversations.py).
+    ("POST", "/v1/conversations"),
+    ("POST", "/v1/conversations/{source_id:key}/membership"),
     ("DELETE", "/v1/memories/{record_id}"),
     ("PUT", "/collections/{collection}/points"),
     ("POST", "/collections/{collection}/points/delete"),

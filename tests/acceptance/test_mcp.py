@@ -238,6 +238,8 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
         "grant_access",
         "revoke_access",
         "list_grants",
+        "open_conversation",
+        "change_membership",
     }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name

@@ -308,8 +308,15 @@ def test_a_hearer_gets_the_speech_act_and_a_model_of_the_speakers_belief(
     assert bob(observer="bob") == []
     # Carol, there too, thinks Bob heard it (the statement was public among them).
     body = {"query": "launch", "about": key, "observer": "carol", "observed": ["bob", "alice"]}
-    [carol] = http.post("/v1/recall", json=body, headers=as_("carol", tenant)).json()["items"]
-    assert carol["proposition"]["value"] == "friday"
+    items = http.post("/v1/recall", json=body, headers=as_("carol", tenant)).json()["items"]
+    thinks, told = sorted(items, key=lambda i: "act" in i)
+    assert thinks["proposition"]["value"] == "friday"
+    assert thinks["attribution"].startswith(
+        "carol believes that bob believes that alice believes that the launch is Friday"
+    )
+    assert told["attribution"].startswith(
+        "carol believes that bob heard alice say that the launch is Friday"
+    )
 
 
 def test_a_hearer_models_what_the_speaker_said_of_someone_who_was_not_there(
@@ -350,7 +357,7 @@ def trust(served: tuple[httpx.Client, str]) -> Iterator[Any]:
         assert httpx.put(url, json=directory, timeout=10).status_code == 204
 
     yield switch
-    off = {"adopt_from_roles": [], "adopt_more_recent_evidence": False}
+    off = {"adopt_from_roles": [], "adopt_more_recent_evidence": False, "believe_told": False}
     assert httpx.put(f"{opa}/v1/data/whose/config/trust", json=off, timeout=10).status_code == 204
 
 
@@ -392,6 +399,28 @@ def test_adopt_from_more_recent_evidence_when_switched_on(
     assert where(http, tenant, "sally", key) == ["box"]
     # And still models Anne's belief from what Anne said.
     assert where(http, tenant, "sally", key, "anne", speech_act=False) == ["box"]
+
+
+def test_believe_what_you_are_told_unless_you_saw_it_when_switched_on(
+    http: httpx.Client, tenant: str, trust: Any
+) -> None:
+    """The convention of nested-belief benchmarks: a hearer believes what they are told
+    unless they later saw otherwise, and trusts the later of two tellers."""
+    key = f"marble.{uuid.uuid4().hex[:6]}"
+    trust({"believe_told": True}, tenant)
+    witnessed(http, tenant, key, "basket", ["sally", "anne", "carol"], T0)
+    # Anne tells Sally the box (Sally saw the basket before): Sally believes Anne.
+    said(http, tenant, "anne", ["sally"], {"proposition": marble(key, "box")}, T1)
+    assert where(http, tenant, "sally", key) == ["box"]
+    # Carol tells her the drawer later: the later teller wins.
+    said(http, tenant, "carol", ["sally"], {"proposition": marble(key, "drawer")}, T2)
+    assert where(http, tenant, "sally", key) == ["drawer"]
+    # Then Sally sees it in the basket herself: what she saw later wins.
+    witnessed(http, tenant, key, "basket", ["sally"], T3)
+    assert where(http, tenant, "sally", key) == ["basket"]
+    # A hedged claim is not taken.
+    said(http, tenant, "anne", ["sally"], {"proposition": marble(key, "attic"), "hedged": True}, T4)
+    assert where(http, tenant, "sally", key) == ["basket"]
 
 
 def test_by_default_nothing_is_adopted_even_from_an_authority(

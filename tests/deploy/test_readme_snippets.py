@@ -92,6 +92,7 @@ RUN = {
     "erase-one": "test_erasure_snippets",
     "erasure-request": "test_erasure_snippets",
     "sally-anne": "test_sally_anne_snippet",
+    "conversation-story": "test_conversation_story_snippet",
     "proxy-serve": "test_the_set_up_commands_exist",
     "client-install": "test_the_set_up_commands_exist",
     "langchain": "test_langchain_snippet_writes_retrieves_and_deletes",
@@ -416,7 +417,7 @@ def test_the_set_up_commands_exist() -> None:
 EXTERNAL = {
     "curl", "docker", "kubectl", "kill", "openssl", "python3", "python3.11", "claude",
     "mkdir", "cd", "export", "echo", "for", "done", "do", "sleep", "cat", "ls", "sqlite3",
-    "sha256sum", "tar", "opa", "qdrant", "run_node", "marble", "set", "then", "fi", "if",
+    "sha256sum", "tar", "opa", "qdrant", "run_node", "marble", "turn", "set", "then", "fi", "if",
 }  # fmt: skip
 
 
@@ -727,11 +728,15 @@ def test_sally_anne_snippet(served: str) -> None:
         ("sally", "basket", "belief"),
         ("anne", "box", "statement"),
     }
-    [item] = third["items"]
+    # Anne's view of Sally's view of hers, and (issue 40) that Sally heard her say it.
+    item, told_sally = sorted(third["items"], key=lambda i: "act" in i)
     assert item["attribution"].startswith(
         "anne believes that sally believes that anne believes that the marble is in the box"
     )
     assert item["observed_path"] == ["sally", "anne"]
+    assert told_sally["attribution"].startswith(
+        "anne believes that sally heard anne say that the marble is in the box"
+    )
     assert minds["verdict"] == "answer"
     assert minds["world_state"]["attribution"].startswith("The marble is in the box")
     by_holder = {m["holder"]: m for m in minds["minds"]}
@@ -741,3 +746,28 @@ def test_sally_anne_snippet(served: str) -> None:
     [back] = sally["about"]
     assert (back["observed"], [v["value"] for v in back["views"]]) == ("anne", ["basket"])
     assert [v["value"] for v in by_holder["sally"]["views"]] == ["basket"]
+
+
+# --- the conversations page ---------------------------------------------------------------
+
+
+def test_conversation_story_snippet(served: str) -> None:
+    """Four people, one leaves, two talk: posted with membership events only and raw
+    turns; the one who left is asked what she heard and what she thinks the others
+    heard and believe. Each answer as the page shows it, and what it means."""
+    printed = "".join(check_shell("conversation-story", served))
+    answers = [json.loads(a) for a in re.split(r"(?<=\})\s*(?=\{)", printed.strip())]
+    opened, said, left, ben, cai, dee_heard, dee_on_ben, dee_on_ana, cai_on_ben = answers
+    assert [e["person"] for e in opened["events"]] == ["ana", "ben", "cai", "dee"]
+    assert sorted(said["records"][0]["audience"]) == ["ana", "ben", "cai", "dee"]
+    assert left["events"][0]["change"] == "leave"
+    assert sorted(ben["records"][0]["audience"]) == ["ana", "ben", "cai"]
+    assert sorted(cai["records"][0]["audience"]) == ["ana", "ben", "cai"]
+    [item] = dee_heard["items"]
+    assert item["attribution"].startswith("dee heard ana say that “I put the keys in the drawer”")
+    [item] = dee_on_ben["items"]
+    assert item["attribution"].startswith("dee believes that ben heard ana say that")
+    [item] = dee_on_ana["items"]
+    assert item["attribution"].startswith("dee believes that ana believes that")
+    heard = sorted(i["attribution"].split(" say that")[0] for i in cai_on_ben["items"])
+    assert heard == ["cai believes that ben heard ana", "cai believes that ben heard cai"]

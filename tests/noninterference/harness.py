@@ -73,6 +73,9 @@ from tests.noninterference.world import (
     BUILDER_ROLES,
     COLLECTION,
     MISSING_ID,
+    PEOPLE,
+    RELAY,
+    TIMES,
     Asker,
     Case,
     Op,
@@ -373,8 +376,27 @@ class Side:
         if self.grants_end is not None:
             # The grants drawn to end have ended, with no write, before any request.
             time.sleep(max(0.0, (self.grants_end - datetime.now(UTC)).total_seconds()) + 0.05)
+        if with_hidden:
+            self._hidden_membership(case.asker)
         self._metrics = self._scrape()[1]
         return statuses
+
+    def _hidden_membership(self, asker: Asker) -> None:
+        """Membership events the asker must learn nothing from: another tenant's, of the
+        conversation the asker's observations are in; and, for an asker who may not
+        attest presence (whose observations never take hearers from membership), their
+        own tenant's."""
+        tenants = [foreign(self.tenant)] + ([self.tenant] if asker.id != RELAY else [])
+        changes = [
+            {"person": person, "change": "join", "at": TIMES[0]} for person in PEOPLE[:3]
+        ] + [{"person": PEOPLE[0], "change": "leave", "at": TIMES[2]}]
+        for tenant in tenants:
+            response = self.http.post(
+                f"/v1/conversations/{CONVERSATION}/membership",
+                json={"changes": changes},
+                headers=as_(BUILDER, tenant, roles=BUILDER_ROLES),
+            )
+            assert response.status_code == 201, response.text
 
     # --- asking ---
 
@@ -602,30 +624,31 @@ def run_upsert(side: Side, op: Op) -> None:
     side.remember_mine(seen, [str(p.id) for p in points])
 
 
+# The conversation the asker's observations are in (and its membership events).
+CONVERSATION = "session-1"
+
+
 def observation(a: dict[str, Any]) -> dict[str, Any]:
     """What was said (strategies.observations), as `POST /v1/observations` and the MCP
     `remember` tool both take it."""
     claims = []
     for seed, key, value, about, hedged in a["claims"]:
-        claim: dict[str, Any] = {
-            "proposition": {
-                "text": f"claim {seed} on {key} is {value}",
-                "key": key,
-                "value": value,
-            },
-            "hedged": hedged,
-        }
+        proposition: dict[str, Any] = {"text": f"claim {seed} on {key} is {value}"}
+        if not a.get("unkeyed"):
+            proposition |= {"key": key, "value": value}
+        claim: dict[str, Any] = {"proposition": proposition, "hedged": hedged}
         if about is not None:
             claim |= {"about": list(about) if isinstance(about, tuple) else about}
             claim["attitude"] = "believes"
         claims.append(claim)
     body: dict[str, Any] = {
         "speaker": a["speaker"],
-        "source_id": "session-1",
-        "participants": list(a["participants"]),
+        "source_id": CONVERSATION,
         "said_at": a["said_at"],
         "claims": claims,
     }
+    if a["participants"] is not None:  # else: the conversation's members then
+        body["participants"] = list(a["participants"])
     if a.get("scope"):
         body["access_scope"] = a["scope"]
     return body
@@ -636,6 +659,15 @@ def run_observe(side: Side, op: Op) -> None:
     body = observation(a)
     seen = side.native("POST", "/v1/observations", f"POST /v1/observations {_show(a)}", json=body)
     side.remember_mine(seen)
+
+
+def run_membership(side: Side, op: Op) -> None:
+    """Joins and leaves of the asker's conversation: recorded, or refused alike."""
+    a = op.args
+    changes = [{"person": p, "change": c, "at": t} for p, c, t in a["changes"]]
+    label = f"POST /v1/conversations/{CONVERSATION}/membership {_show(a)}"
+    path = f"/v1/conversations/{CONVERSATION}/membership"
+    side.native("POST", path, label, json={"changes": changes})
 
 
 def run_witness(side: Side, op: Op) -> None:
@@ -787,6 +819,7 @@ RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "write": run_write,
     "upsert": run_upsert,
     "observe": run_observe,
+    "membership": run_membership,
     "witness": run_witness,
     "mcp": run_mcp,
     "erase": run_erase,

@@ -60,6 +60,7 @@ OP_KINDS = (
     "write",
     "upsert",
     "observe",
+    "membership",
     "witness",
     "mcp",
     "erase",
@@ -556,6 +557,7 @@ def ops(
             "observed": draw(st.none() | people | chains_of_minds),
             "attitude": draw(st.none() | st.sampled_from(("believes", "knows"))),
             "speech_act": draw(st.none() | st.booleans()),
+            "heard": draw(st.none() | st.booleans()),
             "source_id": draw(st.none() | st.sampled_from(("src-0", "src-1"))),
             "modality": draw(st.none() | st.sampled_from(MODALITIES)),
             "min_confidence": draw(st.none() | st.just(0.5)),
@@ -624,6 +626,10 @@ def ops(
         args = {}
     elif kind == "observe":
         args = draw(observations(asker))
+    elif kind == "membership":
+        # Joins and leaves of the asker's conversation (its own, or refused alike).
+        change = st.tuples(people, st.sampled_from(("join", "leave")), times)
+        args = {"changes": tuple(draw(st.lists(change, min_size=1, max_size=3)))}
     elif kind == "witness":
         witnesses = draw(st.lists(people, min_size=1, max_size=3, unique=True))
         args = {
@@ -650,12 +656,16 @@ def observations(draw: st.DrawFn, asker: Asker) -> dict[str, Any]:
     # One claim per key: two versions of one chain dated alike in one write are
     # ordered by their ids, which the sidecar may generate at random.
     claims = tuple(draw(st.lists(claim, min_size=1, max_size=2, unique_by=lambda c: c[1])))
+    # Participants omitted: the conversation's members at said_at (for a relay), else
+    # the speaker alone; claims without keys: each its utterance's own line.
+    listed = st.lists(people, max_size=2, unique=True).map(tuple)
     return {
         "speaker": speaker,
-        "participants": draw(st.lists(people, max_size=2, unique=True)),
+        "participants": draw(st.none() | listed | listed),
         "said_at": draw(times),
         "claims": claims,
         "scope": draw(scopes),
+        "unkeyed": draw(st.booleans()),
     }
 
 
@@ -676,6 +686,7 @@ def mcp_calls(
             "observer": draw(st.none() | st.just(asker.id)),
             "observed": draw(st.none() | people | chains_of_minds),
             "speech_act": draw(st.none() | st.booleans()),
+            "heard": draw(st.none() | st.booleans()),
         }
     elif tool == "get_memory":
         args |= {"ref": draw(refs), "as_of": draw(st.none() | instants)}

@@ -504,10 +504,18 @@ def implies(base: Record, holder: str, path: tuple[str, ...], heard: bool) -> bo
         told = path[: len(path) - len(claim)]
         if len(path) < len(claim) + 1 or path[len(told) :] != claim or told[-1] != speaker:
             return False
-        if heard and len(told) > 1:
-            return False
+        if heard and speaker in told[:-1]:
+            return False  # a chain of hearers never names the speaker (derived.view)
         return holder in present and all(p in present for p in told) and _no_repeat((holder, *told))
     return False
+
+
+def heard_chain(record: Record) -> tuple[str, ...]:
+    """Who, in a view of what was heard, heard the speaker: the minds before the speaker
+    (`source.speaker`, first found; else the first mind)."""
+    path = mind_path(record)
+    speaker = (record.get("source") or {}).get("speaker")
+    return path[: path.index(speaker)] if speaker in path else ()
 
 
 def implied_view(base: Record, holder: str, path: tuple[str, ...], heard: bool) -> Record:

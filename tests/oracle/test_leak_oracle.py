@@ -62,6 +62,7 @@ from tests.oracle.reference import (
     TenantDirectory,
     at,
     cascade,
+    heard_chain,
     implied_paths,
     implied_view,
     implies,
@@ -93,6 +94,8 @@ STATS = {"worlds": 0, "records": 0, "refused": 0, "queries": 0, "requests": 0, "
 # How the stored records could be used, and how often a get was allowed or withheld:
 # evidence that the worlds reach every outcome, not just the easy ones.
 OUTCOMES: Counter[str] = Counter()
+# WHOSE_MAX_MIND_DEPTH of the served sidecar (the default).
+MAX_DEPTH = 4
 
 
 @dataclass
@@ -275,6 +278,10 @@ class Checker:
             self.query = replace(query, chain=lived, chain_observer=query.asker)
             self.check_chain()
             self.query = query
+            # What the asker heard, and what they think the first of them heard.
+            for hearers in ((), lived[:1]):
+                self.check_heard(hearers, query.asker)
+        self.check_heard(query.chain[:-1], query.chain_observer or query.asker)
         self.check_propositions()
         self.check_get()
         self.check_history()
@@ -434,6 +441,51 @@ class Checker:
             assert (item.get("observed_path") or [item["observed_id"]]) == list(q.chain), item
             self.check_item(item, item["id"], as_of, record=view)
         self.no_secrets_but(response, {s for _, _, s in expected})
+
+    def check_heard(self, hearers: tuple[str, ...], observer: str) -> None:
+        """Recall of what was heard from anyone (`heard`): what the observer heard (no
+        hearers), or thinks the chain's last mind heard, from every statement the
+        question may see, one current view a line, and nothing from a talk the asker
+        may not see."""
+        q = self.query
+        body: dict[str, Any] = {"query": "the claim", "limit": 100, "heard": True}
+        body |= (
+            {"observer": observer, "observed": list(hearers)} if hearers else {"observer": observer}
+        )
+        as_of = at(q.as_of) if q.as_of is not None else None
+        if q.as_of is not None:
+            body["as_of"] = q.as_of
+        moment = as_of or self.now
+        response = self.request("POST", "/v1/recall", json=body)
+        assert response.status_code == 200, response.text
+        stored = [
+            r
+            for r in self.allowed("recall", (), as_of)
+            if r.get("act") == "heard"
+            and r.get("observer_id") == observer
+            and heard_chain(r) == hearers
+        ]
+        derived: dict[Any, Record] = {}
+        bases = self.visible_bases((), moment)
+        for base in sorted(bases, key=lambda b: (-at(b["valid_at"]).timestamp(), b["id"])):
+            if base.get("act") != "said" or not base.get("observer_id"):
+                continue
+            path = (*hearers, base["observer_id"], *mind_path(base))
+            if len(path) <= MAX_DEPTH and implies(base, observer, path, True):
+                view = implied_view(base, observer, path, True)
+                derived.setdefault(line(view), view)
+        shown = [*stored, *derived.values()]
+        expected = {
+            (v["observer_id"], v.get("derived_from") or v["id"])
+            for v in shown
+            if not superseded_in_mind(v, shown, moment)
+        }
+        items = response.json()["items"]
+        got = {(i["observer_id"], i.get("derived_from") or i["id"]) for i in items}
+        assert got == expected, ("heard", body, self.world)
+        assert all(i["act"] == "heard" for i in items), items
+        OUTCOMES["heard_views"] += len(items)
+        self.no_secrets_but(response, {s for _, s in expected})
 
     def check_propositions(self) -> None:
         audience = self.query.audience

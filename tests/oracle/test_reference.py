@@ -189,7 +189,11 @@ def test_a_statement_implies_what_its_hearers_heard_and_think() -> None:
     assert implies(said, "bob", ("alice",), heard=True)
     assert implies(said, "bob", ("alice",), heard=False)
     assert implies(said, "carol", ("bob", "alice"), heard=False)
-    assert not implies(said, "carol", ("bob", "alice"), heard=True)  # heard is first-hand
+    # Carol thinks Bob heard Alice say it (issue 40); a chain of hearers never names the
+    # speaker, and nobody heard themselves.
+    assert implies(said, "carol", ("bob", "alice"), heard=True)
+    assert not implies(said, "carol", ("alice", "bob", "alice"), heard=True)
+    assert not implies(said, "carol", ("alice", "alice"), heard=True)
     assert not implies(said, "dave", ("alice",), heard=False)  # dave was not there
     assert not implies(said, "alice", ("alice",), heard=False)
     view = implied_view(said | {"valid_at": "2026-01-01T00:00:00Z"}, "bob", ("alice",), True)

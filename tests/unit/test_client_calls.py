@@ -9,6 +9,7 @@ namespaces and keys is one-to-one.
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 import uuid
 from typing import Any
@@ -50,8 +51,8 @@ def served(routes: list[BaseRoute]) -> set[tuple[str, str]]:
     for route in routes:
         path = getattr(route, "path", "")
         for method in getattr(route, "methods", set()) - {"HEAD"}:
-            # `{key:key}`: the convertor is the server's business; the client sends a key.
-            found.add((method, path.replace("{key:key}", "{key}")))
+            # `{name:key}`: the convertor is the server's business; the client sends a key.
+            found.add((method, re.sub(r"\{(\w+):key\}", r"{\1}", path)))
     return found
 
 

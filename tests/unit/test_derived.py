@@ -6,7 +6,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sidecar.answers.derived import Line, latest_per_line, latest_views, line_of, view, views
+from sidecar.answers.derived import (
+    Line,
+    heard_chain,
+    latest_per_line,
+    latest_views,
+    line_of,
+    view,
+    views,
+)
 from sidecar.record import Stored
 
 T0, T1 = "2026-03-01T10:00:00+00:00", "2026-03-01T10:05:00+00:00"
@@ -100,7 +108,17 @@ def test_a_statement_implies_what_each_hearer_heard_and_thinks() -> None:
     assert "act" not in model.payload
     assert model.payload["observed_attitude"] == "believes"
     assert view(base, "carol", ["bob", "alice"]) is not None
-    assert view(base, "carol", ["bob", "alice"], heard=True) is None
+    # Carol thinks Bob heard Alice say it (the statement was public among them).
+    told = view(base, "carol", ["bob", "alice"], heard=True)
+    assert told is not None
+    assert (
+        told.payload["content"]
+        == "carol thinks that bob heard alice say that the marble is in the basket"
+    )
+    assert heard_chain(told.payload) == ("bob",)
+    # Nobody heard themselves, and a hearer's chain never names the speaker.
+    assert view(base, "carol", ["alice", "alice"], heard=True) is None
+    assert view(base, "carol", ["alice", "bob", "alice"], heard=True) is None
     assert view(base, "dave", ["alice"]) is None
     assert view(base, "alice", ["alice"]) is None
     # A claim about a further mind: the hearer's view ends with it.

@@ -94,6 +94,7 @@ def test_a_template_may_name_every_placeholder_each_worked_out_from_the_record()
         "holder": "alice",
         "observed": "bob",
         "speaker": "bob",
+        "hearer": "alice",
         "inner": "",
         "knower": "bob",
         "verb": "says",
@@ -137,3 +138,29 @@ def test_a_nested_view_is_worded_mind_by_mind() -> None:
     )
     said = rec(act="said", modality="asserted")
     assert attribution(said, "statement").startswith("alice said that the launch is October 17")
+
+
+def test_what_someone_heard_names_the_hearer_the_speaker_and_the_inner_minds() -> None:
+    """A view of what was heard: the holder, or the holder's view of whoever heard it,
+    heard the statement's speaker (found in the chain by `source.speaker`) say it."""
+    vocabulary = Vocabulary.parse(
+        {
+            "uses": {"heard": {"sentence": "{hearer} heard {speaker} say that {inner}{claim}"}},
+            "attitudes": {"knows": "knows"},
+        }
+    )
+    source = {"kind": "conversation", "speaker": "erin"}
+
+    def worded(path: list[str]) -> str:
+        record = rec(observed_id=path[0], act="heard", source=source, observed_attitude="knows")
+        if len(path) > 1:
+            record["observed_path"] = path
+        return vocabulary.sentence(record, "heard")
+
+    claim = "the launch is October 17"
+    assert worded(["erin"]) == f"alice heard erin say that {claim}"
+    assert worded(["bob", "erin"]) == f"alice believes that bob heard erin say that {claim}"
+    assert worded(["erin", "carol"]) == f"alice heard erin say that carol knows that {claim}"
+    assert worded(["bob", "dave", "erin", "carol"]) == (
+        f"alice believes that bob believes that dave heard erin say that carol knows that {claim}"
+    )

@@ -21,6 +21,13 @@
 #                                       tells the hearer, by what they come to believe,
 #                                       that the teller saw the key after they did
 #                                       (docs/security.md, "Testimony").
+#   A third, the convention of nested-belief benchmarks:
+#     believe_told: true                a hearer believes what they are told (an
+#                                       unhedged claim), unless they saw the key for
+#                                       themselves at that instant; what they see later
+#                                       supersedes it, and of two tellers the later
+#                                       one's word supersedes the earlier's (one current
+#                                       view per mind, by valid time).
 #
 #   Input: {claims: [{teller, hearers: [{id, evidence_at?}], key, hedged, about,
 #   said_at, teller_evidence_at?}]}; answer: for each claim, in order, the ids of the
@@ -80,3 +87,19 @@ records_for(_) if {
 more_recent(teller, null) if is_string(teller)
 
 more_recent(teller, hearer) if time.parse_rfc3339_ns(teller) > time.parse_rfc3339_ns(hearer)
+
+# METADATA
+# description: |
+#   believe_told: an unhedged claim is believed, unless the hearer saw the key for
+#   themselves when it was said (their own sight then wins). What they see later, and
+#   what a later teller says, supersede it by valid time: no rule is needed for those.
+adopts(claim, hearer) if {
+	records_for(hearer)
+	object.get(settings, "believe_told", false) == true
+	not claim.hedged
+	not seen_when_told(claim.said_at, object.get(hearer, "evidence_at", null))
+}
+
+# METADATA
+# description: the hearer's latest sight of the key is no earlier than the telling.
+seen_when_told(said_at, seen_at) if time.parse_rfc3339_ns(seen_at) >= time.parse_rfc3339_ns(said_at)

@@ -80,3 +80,32 @@ test_only_a_relay_or_the_hearer_records_an_adopted_belief if {
 		with data.whose.directory as directory
 	result == [["anne"]]
 }
+
+# --- believe_told: believe what you are told unless you saw it then ---------------------
+
+test_believe_told_adopts_from_anyone if {
+	# Anne saw the key before she was told; Sally never did: both believe the teller.
+	adopted(claim, {"believe_told": true}) == [["anne", "sally"]]
+}
+
+test_believe_told_not_when_hedged if {
+	adopted(object.union(claim, {"hedged": true}), {"believe_told": true}) == [[]]
+}
+
+test_believe_told_not_when_the_hearer_saw_it_then if {
+	seen := object.union(claim, {"hearers": [
+		{"id": "anne", "evidence_at": "2026-03-01T10:10:00Z"},
+		{"id": "sally", "evidence_at": "2026-03-01T10:09:59Z"},
+	]})
+	adopted(seen, {"believe_told": true}) == [["sally"]]
+}
+
+test_believe_told_only_for_a_writer_who_records_for_the_hearer if {
+	stranger := {"id": "mallory", "tenant": "acme", "roles": []}
+	result := trust.adoptions with input as {"writer": stranger, "claims": [claim]}
+		with data.whose.config.trust as {"believe_told": true}
+		with data.whose.directory as directory
+	result == [[]]
+}
+
+test_believe_told_switched_off if adopted(claim, {"believe_told": false}) == [[]]
