@@ -96,8 +96,8 @@ rego-check:
 	$(OPA) fmt --list --fail rego
 	$(OPA) check --strict rego
 	$(OPA) check --strict --schema schemas/policy rego
-	$(OPA) test rego
-	@$(OPA) test rego --coverage --threshold 100 > .rego-coverage.json \
+	$(OPA) test rego --timeout 180s
+	@$(OPA) test rego --timeout 180s --coverage --threshold 100 > .rego-coverage.json \
 	  || { echo "Rego coverage is below 100%: see .rego-coverage.json"; exit 1; }
 	@$(BIN)/python -c 'import json; r = json.load(open(".rego-coverage.json")); \
 	  print("Rego coverage: %s%% (%s lines)" % (r["coverage"], r["covered_lines"]))'

@@ -140,6 +140,10 @@ def free_port() -> int:
 READY_TIMEOUT_S = float(os.environ.get("WHOSE_TEST_READY_S", "180"))
 
 
+# `opa test`'s limit per test case (its default, 5 s, failed a case on a loaded machine).
+OPA_TEST_TIMEOUT = f"{READY_TIMEOUT_S:.0f}s"
+
+
 def wait_until_ready(
     url: str, process: Process, log: Path, timeout: float = READY_TIMEOUT_S
 ) -> None:

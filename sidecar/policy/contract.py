@@ -496,6 +496,8 @@ def consent_input(
         "grant": grant.model_dump(exclude_none=True),
         "now": iso(now),
     }
+
+
 # --- conversations (rego/whose/conversations/) ------------------------------
 
 # What is asked of the conversations policy: record a membership event, or resolve an

@@ -264,6 +264,7 @@ class PolicyEngine(ABC):
             return ConsentAnswer.model_validate(answer.result)
         except ValidationError as exc:
             raise PolicyUnavailable("OPA consent answer is malformed") from exc
+
     async def conversation(self, question: ConversationsInput) -> CollectionDecision:
         """May the writer record a membership event, or resolve hearers from membership?
         Every reason it may not; PolicyUnavailable when the answer is malformed."""

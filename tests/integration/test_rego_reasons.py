@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import OPA_BINARY, REPORT
+from tests.conftest import OPA_BINARY, OPA_TEST_TIMEOUT, REPORT
 
 REGO = Path(__file__).resolve().parents[2] / "rego"
 
@@ -90,7 +90,7 @@ def test_every_reason_is_asserted_by_a_rego_test() -> None:
 
 def test_policy_coverage_is_complete_and_reported() -> None:
     result = subprocess.run(
-        [str(OPA_BINARY), "test", str(REGO), "--coverage"],
+        [str(OPA_BINARY), "test", str(REGO), "--coverage", "--timeout", OPA_TEST_TIMEOUT],
         check=True,
         capture_output=True,
         text=True,
