@@ -31,6 +31,10 @@ from sidecar.messages import (
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRules,
+    ForgetRuleSet,
     HistoryResponse,
     Item,
     MemoryResponse,
@@ -51,6 +55,7 @@ from sidecar.store.scope import Scope
 from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
+from sidecar.writes.forget_rules import Rules
 from sidecar.writes.observations import to_records as observed_records
 from sidecar.writes.testimony import adopted
 from sidecar.writes.versions import Change, Versions, WrittenPoint
@@ -80,6 +85,7 @@ class Memory:
         versions: Versions,
         erasures: ErasureRequests,
         stacks: Stacks | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.settings = settings
         # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
@@ -90,6 +96,7 @@ class Memory:
         self.eraser = eraser
         self.versions = versions
         self.erasures = erasures
+        self.rules = rules
         self.minds = Minds(reader, settings.max_mind_views)
 
     # --- writes -------------------------------------------------------------------------
@@ -217,6 +224,27 @@ class Memory:
         """How far an erasure request has got; NotFound for one the asker neither made
         nor, as an officer, may follow."""
         return await self.erasures.status(who, request_id)
+
+    # --- standing forget rules (writes/forget_rules.py) --------------------------------
+
+    async def set_forget_rule(self, who: Identity, request: ForgetRuleRequest) -> ForgetRuleSet:
+        """Forget a value, key or pattern about a subject from now on, and erase what
+        it names now with the asker's reach; ErasureRefused unless the forgetting
+        policy lets the asker set it."""
+        return await self._rules().set(who, request)
+
+    async def lift_forget_rule(self, who: Identity, rule_id: UUID) -> ForgetRule:
+        """Lift a standing rule; NotFound for one the asker may not see."""
+        return await self._rules().lift(who, rule_id)
+
+    async def forget_rules(self, who: Identity) -> ForgetRules:
+        """The rules about the asker or that they set (an officer: all the tenant's)."""
+        return ForgetRules(rules=await self._rules().listed(who))
+
+    def _rules(self) -> Rules:
+        if self.rules is None:
+            raise InvalidRequest("forget rules", ["forget_rules_not_configured"])
+        return self.rules
 
     def _within_depth(self, bodies: Sequence[MemoryWrite]) -> None:
         depth = self.settings.max_mind_depth

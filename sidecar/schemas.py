@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,7 @@ from sidecar.policy.contract import (
     DerivedChoice,
     DisclosureInput,
     ErasureInput,
+    ForgettingInput,
     IngestInput,
     LabelingInput,
     RetentionInput,
@@ -176,6 +178,21 @@ class Collections(_Data):
     )
 
 
+class Forgetting(_Data):
+    """Standing forget rules (whose.forgetting)."""
+
+    min_value_length: int = Field(
+        default=4, ge=1, description="The shortest value a rule may forget (shorter: refused)."
+    )
+    patterns: bool = Field(default=True, description="Whether rules may name a pattern at all.")
+    on_write: Literal["redact", "refuse"] = Field(
+        default="redact",
+        description="What becomes of a later write a value or pattern rule binds: the "
+        "match masked and the record stored, or the write refused (a key rule always "
+        "refuses).",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
     erasure, retention, trust, labeling and stack collections."""
@@ -205,6 +222,9 @@ class Config(_Data):
         default_factory=Collections,
         description="Stack collections through the Qdrant dialect: see whose.collections.",
     )
+    forgetting: Forgetting = Field(
+        default_factory=Forgetting, description="Standing forget rules: see whose.forgetting."
+    )
 
 
 class TenantHolds(_Data):
@@ -230,6 +250,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "trust_input": TrustInput,
     "labeling_input": LabelingInput,
     "collections_input": CollectionsInput,
+    "forgetting_input": ForgettingInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

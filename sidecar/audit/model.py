@@ -32,7 +32,7 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact"]
+AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact", "forget"]
 WriteRoute = Literal[
     "memories",
     "observations",

@@ -38,6 +38,10 @@ from sidecar.messages import (
     ErasureResponse,
     ExplainRequest,
     ExplainResponse,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRules,
+    ForgetRuleSet,
     HistoryResponse,
     ImpactReport,
     ImpactWindow,
@@ -270,9 +274,23 @@ class WhoseClient:
         return self.send(calls.delete(UUID(str(record_id)), history=history, reason=reason))
 
     def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
-        """An erasure officer's request, by subject, source or tenant (role
-        `data_protection` by default; ErasureRefused otherwise)."""
+        """An erasure request: an officer's by subject, source or tenant (role
+        `data_protection` by default; ErasureRefused otherwise), anyone's by content
+        (`proposition`, `query`) over the records they may erase."""
         return self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
+
+    def set_forget_rule(self, request: ForgetRuleRequest | Mapping[str, Any]) -> ForgetRuleSet:
+        """Never keep a value, key or pattern about a subject (you, unless an officer):
+        erased now with your reach, refused or masked in every later write."""
+        return self.send(calls.set_forget_rule(calls.as_model(ForgetRuleRequest, request)))
+
+    def forget_rules(self) -> ForgetRules:
+        """The rules about you or that you set (an officer: the tenant's)."""
+        return self.send(calls.forget_rules())
+
+    def lift_forget_rule(self, rule_id: UUID | str) -> ForgetRule:
+        """Lift a standing rule (NotFound for one you may not see)."""
+        return self.send(calls.lift_forget_rule(UUID(str(rule_id))))
 
     # --- reads ------------------------------------------------------------------------
 
@@ -411,6 +429,17 @@ class AsyncWhoseClient:
 
     async def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
         return await self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
+
+    async def set_forget_rule(
+        self, request: ForgetRuleRequest | Mapping[str, Any]
+    ) -> ForgetRuleSet:
+        return await self.send(calls.set_forget_rule(calls.as_model(ForgetRuleRequest, request)))
+
+    async def forget_rules(self) -> ForgetRules:
+        return await self.send(calls.forget_rules())
+
+    async def lift_forget_rule(self, rule_id: UUID | str) -> ForgetRule:
+        return await self.send(calls.lift_forget_rule(UUID(str(rule_id))))
 
     async def recall(self, request: RecallRequest | Mapping[str, Any] | str) -> RecallResponse:
         return await self.send(calls.recall(_as_recall(request)))

@@ -31,6 +31,7 @@ from sidecar.store import Store, StoreUnavailable, Vectors
 from sidecar.store.layout import VectorLayout
 from sidecar.store.scope import Scope
 from sidecar.store.vectors import DENSE
+from sidecar.writes.forget_rules import Rules
 from sidecar.writes.lineage import Lineage
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
@@ -99,6 +100,7 @@ class Writer:
         embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -106,6 +108,8 @@ class Writer:
         self.locks = locks
         self.audit = audit
         self.lineage = Lineage(store, locks)
+        # Standing forget rules (writes/forget_rules.py), in front of every write.
+        self.rules = rules
 
     async def write(
         self,
@@ -145,6 +149,11 @@ class Writer:
     ) -> list[MemoryRecord]:
         prepared = self._checked(bodies, writer, now, attempt, chosen)
         payloads = [p.payload for p in prepared]
+        if self.rules is not None:
+            # Before the write policy and the embedder: a masked record is decided,
+            # embedded and indexed as masked, so no vector or term carries the value.
+            supplied = [p.vectors is not None for p in prepared]
+            attempt.reasons |= await self.rules.enforce(writer, payloads, supplied)
         blind = await self._decided(payloads, writer, attempt)
         # Embedded once the policy has let the batch through, before any lock is taken
         # (a remote embedder may take its whole timeout): a failure stores nothing.

@@ -235,6 +235,8 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
         "history",
         "what_do_people_think",
         "forget",
+        "never_keep",
+        "lift_forget_rule",
     }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name
