@@ -23,7 +23,7 @@ from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder, EmbeddingUnavailable
 from sidecar.embed.indexed import indexed_text
-from sidecar.errors import PolicyUnavailable
+from sidecar.errors import ErasureRequestsUnavailable, PolicyUnavailable
 from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Provenance, iso
@@ -131,7 +131,13 @@ class Writer:
         except WriteRefused as refused:
             attempt.refused(refused.problems)
             raise
-        except (PolicyUnavailable, LockUnavailable, StoreUnavailable, EmbeddingUnavailable) as exc:
+        except (
+            PolicyUnavailable,
+            LockUnavailable,
+            StoreUnavailable,
+            EmbeddingUnavailable,
+            ErasureRequestsUnavailable,  # the forget rules could not be read: nothing stored
+        ) as exc:
             attempt.failed(exc.code)
             raise
         finally:

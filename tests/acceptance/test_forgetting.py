@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -320,3 +321,41 @@ def test_a_stack_document_carrying_the_value_is_refused(http: httpx.Client) -> N
         f"/collections/{collection}/points", json={"points": [point]}, headers=as_(user)
     )
     assert fine.status_code == 200, fine.text
+
+
+@pytest.mark.parametrize("with_redis", [False, True], ids=["file", "redis"])
+def test_a_rule_stands_across_restarts_and_replicas(
+    tmp_path: Path, request: pytest.FixtureRequest, with_redis: bool
+) -> None:
+    """Set on one sidecar, the rule holds on the next one started on the same data
+    directory (the file store) or on another replica of the same Redis (a data
+    directory of its own); lifted on one, it is lifted on the other."""
+    env = {"WHOSE_REDIS_URL": request.getfixturevalue("redis_url")} if with_redis else {}
+    user = f"nia-{uuid.uuid4().hex[:6]}"
+    first, second = tmp_path / "one", (tmp_path / "two" if with_redis else tmp_path / "one")
+    base, process = start_sidecar(first, env=env)
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            rule = forget(http, user, {"kind": "value", "value": "8080-42"}).json()["rule"]
+    finally:
+        stop(process)
+    base, process = start_sidecar(second, env=env)
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            masked = stored(http, user, said(user, "the tag is 8080-42", [user]))
+            assert masked["content"].endswith("[forgotten]")
+            listed = http.get("/v1/forget-rules", headers=as_(user)).json()["rules"]
+            assert [r["rule_id"] for r in listed] == [rule["rule_id"]]
+            lifted = http.delete(f"/v1/forget-rules/{rule['rule_id']}", headers=as_(user))
+            assert lifted.status_code == 200, lifted.text
+            kept = stored(http, user, said(user, "the tag is 8080-42", [user]))
+            assert kept["content"].endswith("8080-42")
+    finally:
+        stop(process)
+    if with_redis:
+        import redis
+
+        client = redis.Redis.from_url(env["WHOSE_REDIS_URL"])
+        values = b"".join(b"".join(client.hvals(key)) for key in client.scan_iter("whose:forget:*"))
+        client.close()
+        assert rule["rule_id"].encode() in values
