@@ -356,6 +356,10 @@ def test_a_rule_stands_across_restarts_and_replicas(
         import redis
 
         client = redis.Redis.from_url(env["WHOSE_REDIS_URL"])
-        values = b"".join(b"".join(client.hvals(key)) for key in client.scan_iter("whose:forget:*"))
+        values = b"".join(
+            v if isinstance(v, bytes) else str(v).encode()
+            for key in client.scan_iter("whose:forget:*")
+            for v in client.hvals(key)
+        )
         client.close()
         assert rule["rule_id"].encode() in values
