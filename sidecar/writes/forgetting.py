@@ -82,10 +82,17 @@ def _literal_spans(text: str, value: str) -> list[tuple[int, int]]:
 
 
 def texts(payload: dict[str, Any]) -> list[str]:
-    """The claim's text fields of a record (the ones a rule is matched against)."""
+    """The claim's text fields of a record (the ones a rule is matched against); a
+    number as a value is matched as it is written in JSON (5532 as "5532")."""
     proposition = payload.get("proposition") or {}
-    found = [payload.get("content"), proposition.get("text"), proposition.get("value")]
+    found = [payload.get("content"), proposition.get("text"), _as_text(proposition.get("value"))]
     return [t for t in found if isinstance(t, str)]
+
+
+def _as_text(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    return value if isinstance(value, str) else str(value)
 
 
 def carried(matchers: Sequence[Matcher], payload: dict[str, Any]) -> list[Matcher]:
@@ -102,9 +109,13 @@ def redacted(payload: dict[str, Any], matchers: Iterable[Matcher]) -> dict[str, 
     proposition = out.get("proposition")
     if isinstance(proposition, dict):
         proposition = dict(proposition)
-        for name in ("text", "value"):
-            if isinstance(proposition.get(name), str):
-                proposition[name] = _masked(proposition[name], rules)
+        if isinstance(proposition.get("text"), str):
+            proposition["text"] = _masked(proposition["text"], rules)
+        value = proposition.get("value")
+        if isinstance(value, str):
+            proposition["value"] = _masked(value, rules)
+        elif (number := _as_text(value)) is not None and _masked(number, rules) != number:
+            proposition["value"] = MASK  # a number cannot hold a mask: the whole value
         out["proposition"] = proposition
     return out
 

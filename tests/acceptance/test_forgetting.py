@@ -97,6 +97,9 @@ def test_never_keep_my_pin_then_restatements(http: httpx.Client) -> None:
     assert "[forgotten] is deleted" in again["content"]
     theirs = stored(http, spouse, said(spouse, f"her PIN is {PIN}", [spouse]))
     assert PIN not in json.dumps(theirs)
+    as_number = said(user, "the new PIN", [user], key="bank.pin")
+    as_number["proposition"]["value"] = int(PIN)
+    assert stored(http, user, as_number)["proposition"]["value"] == "[forgotten]"
     observed = http.post(
         "/v1/observations",
         json={

@@ -36,6 +36,15 @@ def test_every_text_field_is_masked_and_nothing_else() -> None:
     assert carried([value("5532")], masked) == []
 
 
+def test_a_number_as_the_value_is_matched_and_masked_whole() -> None:
+    record = {"content": "noted", "proposition": {"text": "the PIN", "value": 5532}}
+    assert carried([value("5532")], record)
+    assert redacted(record, [value("5532")])["proposition"]["value"] == MASK
+    assert redacted(record, [value("9999")])["proposition"]["value"] == 5532
+    flag = {"proposition": {"value": True}}
+    assert not carried([value("True")], flag)
+
+
 def test_overlapping_matches_mask_once() -> None:
     assert redacted({"content": "x 55532 y"}, [value("555"), value("5553")])["content"] == (
         f"x {MASK}2 y"
