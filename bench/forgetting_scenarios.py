@@ -315,11 +315,55 @@ def run(mode: str, plays: list[Episode], folder: Path) -> dict[str, Any]:
     }
 
 
+def write_cost(rules: int, writes: int, folder: Path) -> dict[str, Any]:
+    """What standing rules add to a write: `writes` single-record observations in a
+    tenant without rules and in one with `rules` value rules (none of which the
+    writes carry, so each is matched and none masks), interleaved, medians."""
+    import statistics
+
+    with served(folder) as base, httpx.Client(base_url=base, timeout=60) as http:
+        for n in range(rules):
+            rule = {"kind": "value", "value": f"never-{n:05d}"}
+            headers = {"X-Whose-Asker": "amira", "X-Whose-Tenant": "ruled"}
+            http.post("/v1/forget-rules", json=rule, headers=headers).raise_for_status()
+        seconds: dict[str, list[float]] = {"plain": [], "ruled": []}
+        for n in range(writes):
+            for tenant in ("plain", "ruled"):
+                body = {
+                    "speaker": "amira",
+                    "source_id": f"s-{n}",
+                    "participants": ["amira"],
+                    "claims": [{"proposition": {"text": f"the parcel {n} came at {n % 12} pm"}}],
+                }
+                headers = {"X-Whose-Asker": "amira", "X-Whose-Tenant": tenant}
+                started = time.perf_counter()
+                http.post("/v1/observations", json=body, headers=headers).raise_for_status()
+                seconds[tenant].append(time.perf_counter() - started)
+    plain, ruled = (statistics.median(seconds[t]) * 1000 for t in ("plain", "ruled"))
+    return {
+        "rules": rules,
+        "writes": writes,
+        "median_ms_without_rules": round(plain, 2),
+        "median_ms_with_rules": round(ruled, 2),
+        "ratio": round(ruled / plain, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=39)
+    parser.add_argument(
+        "--write-cost",
+        type=int,
+        metavar="RULES",
+        help="instead: the median write with RULES standing rules against none",
+    )
     args = parser.parse_args()
+    if args.write_cost:
+        with tempfile.TemporaryDirectory(prefix="whose-forgetting-") as tmp:
+            print(json.dumps(write_cost(args.write_cost, 200, Path(tmp) / "sidecar")))
+        return
     plays = episodes(args.episodes, args.seed)
     results = []
     with tempfile.TemporaryDirectory(prefix="whose-forgetting-") as tmp:

@@ -87,10 +87,13 @@ def _loaded(text: str | bytes | None) -> ForgetRule | None:
 
 
 class FileRules:
-    """One JSON file per rule, a folder per tenant (one process owns the data dir)."""
+    """One JSON file per rule, a folder per tenant. One process owns the data dir, so
+    the rules read once are kept in memory and changed with each save: a write does
+    not read every rule's file again (bench/forgetting_scenarios.py --write-cost)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._read: dict[str, dict[uuid.UUID, ForgetRule]] = {}
 
     def _tenant(self, tenant: str) -> Path:
         return self.folder / hashlib.sha256(tenant.encode()).hexdigest()[:32]
@@ -104,40 +107,61 @@ class FileRules:
             partial.write_text(_dumped(rule))
             partial.replace(path)  # whole or not at all
 
+        await self.all(rule.tenant)  # read before, so the saved one is not read twice
         await asyncio.to_thread(write)
+        self._read[rule.tenant][rule.rule_id] = rule
 
     async def all(self, tenant: str) -> list[ForgetRule]:
         def read() -> list[str]:
             folder = self._tenant(tenant)
             return [p.read_text() for p in sorted(folder.glob("*.json"))] if folder.exists() else []
 
-        found = [_loaded(t) for t in await asyncio.to_thread(read)]
-        return [r for r in found if r is not None and r.tenant == tenant]
+        if tenant not in self._read:
+            found = [_loaded(t) for t in await asyncio.to_thread(read)]
+            rules = [r for r in found if r is not None and r.tenant == tenant]
+            self._read[tenant] = {r.rule_id: r for r in rules}
+        return sorted(self._read[tenant].values(), key=lambda r: str(r.rule_id))
 
 
 class RedisRules:
-    """Rules in one Redis hash per tenant, read by every replica on every write."""
+    """Rules in one Redis hash per tenant, seen by every replica on every write. Each
+    save bumps the tenant's revision in the same transaction; a replica keeps the
+    rules it read under the revision it read first, so a write asks Redis for one
+    number, and reads the rules again only after some replica changed them."""
 
     def __init__(self, client: aioredis.Redis, prefix: str = "whose:forget") -> None:
         self.client = client
         self.prefix = prefix
+        self._read: dict[str, tuple[object, list[ForgetRule]]] = {}
 
     def _key(self, tenant: str) -> str:
         return f"{self.prefix}:{hashlib.sha256(tenant.encode()).hexdigest()[:32]}"
 
     async def save(self, rule: ForgetRule) -> None:
+        key = self._key(rule.tenant)
         try:
-            await self.client.hset(self._key(rule.tenant), str(rule.rule_id), _dumped(rule))
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, str(rule.rule_id), _dumped(rule))
+                pipe.incr(f"{key}:revision")
+                await pipe.execute()
         except RedisError as exc:
             raise ErasureRequestsUnavailable(str(exc)) from exc
 
     async def all(self, tenant: str) -> list[ForgetRule]:
+        key = self._key(tenant)
         try:
-            texts = await self.client.hvals(self._key(tenant))
+            # The revision before the rules: a save in between is read again next time.
+            revision = await self.client.get(f"{key}:revision")
+            kept = self._read.get(tenant)
+            if kept is not None and revision is not None and kept[0] == revision:
+                return kept[1]
+            texts = await self.client.hvals(key)
         except RedisError as exc:
             raise ErasureRequestsUnavailable(str(exc)) from exc
         found = [_loaded(t) for t in sorted(texts)]
-        return [r for r in found if r is not None and r.tenant == tenant]
+        rules = [r for r in found if r is not None and r.tenant == tenant]
+        self._read[tenant] = (revision, rules)
+        return rules
 
 
 def _view(rule: ForgetRule) -> ForgetRuleView:
@@ -281,12 +305,12 @@ class Rules:
         if not rules:
             return {}
         matchers = [matcher(r) for r in rules]
-        views = {str(r.rule_id): _view(r) for r in rules}
         found = {str(p["id"]): carried(matchers, p) for p in payloads}
         found = {i: ms for i, ms in found.items() if ms}
         if not found:
             return {}
-        carried_views = {i: [views[m.rule_id] for m in ms] for i, ms in found.items()}
+        by_id = {str(r.rule_id): r for r in rules}
+        carried_views = {i: [_view(by_id[m.rule_id]) for m in ms] for i, ms in found.items()}
         decisions = await self.policy.forget_writes(writer, payloads, carried_views)
         refused: list[dict[str, Any]] = []
         masked: dict[int, list[str]] = {}

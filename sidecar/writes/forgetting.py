@@ -52,12 +52,13 @@ class Matcher:
             return [m.span(1) for m in compiled.finditer(text)] if compiled else []
         return []
 
-    def carried_by(self, payload: dict[str, Any]) -> bool:
-        """Whether the record carries what the rule forgets (binding it is the policy's)."""
+    def carried_by(self, payload: dict[str, Any], text: Sequence[str] | None = None) -> bool:
+        """Whether the record carries what the rule forgets (binding it is the policy's);
+        `text`: its `texts`, when the caller has them already."""
         if self.kind == "key":
             proposition = payload.get("proposition") or {}
             return self.key is not None and proposition.get("key") == self.key
-        return any(self.spans(text) for text in texts(payload))
+        return any(self.spans(t) for t in (texts(payload) if text is None else text))
 
 
 def shape_regex(pattern: str) -> re.Pattern[str] | None:
@@ -96,8 +97,20 @@ def _as_text(value: Any) -> str | None:
 
 
 def carried(matchers: Sequence[Matcher], payload: dict[str, Any]) -> list[Matcher]:
-    """The rules a record carries."""
-    return [m for m in matchers if m.carried_by(payload)]
+    """The rules a record carries. Every write is matched against every standing rule
+    of its tenant: the text is lowered once, and a value is looked for with `in`."""
+    text = texts(payload)
+    lowered = [t.translate(_LOWER) for t in text]
+    found = []
+    for m in matchers:
+        if m.kind == "value" and m.value:
+            needle = m.value.translate(_LOWER)
+            hit = any(needle in t for t in lowered)
+        else:
+            hit = m.carried_by(payload, text)
+        if hit:
+            found.append(m)
+    return found
 
 
 def redacted(payload: dict[str, Any], matchers: Iterable[Matcher]) -> dict[str, Any]:
