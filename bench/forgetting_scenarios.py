@@ -190,7 +190,7 @@ class Played:
                 for query in (secret.label, secret.value):
                     found = self.recall(e.person, query)
                     for item in found["items"]:
-                        if secret.value in json.dumps(item):
+                        if shows(claims_of({"items": [item]}), secret.value):
                             self.http.delete(
                                 f"/v1/memories/{item['id']}", headers=self.as_(e.person)
                             )
