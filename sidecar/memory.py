@@ -32,6 +32,10 @@ from sidecar.messages import (
     ErasureProgress,
     ErasureRequest,
     ErasureResponse,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRules,
+    ForgetRuleSet,
     Grant,
     GrantList,
     GrantRequest,
@@ -59,6 +63,7 @@ from sidecar.store.scope import Scope
 from sidecar.store.stacks import missing
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests
+from sidecar.writes.forget_rules import Rules
 from sidecar.writes.membership import Membership
 from sidecar.writes.observations import keyed
 from sidecar.writes.observations import to_records as observed_records
@@ -92,6 +97,7 @@ class Memory:
         stacks: Stacks | None = None,
         grants: Grants | None = None,
         membership: Membership | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.settings = settings
         # A RAG stack's own collections (stack_paths.py): the dialect's writes name one.
@@ -108,6 +114,7 @@ class Memory:
         # Who is in each conversation (writes/membership.py); without it an observation
         # without participants is heard by its speaker alone.
         self.membership = membership
+        self.rules = rules
 
     # --- writes -------------------------------------------------------------------------
 
@@ -288,6 +295,27 @@ class Memory:
         """How far an erasure request has got; NotFound for one the asker neither made
         nor, as an officer, may follow."""
         return await self.erasures.status(who, request_id)
+
+    # --- standing forget rules (writes/forget_rules.py) --------------------------------
+
+    async def set_forget_rule(self, who: Identity, request: ForgetRuleRequest) -> ForgetRuleSet:
+        """Forget a value, key or pattern about a subject from now on, and erase what
+        it names now with the asker's reach; ErasureRefused unless the forgetting
+        policy lets the asker set it."""
+        return await self._rules().set(who, request)
+
+    async def lift_forget_rule(self, who: Identity, rule_id: UUID) -> ForgetRule:
+        """Lift a standing rule; NotFound for one the asker may not see."""
+        return await self._rules().lift(who, rule_id)
+
+    async def forget_rules(self, who: Identity) -> ForgetRules:
+        """The rules about the asker or that they set (an officer: all the tenant's)."""
+        return ForgetRules(rules=await self._rules().listed(who))
+
+    def _rules(self) -> Rules:
+        if self.rules is None:
+            raise InvalidRequest("forget rules", ["forget_rules_not_configured"])
+        return self.rules
 
     def _within_depth(self, bodies: Sequence[MemoryWrite]) -> None:
         depth = self.settings.max_mind_depth

@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from sidecar.audit.model import AuditEntry
 from sidecar.policy.contract import Decision, Explanation, RuleReasons
+from sidecar.policy.contract import ForgetKind as ForgetKind  # the API's own name too
 from sidecar.record import (
     MAX_CATEGORIES,
     MAX_PATH,
@@ -561,8 +562,14 @@ class ErasureResponse(BaseModel):
 
 
 # An erasure request (POST /v1/erasures, writes/erasure_requests.py): what it erases.
-BulkKind = Literal["subject", "source", "tenant"]
+# `subject`, `source`, `tenant` by what records are about; `proposition` and `query`
+# by what they say; `forget` is made by a forget rule (POST /v1/forget-rules), never
+# asked for directly.
+BulkKind = Literal["subject", "source", "tenant", "proposition", "query"]
+RequestKind = Literal["subject", "source", "tenant", "proposition", "query", "forget"]
 ErasureStatus = Literal["running", "done", "failed"]
+# The most records one query request reaches (its `max_records`), and its default.
+MAX_QUERY_RECORDS = 1000
 
 
 class ErasureRequest(BaseModel):
@@ -572,25 +579,49 @@ class ErasureRequest(BaseModel):
 
     kind: BulkKind = Field(
         description="`subject`: every record a person holds, said, or that is about their "
-        "mind; `source`: every record from one source; `tenant`: every record of yours."
+        "mind; `source`: every record from one source; `tenant`: every record of yours; "
+        "`proposition`: every record of a proposition `key`; `query`: the records nearest "
+        "a `query` text, down to `min_score` and at most `max_records`. By content "
+        "(`proposition`, `query`) anyone may ask, over the records they may erase: an "
+        "erasure officer's reach records the officer may not read."
     )
     subject: Person | None = None
     source: Name | None = None
+    key: Name | None = Field(default=None, description="A `proposition` request's key.")
+    query: str | None = Field(
+        default=None, min_length=1, max_length=2000, description="A `query` request's text."
+    )
+    min_score: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description="A `query` request's bound: the least cosine similarity to the query "
+        "a record's embedding must have.",
+    )
+    max_records: int = Field(
+        default=100,
+        ge=1,
+        le=MAX_QUERY_RECORDS,
+        description="A `query` request's bound: the most records it reaches.",
+    )
     reason: Name | None = Field(
         default=None, description="Your reference for why (a ticket id), kept in the audit log."
     )
 
     @model_validator(mode="after")
     def _named(self) -> ErasureRequest:
-        if self.kind == "subject" and self.subject is None:
-            raise ValueError("a subject request names its subject")
-        if self.kind == "source" and self.source is None:
-            raise ValueError("a source request names its source")
-        if self.kind != "subject" and self.subject is not None:
-            raise ValueError("only a subject request names a subject")
-        if self.kind != "source" and self.source is not None:
-            raise ValueError("only a source request names a source")
+        named = {"subject": self.subject, "source": self.source, "proposition": self.key}
+        for kind, value in named.items():
+            if self.kind == kind and value is None:
+                raise ValueError(f"a {kind} request names its {_NAMED[kind]}")
+            if self.kind != kind and value is not None:
+                raise ValueError(f"only a {kind} request names a {_NAMED[kind]}")
+        if (self.kind == "query") != (self.query is not None):
+            raise ValueError("a query request, and only one, names its query")
         return self
+
+
+_NAMED = {"subject": "subject", "source": "source", "proposition": "key"}
 
 
 class ErasureProgress(BaseModel):
@@ -599,13 +630,21 @@ class ErasureProgress(BaseModel):
     request_id: UUID
     tenant: str
     requested_by: str
-    kind: BulkKind
+    kind: RequestKind
     subject: str | None = None
     source: str | None = None
+    key: str | None = None
+    # A forget rule's erasure: the rule (POST /v1/forget-rules).
+    rule_id: UUID | None = None
     reason: str | None = None
     status: ErasureStatus
+    # Whether the request reaches records the requester may not read (an officer's):
+    # otherwise every count is of records they may read.
+    unrestricted: bool = False
     erased: int = Field(default=0, description="Records erased so far (derivations included).")
-    kept: int = Field(default=0, description="Records the policy kept (a legal hold, say).")
+    kept: int = Field(
+        default=0, description="Records it reached that the policy kept (a legal hold, say)."
+    )
     kept_because: dict[str, int] = Field(default_factory=dict)
     examined: int = 0
     steps: int = 0
@@ -619,6 +658,79 @@ class ErasureProgress(BaseModel):
     # Who asked, as the policy saw them (roles from their token included): each step
     # is decided for them.
     asker: dict[str, list[str] | str] = Field(default_factory=dict, exclude=True)
+    # What the request matches that its answer never shows: a query's text and
+    # bounds, a forget rule's value or pattern (writes/forgetting.py), and the ids a
+    # query found at its first step (its later steps erase those).
+    match: dict[str, str | float | int] = Field(default_factory=dict, exclude=True)
+    targets: list[str] | None = Field(default=None, exclude=True)
+
+
+class ForgetRuleRequest(BaseModel):
+    """POST /v1/forget-rules: forget a value, a proposition key or a pattern about a
+    subject, now and in every later write, until the rule is lifted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ForgetKind = Field(
+        description="`value`: a literal (matched as written, ASCII letters in any case); "
+        "`key`: every claim of a proposition key about the subject; `pattern`: a shape, "
+        "`#` a digit and `@` a letter, any other character itself, matched whole-word."
+    )
+    subject: Person | None = Field(
+        default=None, description="Whose value, key or pattern it is: you, unless set."
+    )
+    value: str | None = Field(default=None, min_length=1, max_length=200)
+    key: Name | None = None
+    pattern: str | None = Field(default=None, min_length=1, max_length=64)
+    reason: Name | None = Field(
+        default=None, description="Your reference for why, kept in the audit log."
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ForgetRuleRequest:
+        given = {"value": self.value, "key": self.key, "pattern": self.pattern}
+        for kind, value in given.items():
+            if (self.kind == kind) != (value is not None):
+                raise ValueError(f"a {self.kind} rule names its {self.kind} and nothing else")
+        return self
+
+
+ForgetStatus = Literal["standing", "lifted"]
+
+
+class ForgetRule(BaseModel):
+    """A standing forget rule as answered: never its value (only how long it is)."""
+
+    rule_id: UUID
+    tenant: str
+    subject: str
+    kind: ForgetKind
+    key: str | None = None
+    pattern: str | None = None
+    value_length: int | None = None
+    set_by: str
+    reason: str | None = None
+    status: ForgetStatus
+    created_at: Instant
+    lifted_at: Instant | None = None
+    lifted_by: str | None = None
+    # The value itself: kept to match later writes, never answered or audited.
+    value: str | None = Field(default=None, exclude=True)
+
+
+class ForgetRuleSet(BaseModel):
+    """POST /v1/forget-rules: the rule, and the erasure of what it names now (its
+    counts are of records you may erase; an officer's reach records they may not read)."""
+
+    rule: ForgetRule
+    erasure: ErasureProgress
+
+
+class ForgetRules(BaseModel):
+    """GET /v1/forget-rules: the standing rules about you or that you set (an erasure
+    officer: every rule of the tenant)."""
+
+    rules: list[ForgetRule]
 
 
 # A grant (POST /v1/grants, policy/grants.py): a subject's records of some categories,

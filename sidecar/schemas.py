@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +27,7 @@ from sidecar.policy.contract import (
     DerivedChoice,
     DisclosureInput,
     ErasureInput,
+    ForgettingInput,
     IngestInput,
     LabelingInput,
     RetentionInput,
@@ -216,6 +218,21 @@ class Conversations(_Data):
     )
 
 
+class Forgetting(_Data):
+    """Standing forget rules (whose.forgetting)."""
+
+    min_value_length: int = Field(
+        default=4, ge=1, description="The shortest value a rule may forget (shorter: refused)."
+    )
+    patterns: bool = Field(default=True, description="Whether rules may name a pattern at all.")
+    on_write: Literal["redact", "refuse"] = Field(
+        default="redact",
+        description="What becomes of a later write a value or pattern rule binds: the "
+        "match masked and the record stored, or the write refused (a key rule always "
+        "refuses).",
+    )
+
+
 class Config(_Data):
     """data.whose.config: the evidence policy, announcements, authorities, relays,
     erasure, retention, trust, labeling and stack collections."""
@@ -253,6 +270,9 @@ class Config(_Data):
         default_factory=lambda: Conversations(),
         description="Conversation membership: see whose.conversations.",
     )
+    forgetting: Forgetting = Field(
+        default_factory=Forgetting, description="Standing forget rules: see whose.forgetting."
+    )
 
 
 class TenantHolds(_Data):
@@ -280,6 +300,7 @@ POLICY_MODELS: dict[str, type[BaseModel]] = {
     "collections_input": CollectionsInput,
     "consent_input": ConsentInput,
     "conversations_input": ConversationsInput,
+    "forgetting_input": ForgettingInput,
     "config": Config,
     "directory": Directory,
     "holds": Holds,

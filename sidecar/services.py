@@ -52,6 +52,7 @@ from sidecar.store.stacks import StackCollections
 from sidecar.store.vectors import IndexSpec
 from sidecar.writes.eraser import Eraser
 from sidecar.writes.erasure_requests import ErasureRequests, FileRequests, RedisRequests
+from sidecar.writes.forget_rules import FileRules, RedisRules, Rules
 from sidecar.writes.locks import ChainLocks, LocalLocks, RedisLocks
 from sidecar.writes.membership import FileEvents, Membership, RedisEvents
 from sidecar.writes.retention import Sweeper, every
@@ -396,10 +397,18 @@ async def open_services(
         reader = Reader(store, gate, bounds)
         # One set of locks for every path that changes a chain (writes, erasures).
         locks = chain_locks(settings, redis)
-        writer = Writer(store, policy, embedder, locks, audit)
+        # Standing forget rules stand in front of every writer, the stacks' too.
+        rules = Rules(
+            RedisRules(redis)
+            if redis is not None
+            else FileRules(settings.data_dir / "forget-rules"),
+            policy,
+            audit,
+        )
+        writer = Writer(store, policy, embedder, locks, audit, rules)
         eraser = Eraser(store, policy, locks, reader, audit)
         versions = Versions(store, reader, writer, eraser, locks)
-        paths = Stacks(stacks, reader, policy, embedder, locks, audit)
+        paths = Stacks(stacks, reader, policy, embedder, locks, audit, rules)
         erasures = ErasureRequests(
             store,
             policy,
@@ -409,7 +418,10 @@ async def open_services(
             else FileRequests(settings.data_dir / "erasure-requests"),
             locks,
             step=settings.erasure_step,
+            reader=reader,
+            embedder=embedder,
         )
+        rules.erasures = erasures
         sweeper = Sweeper(store, policy, eraser, locks)
         if background:
             await _in_background(stack, erasures.run(settings.erasure_poll_s), "whose-erasures")
@@ -457,6 +469,7 @@ async def open_services(
                     else FileEvents(settings.data_dir / "conversations"),
                     policy,
                 ),
+                rules,
             ),
             oversight=Oversight(
                 store,

@@ -31,6 +31,7 @@ from sidecar.reads.reader import Reader
 from sidecar.store.layout import VectorLayout
 from sidecar.store.stacks import OWN_INDEX_TYPES, StackCollections, StackInfo, missing
 from sidecar.writes.eraser import Eraser
+from sidecar.writes.forget_rules import Rules
 from sidecar.writes.locks import ChainLocks
 from sidecar.writes.retention import Sweeper, SweepReport
 from sidecar.writes.versions import Versions
@@ -87,8 +88,11 @@ class Stacks:
         embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog,
+        rules: Rules | None = None,
     ) -> None:
         self.collections = collections
+        # Standing forget rules: a stack's documents carry a subject like any record.
+        self._rules = rules
         self._reader = reader
         self._policy = policy
         self._embedder = embedder
@@ -110,7 +114,9 @@ class Stacks:
                 return made
             store = await self.collections.store(tenant, name)
             reader = Reader(store, self._reader.gate, self._reader.bounds)
-            writer = Writer(store, self._policy, self._embedder, self._locks, self._audit)
+            writer = Writer(
+                store, self._policy, self._embedder, self._locks, self._audit, self._rules
+            )
             eraser = Eraser(store, self._policy, self._locks, reader, self._audit, self._now)
             versions = Versions(store, reader, writer, eraser, self._locks)
             sweeper = Sweeper(store, self._policy, eraser, self._locks, self._now)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from sidecar.messages import (
     Conflict,
     ErasureResponse,
+    ForgetRule,
+    ForgetRuleSet,
     Grant,
     GrantList,
     HistoryResponse,
@@ -178,6 +180,27 @@ def grants(answer: GrantList) -> str:
     if not answer.grants:
         return "No grants in force that you gave, are about you, or name you."
     return "\n".join(f"- {grant(g)}" for g in answer.grants)
+
+
+def forget_rule_set(answer: ForgetRuleSet) -> str:
+    rule, erasure = answer.rule, answer.erasure
+    what = rule.key or rule.pattern or f"a value of {rule.value_length} characters"
+    lines = [
+        f"Will never keep {what} ({rule.kind}) about {rule.subject}: rule {rule.rule_id}.",
+        f"Forgotten now: {erasure.erased} memory version(s); kept: {erasure.kept}"
+        + (f" ({_counts(erasure.kept_because)})" if erasure.kept_because else "")
+        + ("; still going" if erasure.status == "running" else "")
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def forget_rule_lifted(rule: ForgetRule) -> str:
+    return f"Lifted forget rule {rule.rule_id}: later memories are no longer checked against it."
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{reason}: {n}" for reason, n in sorted(counts.items()))
 
 
 def refusal(error: str, words: str, reasons: Sequence[object]) -> str:

@@ -32,7 +32,9 @@ Outcome = Literal[
     "flagged",
     "withdrawn",
 ]
-AuditPurpose = Literal["recall", "get", "history", "explain", "write", "erase", "impact", "consent"]
+AuditPurpose = Literal[
+    "recall", "get", "history", "explain", "write", "erase", "impact", "consent", "forget"
+]
 WriteRoute = Literal[
     "memories",
     "observations",

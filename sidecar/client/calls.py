@@ -33,6 +33,10 @@ from sidecar.messages import (
     ErasureResponse,
     ExplainRequest,
     ExplainResponse,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRules,
+    ForgetRuleSet,
     Grant,
     GrantList,
     GrantRequest,
@@ -95,6 +99,9 @@ ERASURE = _route("GET", "/v1/erasures/{request_id}")
 GRANTS = _route("POST", "/v1/grants")
 LIST_GRANTS = _route("GET", "/v1/grants")
 REVOKE_GRANT = _route("DELETE", "/v1/grants/{grant_id}")
+FORGET_RULES = _route("POST", "/v1/forget-rules")
+LIST_FORGET_RULES = _route("GET", "/v1/forget-rules")
+FORGET_RULE = _route("DELETE", "/v1/forget-rules/{rule_id}")
 # Not native: the Qdrant dialect's listing (see `scroll`).
 SCROLL = _route("POST", "/collections/{collection}/points/scroll")
 
@@ -272,6 +279,25 @@ def audit(
     }
     params = [(name, value) for name, value in given.items() if value is not None]
     return Call("GET", AUDIT.path(), _model(AuditPage), params=params)
+
+
+def set_forget_rule(request: ForgetRuleRequest) -> Call[ForgetRuleSet]:
+    """POST /v1/forget-rules: never keep a value, key or pattern about a subject; what
+    matches now is erased with the asker's reach (ErasureRefused when the policy
+    refuses the rule)."""
+    body = request.model_dump(mode="json", exclude_none=True)
+    return Call("POST", FORGET_RULES.path(), _model(ForgetRuleSet), json=body, read=False)
+
+
+def forget_rules() -> Call[ForgetRules]:
+    """GET /v1/forget-rules: the rules about the asker or that they set."""
+    return Call("GET", LIST_FORGET_RULES.path(), _model(ForgetRules))
+
+
+def lift_forget_rule(rule_id: UUID) -> Call[ForgetRule]:
+    """DELETE /v1/forget-rules/{id}: lift a standing rule (NotFound for one the asker
+    may not see)."""
+    return Call("DELETE", FORGET_RULE.path(rule_id=rule_id), _model(ForgetRule), read=False)
 
 
 def erasure_status(request_id: UUID) -> Call[ErasureProgress]:

@@ -39,6 +39,10 @@ from sidecar.messages import (
     ErasureResponse,
     ExplainRequest,
     ExplainResponse,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRules,
+    ForgetRuleSet,
     Grant,
     GrantList,
     GrantRequest,
@@ -289,8 +293,9 @@ class WhoseClient:
         return self.send(calls.delete(UUID(str(record_id)), history=history, reason=reason))
 
     def request_erasure(self, request: ErasureRequest | Mapping[str, Any]) -> ErasureProgress:
-        """An erasure officer's request, by subject, source or tenant (role
-        `data_protection` by default; ErasureRefused otherwise)."""
+        """An erasure request: an officer's by subject, source or tenant (role
+        `data_protection` by default; ErasureRefused otherwise), anyone's by content
+        (`proposition`, `query`) over the records they may erase."""
         return self.send(calls.request_erasure(calls.as_model(ErasureRequest, request)))
 
     def grant(self, request: GrantRequest | Mapping[str, Any]) -> Grant:
@@ -305,6 +310,19 @@ class WhoseClient:
     def grants(self) -> GrantList:
         """The grants in force you gave, that are about you, or that name you."""
         return self.send(calls.list_grants())
+
+    def set_forget_rule(self, request: ForgetRuleRequest | Mapping[str, Any]) -> ForgetRuleSet:
+        """Never keep a value, key or pattern about a subject (you, unless an officer):
+        erased now with your reach, refused or masked in every later write."""
+        return self.send(calls.set_forget_rule(calls.as_model(ForgetRuleRequest, request)))
+
+    def forget_rules(self) -> ForgetRules:
+        """The rules about you or that you set (an officer: the tenant's)."""
+        return self.send(calls.forget_rules())
+
+    def lift_forget_rule(self, rule_id: UUID | str) -> ForgetRule:
+        """Lift a standing rule (NotFound for one you may not see)."""
+        return self.send(calls.lift_forget_rule(UUID(str(rule_id))))
 
     # --- reads ------------------------------------------------------------------------
 
@@ -464,6 +482,17 @@ class AsyncWhoseClient:
 
     async def grants(self) -> GrantList:
         return await self.send(calls.list_grants())
+
+    async def set_forget_rule(
+        self, request: ForgetRuleRequest | Mapping[str, Any]
+    ) -> ForgetRuleSet:
+        return await self.send(calls.set_forget_rule(calls.as_model(ForgetRuleRequest, request)))
+
+    async def forget_rules(self) -> ForgetRules:
+        return await self.send(calls.forget_rules())
+
+    async def lift_forget_rule(self, rule_id: UUID | str) -> ForgetRule:
+        return await self.send(calls.lift_forget_rule(UUID(str(rule_id))))
 
     async def recall(self, request: RecallRequest | Mapping[str, Any] | str) -> RecallResponse:
         return await self.send(calls.recall(_as_recall(request)))

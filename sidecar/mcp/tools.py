@@ -67,6 +67,10 @@ from sidecar.messages import (
     Claim,
     ConversationOpening,
     ErasureResponse,
+    ForgetKind,
+    ForgetRule,
+    ForgetRuleRequest,
+    ForgetRuleSet,
     Grant,
     GrantList,
     GrantPurpose,
@@ -557,6 +561,56 @@ async def list_grants(ctx: Context[Any, Any]) -> Annotated[CallToolResult, Grant
     return await _guarded(ctx, answer)
 
 
+async def never_keep(
+    ctx: Context[Any, Any],
+    kind: Annotated[
+        ForgetKind,
+        Field(
+            description="`value`: a literal such as a PIN; `key`: every claim of a "
+            "proposition key; `pattern`: a shape, `#` a digit and `@` a letter."
+        ),
+    ],
+    value: Annotated[str | None, Field(max_length=200, description="The value.")] = None,
+    key: Annotated[Name | None, Field(description="The proposition key.")] = None,
+    pattern: Annotated[str | None, Field(max_length=64, description="The shape.")] = None,
+    subject: Annotated[
+        Person | None, Field(description="Whose it is: you, unless you are an erasure officer.")
+    ] = None,
+    reason: Annotated[
+        Name | None, Field(description="Why, in a few words (kept in the audit log).")
+    ] = None,
+) -> Annotated[CallToolResult, ForgetRuleSet]:
+    """Never keep something again ("never keep my PIN"): what matches is forgotten now
+    (the memories you may erase), and every later memory that carries it is refused
+    or kept with it masked, until the rule is lifted. Memories attributed to other
+    people are erased now only by an erasure officer's rule. The answer never repeats
+    the value (`erasure_refused` when the forgetting policy does not let you)."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        request = ForgetRuleRequest(
+            kind=kind, value=value, key=key, pattern=pattern, subject=subject, reason=reason
+        )
+        made = await svc.memory.set_forget_rule(who, request)
+        return _result(readout.forget_rule_set(made), made)
+
+    return await _guarded(ctx, answer)
+
+
+async def lift_forget_rule(
+    ctx: Context[Any, Any],
+    rule_id: Annotated[UUID, Field(description="The rule id `never_keep` answered.")],
+) -> Annotated[CallToolResult, ForgetRule]:
+    """Lift a standing forget rule: later memories are no longer checked against it;
+    nothing already forgotten comes back (attributed memories stay their holders').
+    `not_found` for a rule you may not see."""
+
+    async def answer(svc: Services, who: Identity) -> CallToolResult:
+        lifted = await svc.memory.lift_forget_rule(who, rule_id)
+        return _result(readout.forget_rule_lifted(lifted), lifted)
+
+    return await _guarded(ctx, answer)
+
+
 def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServer[Any]:
     """The MCP server with whose's tools; `services` and `identity_of` say where a call
     finds the sidecar and its caller."""
@@ -605,6 +659,26 @@ def build(services: Callable[[], Services], identity_of: IdentityOf) -> MCPServe
         ),
         Tool.from_function(
             list_grants, description=list_grants.__doc__ or "", annotations=read_only
+        ),
+        Tool.from_function(
+            never_keep,
+            description=never_keep.__doc__ or "",
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=True,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
+        ),
+        Tool.from_function(
+            lift_forget_rule,
+            description=lift_forget_rule.__doc__ or "",
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=False,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
         ),
     ]
     return _Server(

@@ -357,7 +357,13 @@ def write_input(
 
 # What an erasure request names: records by id (each one the asker may see), or every
 # record about a subject, from a source, or of the whole tenant (bulk requests).
-ErasureKind = Literal["records", "subject", "source", "tenant", "derived"]
+# By content: every record of a proposition key, the records nearest a text, or what
+# a standing forget rule names now (writes/forgetting.py).
+ErasureKind = Literal[
+    "records", "subject", "source", "tenant", "derived", "proposition", "query", "forget"
+]
+# What a standing forget rule forgets (rego/whose/forgetting/).
+ForgetKind = Literal["value", "key", "pattern"]
 # What becomes of the records derived from an erased one (writes/relink.py).
 DerivedChoice = Literal["flag", "withdraw", "erase"]
 
@@ -370,6 +376,9 @@ class ErasureRequestView(BaseModel):
     kind: ErasureKind
     subject: Name | None = None
     source: Name | None = None
+    # A proposition request's key, or a forget rule's (kind `forget`, `rule_kind` key).
+    key: Name | None = None
+    rule_kind: ForgetKind | None = None
 
 
 class ErasureInput(BaseModel):
@@ -426,6 +435,76 @@ class RetentionDecision(BaseModel):
     expire: StrictBool
     held: StrictBool = False
     derived: DerivedChoice = "flag"
+
+
+# --- standing forget rules (rego/whose/forgetting/) --------------------------
+
+ForgetAction = Literal["set", "lift", "write"]
+WriteAction = Literal["keep", "redact", "refuse"]
+
+
+class ForgetRuleView(BaseModel):
+    """A forget rule as the policy sees it: never its value, only how long it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Name | None = None
+    kind: str = Field(description="`value`, `key` or `pattern` (another is refused).")
+    subject: Name
+    length: int | None = Field(default=None, description="A value rule's length in characters.")
+    key: Name | None = None
+    pattern: str | None = Field(default=None, max_length=200)
+    set_by: Name | None = None
+
+
+class ForgettingInput(BaseModel):
+    """data.whose.forgetting: `rule` (may the asker set or lift it?) and `writes` (which
+    rules each record of a write carries bind it, and what becomes of it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asker: PolicyIdentity
+    action: ForgetAction
+    rule: ForgetRuleView | None = None
+    records: list[PolicyRecord] = Field(default_factory=list)
+    carried: dict[str, list[ForgetRuleView]] = Field(
+        default_factory=dict, description="Record id to the rules the sidecar found it carries."
+    )
+
+
+class ForgetRuleDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    allow: StrictBool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class ForgetWriteDecision(BaseModel):
+    """What the forgetting policy says about one record of a write."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: WriteAction
+    rules: list[str] = Field(default_factory=list)
+
+
+def forgetting_input(
+    asker: Identity,
+    action: ForgetAction,
+    rule: ForgetRuleView | None = None,
+    records: list[dict[str, Any]] | None = None,
+    carried: dict[str, list[ForgetRuleView]] | None = None,
+) -> dict[str, Any]:
+    question: dict[str, Any] = {"asker": asker.policy_view(), "action": action}
+    if rule is not None:
+        question["rule"] = rule.model_dump(exclude_none=True)
+    if records:
+        question["records"] = [policy_view(r) for r in records]
+    if carried:
+        question["carried"] = {
+            i: [r.model_dump(exclude_none=True) for r in rules] for i, rules in carried.items()
+        }
+    return question
 
 
 def erasure_input(

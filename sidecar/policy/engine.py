@@ -36,6 +36,10 @@ from sidecar.policy.contract import (
     ErasureDecision,
     ErasureRequestView,
     Explanation,
+    ForgetAction,
+    ForgetRuleDecision,
+    ForgetRuleView,
+    ForgetWriteDecision,
     LabelDecision,
     LabelingDocument,
     RetentionDecision,
@@ -44,6 +48,7 @@ from sidecar.policy.contract import (
     collections_input,
     consent_input,
     erasure_input,
+    forgetting_input,
     labeling_input,
     retention_input,
     write_input,
@@ -64,6 +69,8 @@ LABELING_RULE = "whose/labeling/decisions"
 COLLECTIONS_RULE = "whose/collections/decision"
 CONSENT_RULE = "whose/consent/decision"
 CONVERSATIONS_RULE = "whose/conversations/decision"
+FORGET_RULE = "whose/forgetting/rule"
+FORGET_WRITES = "whose/forgetting/writes"
 
 
 class Untranslatable(Exception):
@@ -183,6 +190,30 @@ class PolicyEngine(ABC):
         refused = ErasureDecision(allow=False, reasons=["no_decision"])
         decisions = {str(r["id"]): parsed.decisions.get(str(r["id"]), refused) for r in records}
         return parsed.model_copy(update={"decisions": decisions}), answer
+
+    async def forget_rule(
+        self, asker: Identity, action: ForgetAction, rule: ForgetRuleView
+    ) -> ForgetRuleDecision:
+        """May the asker set (or lift) the forget rule? Every reason it may not."""
+        answer = await self._query(FORGET_RULE, forgetting_input(asker, action, rule))
+        try:
+            return ForgetRuleDecision.model_validate(answer.result)
+        except ValidationError as exc:
+            raise PolicyUnavailable("OPA forgetting answer is malformed") from exc
+
+    async def forget_writes(
+        self,
+        writer: Identity,
+        records: list[dict[str, Any]],
+        carried: dict[str, list[ForgetRuleView]],
+    ) -> dict[str, ForgetWriteDecision]:
+        """For each record that carries a rule: the rules that bind it and what becomes
+        of it. A record the policy is silent about is refused (fail closed)."""
+        question = forgetting_input(writer, "write", None, records, carried)
+        answer = await self._query(FORGET_WRITES, question)
+        decisions = _parse(answer.result, ForgetWriteDecision)
+        refused = ForgetWriteDecision(action="refuse", rules=["no_decision"])
+        return {i: decisions.get(i, refused) for i in carried}
 
     async def retention(
         self, records: list[dict[str, Any]], now: datetime

@@ -23,7 +23,7 @@ from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.embed import Embedder, EmbeddingUnavailable
 from sidecar.embed.indexed import indexed_text
-from sidecar.errors import PolicyUnavailable
+from sidecar.errors import ErasureRequestsUnavailable, PolicyUnavailable
 from sidecar.errors import WriteRefused as WriteRefused
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryRecord, MemoryWrite, PremiseChange, Provenance, iso
@@ -31,6 +31,7 @@ from sidecar.store import Store, StoreUnavailable, Vectors
 from sidecar.store.layout import VectorLayout
 from sidecar.store.scope import Scope
 from sidecar.store.vectors import DENSE
+from sidecar.writes.forget_rules import Rules
 from sidecar.writes.lineage import Lineage
 from sidecar.writes.locks import ChainLocks, LockUnavailable
 from sidecar.writes.supersession import (
@@ -99,6 +100,7 @@ class Writer:
         embedder: Embedder,
         locks: ChainLocks,
         audit: AuditLog | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -106,6 +108,8 @@ class Writer:
         self.locks = locks
         self.audit = audit
         self.lineage = Lineage(store, locks)
+        # Standing forget rules (writes/forget_rules.py), in front of every write.
+        self.rules = rules
 
     async def write(
         self,
@@ -127,7 +131,13 @@ class Writer:
         except WriteRefused as refused:
             attempt.refused(refused.problems)
             raise
-        except (PolicyUnavailable, LockUnavailable, StoreUnavailable, EmbeddingUnavailable) as exc:
+        except (
+            PolicyUnavailable,
+            LockUnavailable,
+            StoreUnavailable,
+            EmbeddingUnavailable,
+            ErasureRequestsUnavailable,  # the forget rules could not be read: nothing stored
+        ) as exc:
             attempt.failed(exc.code)
             raise
         finally:
@@ -145,6 +155,11 @@ class Writer:
     ) -> list[MemoryRecord]:
         prepared = self._checked(bodies, writer, now, attempt, chosen)
         payloads = [p.payload for p in prepared]
+        if self.rules is not None:
+            # Before the write policy and the embedder: a masked record is decided,
+            # embedded and indexed as masked, so no vector or term carries the value.
+            supplied = [p.vectors is not None for p in prepared]
+            attempt.reasons |= await self.rules.enforce(writer, payloads, supplied)
         blind = await self._decided(payloads, writer, attempt)
         # Embedded once the policy has let the batch through, before any lock is taken
         # (a remote embedder may take its whole timeout): a failure stores nothing.

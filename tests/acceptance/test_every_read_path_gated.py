@@ -86,6 +86,11 @@ WRITES = {
     ("POST", "/v1/conversations"),
     ("POST", "/v1/conversations/{source_id:key}/membership"),
     ("DELETE", "/v1/memories/{record_id}"),
+    # Forget rules: the rule as sent (never its value), counts of what was erased
+    # (tests/noninterference/test_forgetting.py drives them).
+    ("POST", "/v1/forget-rules"),
+    ("GET", "/v1/forget-rules"),
+    ("DELETE", "/v1/forget-rules/{rule_id}"),
     ("PUT", "/collections/{collection}/points"),
     ("POST", "/collections/{collection}/points/delete"),
     ("POST", "/collections/{collection}/points/payload"),

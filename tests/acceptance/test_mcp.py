@@ -240,6 +240,8 @@ async def test_tool_descriptions_teach_attribution(served: str) -> None:
         "list_grants",
         "open_conversation",
         "change_membership",
+        "never_keep",
+        "lift_forget_rule",
     }
     for tool in tools.values():
         assert "attribut" in (tool.description or ""), tool.name

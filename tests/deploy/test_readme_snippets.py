@@ -122,6 +122,13 @@ RUN = {
     "consent-sister-recalls": "test_consent_snippets",
     "consent-after-friday": "test_consent_snippets",
     "consent-revoke-mother": "test_consent_snippets",
+    "forget-told": "test_forgetting_snippets",
+    "forget-rule": "test_forgetting_snippets",
+    "forget-restated": "test_forgetting_snippets",
+    "forget-recall": "test_forgetting_snippets",
+    "forget-temporary": "test_forgetting_snippets",
+    "forget-by-content": "test_forgetting_snippets",
+    "forget-after": "test_forgetting_snippets",
 }
 
 
@@ -404,6 +411,30 @@ def test_consent_snippets(tmp_path: Path) -> None:
             headers=as_("maria"),
         )
         assert len(mine.json()["items"]) == 2, mine.text
+
+
+def test_forgetting_snippets(tmp_path: Path) -> None:
+    """docs/forgetting.md's household, in order, on a sidecar of its own: the PIN is in
+    no answer after the rule, the codes in none after the officer's request."""
+    with served_sidecar(tmp_path / "sidecar") as base:
+        told, rule, restated, alice, _, by_content, bob = (
+            check_shell(name, base)[0]
+            for name in (
+                "forget-told",
+                "forget-rule",
+                "forget-restated",
+                "forget-recall",
+                "forget-temporary",
+                "forget-by-content",
+                "forget-after",
+            )
+        )
+    assert "5532" in told
+    for answer in (rule, restated, alice):
+        assert "5532" not in answer
+    assert json.loads(by_content)["erased"] == 2
+    assert "4471" not in bob
+    assert "9120" not in bob
 
 
 def test_the_set_up_commands_exist() -> None:

@@ -755,6 +755,51 @@ def run_set_payload(side: Side, op: Op) -> None:
     )
 
 
+# When a forget rule or an erasure request was made and last stepped: the wall clock
+# of each store's own run, which must differ between two runs (as `recorded_at`).
+_CLOCK = ("created_at", "updated_at", "finished_at", "lifted_at")
+
+
+def _without_clock(body: Any) -> Any:
+    if isinstance(body, dict):
+        return {k: _without_clock(v) for k, v in body.items() if k not in _CLOCK}
+    if isinstance(body, list):
+        return [_without_clock(v) for v in body]
+    return body
+
+
+def _native_unclocked(side: Side, method: str, path: str, label: str, **kwargs: Any) -> Any:
+    response = side.http.request(method, path, headers=side.headers, **kwargs)
+    body = _without_clock(body_of(response))
+    side.record(label, response.status_code, body)
+    return body
+
+
+def run_forget_rule(side: Side, op: Op) -> None:
+    """POST /v1/forget-rules: the rule as answered and what its erasure did now."""
+    rule = op.args["rule"]
+    body = _native_unclocked(side, "POST", "/v1/forget-rules", f"forget-rule {rule}", json=rule)
+    if isinstance(body, dict) and "rule" in body:
+        side.ids.rules.append(body["rule"]["rule_id"])
+
+
+def run_lift(side: Side, op: Op) -> None:
+    """DELETE /v1/forget-rules/{id}: the asker's own rule (mine#k), or a missing one."""
+    index = op.args["rule"]
+    rule = side.ids.rules[index] if index < len(side.ids.rules) else MISSING_ID
+    _native_unclocked(side, "DELETE", f"/v1/forget-rules/{rule}", f"lift rule#{index}")
+
+
+def run_forget_rules(side: Side, op: Op) -> None:
+    _native_unclocked(side, "GET", "/v1/forget-rules", "GET /v1/forget-rules")
+
+
+def run_erasure(side: Side, op: Op) -> None:
+    """POST /v1/erasures by content, and how far it got (counts, never content)."""
+    request = op.args["request"]
+    _native_unclocked(side, "POST", "/v1/erasures", f"erasure {request}", json=request)
+
+
 def _mcp_arguments(side: Side, a: dict[str, Any]) -> dict[str, Any]:
     tool = a["tool"]
     if tool == "forget":
@@ -790,7 +835,7 @@ def run_mcp(side: Side, op: Op) -> None:
     # Compared like the HTTP route's answer (the same model): a recall's items may
     # differ in order only among exactly equal scores (`tie_only`), views of a
     # proposition only as their generated ids do (`canonical`); the text with them.
-    answer = dict(result.structured_content or {}) | {
+    answer = _without_clock(dict(result.structured_content or {})) | {
         "mcp": {
             "is_error": result.is_error,
             "content_types": [c.type for c in result.content],
@@ -828,6 +873,10 @@ RUNNERS: dict[str, Callable[[Side, Op], None]] = {
     "grant": run_grant,
     "revoke": run_revoke,
     "grants": run_grants,
+    "forget_rule": run_forget_rule,
+    "lift": run_lift,
+    "forget_rules": run_forget_rules,
+    "erasure": run_erasure,
 }
 
 

@@ -66,6 +66,10 @@ OP_KINDS = (
     "erase",
     "delete",
     "set_payload",
+    # Forgetting (docs/forgetting.md): a standing rule, lifting one, a request by content.
+    "forget_rule",
+    "lift",
+    "erasure",
 )
 # Requests about grants (policy/grants.py): the asker gives, revokes and lists them.
 GRANT_KINDS = ("grant", "revoke", "grants")
@@ -643,9 +647,39 @@ def ops(
             "scope": draw(scopes),
             "announced": draw(st.booleans()),
         }
+    elif kind == "forget_rule":
+        args = {"rule": draw(forget_rules)}
+    elif kind == "lift":
+        args = {"rule": draw(st.integers(0, 1))}
+    elif kind == "erasure":
+        args = {"request": draw(content_requests)}
     else:  # mcp
         args = draw(mcp_calls(asker, erased))
     return Op(kind, args)
+
+
+# What the asker forgets: words of the records' text (world.Rec.body: "claim {seed} on
+# {key} is {value}"), a key, or a pattern, about themselves or (refused alike in both
+# stores) someone else; and what they erase by content.
+forget_rules = st.one_of(
+    st.fixed_dictionaries(
+        {"kind": st.just("value"), "value": st.sampled_from(("on k0 is 1", "on k1 is 0", "is 2"))}
+    ),
+    st.fixed_dictionaries({"kind": st.just("key"), "key": st.sampled_from(KEYS)}),
+    st.fixed_dictionaries({"kind": st.just("pattern"), "pattern": st.just("on @# is #")}),
+    st.fixed_dictionaries({"kind": st.just("value"), "value": st.just("claim"), "subject": people}),
+)
+content_requests = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("proposition"), "key": st.sampled_from((*KEYS, "k9"))}),
+    st.fixed_dictionaries(
+        {
+            "kind": st.just("query"),
+            "query": recall_queries,
+            "min_score": st.sampled_from((0.0, 0.3, 0.6)),
+            "max_records": st.sampled_from((1, 3, 100)),
+        }
+    ),
+)
 
 
 @st.composite

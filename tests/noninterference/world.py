@@ -340,6 +340,8 @@ class Resolver:
         self.base: list[str] = []
         self.hidden: list[str] = []
         self.mine: list[str] = []
+        # Forget rules the asker set, in the order set (harness.run_forget_rule).
+        self.rules: list[str] = []
 
     def id(self, ref: Ref) -> str:
         pool = {"base": self.base, "hidden": self.hidden, "mine": self.mine}.get(ref.kind)

@@ -21,6 +21,10 @@ Then the last asker of each world tries to erase every record, by the three ways
     (the model drops them and relinks), and the answer names the record asked for
     alone; no answer holds a marker; and every read path is checked again on what is
     left: counts after deletion, pages across erased points, the chains.
+(e) before that, the same asker forgets one record's marker (a standing forget rule
+    for the value) and erases the key `k0` by content (`POST /v1/erasures`, kind
+    `proposition`): each report counts exactly the records the model lets the asker
+    see, erases those it holds or wrote, keeps the rest; then every read path again.
 
 Each world draws its policy data (issue 35), written into OPA's data beside its
 directory: `config.erasure.on_derived` (flag, withdraw, erase) and
@@ -766,6 +770,65 @@ class Checker:
         writer = (record.get("provenance") or {}).get("writer")
         return self.asker.id in (self.holder(record), writer)
 
+    def erase_by_content(self) -> None:
+        """(e) The last asker (no erasure officer) forgets one record's marker for good
+        (a standing forget rule for that value), then erases the key `k0` by content:
+        each reaches exactly the records the model lets the asker see (purpose `get`),
+        erases those the asker holds or wrote and keeps the rest, and counts nothing
+        else; no answer holds a marker; every read path is checked again after."""
+        if not self.records:
+            return
+        target = sorted(self.records)[0]
+        marker = self.markers[target]
+        moment = datetime.now(UTC)
+        seen = {
+            i
+            for i, r in self.records.items()
+            if self.model.allows(r, self.asker, purpose="get", now=moment)
+        }
+        rule = self.request("POST", "/v1/forget-rules", json={"kind": "value", "value": marker})
+        assert rule.status_code == 201, rule.text
+        self.no_secrets_but(rule, [])
+        # A witnessed event's or an observation's records share their write's marker.
+        carrying = {i for i in seen if self.markers.get(i) == marker}
+        self.content_erased(rule.json()["erasure"], carrying, seen, moment, "forget")
+        moment = datetime.now(UTC)
+        seen = {
+            i
+            for i, r in self.records.items()
+            if self.model.allows(r, self.asker, purpose="get", now=moment)
+        }
+        keyed = {i for i in seen if (self.records[i].get("proposition") or {}).get("key") == "k0"}
+        started = self.request("POST", "/v1/erasures", json={"kind": "proposition", "key": "k0"})
+        assert started.status_code == 202, started.text
+        self.no_secrets_but(started, [])
+        self.content_erased(started.json(), keyed, keyed, moment, "proposition")
+        self.ask(self.query)
+
+    def content_erased(
+        self,
+        progress: dict[str, Any],
+        matched: set[str],
+        examined: set[str],
+        moment: datetime,
+        kind: str,
+    ) -> None:
+        """A content request's report against the model, and the model after it."""
+        erasable = {i for i in matched if self.erasable(self.records[i])}
+        kept = matched - erasable
+        OUTCOMES[f"content_{kind}_erased"] += len(erasable)
+        OUTCOMES[f"content_{kind}_kept"] += len(kept)
+        assert progress["status"] == "done", progress
+        assert progress["unrestricted"] is False, progress
+        assert (progress["erased"], progress["kept"], progress["examined"]) == (
+            len(erasable),
+            len(kept),
+            len(examined),
+        ), (kind, progress, sorted(matched), sorted(examined))
+        assert progress["kept_because"] == ({"not_holder_or_writer": len(kept)} if kept else {})
+        if erasable:
+            self.erased(erasable, moment)
+
     def erase_everything(self) -> None:
         """(d), then every read path again on what is left."""
         missing = str(uuid.uuid4())
@@ -889,6 +952,7 @@ def test_no_read_path_discloses_what_the_model_forbids(stack: Stack) -> None:
             for query in world.queries:
                 checker.ask(query)
             if world.queries:
+                checker.erase_by_content()
                 checker.erase_everything()
 
     run()

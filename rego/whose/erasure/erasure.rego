@@ -13,6 +13,14 @@
 #   request names (the sidecar's scan is not trusted for that). `derived`: records
 #   derived from one being erased, when its decision chose `erase` for them: the
 #   erasure of their premise stands for them, and only the tenant and holds apply.
+#
+#   Requests by content: `proposition` (every record of a proposition `key`),
+#   `query` (the records nearest a text, within a similarity bound) and `forget`
+#   (what a standing forget rule names now: `rule_kind` value, key or pattern, with
+#   its `subject` and `key`). An officer's reach every record of the tenant; anyone
+#   else's only records they may see, and of those the ones they hold or wrote. The
+#   policy never sees a record's claim, so a value, pattern or query match is the
+#   sidecar's (sidecar/writes/forgetting.py); a key and a subject it checks here.
 # schemas:
 #   - input: schema.erasure_input
 #   - data.whose.config: schema.config
@@ -73,7 +81,11 @@ request_denials := union({
 		input.request.kind in bulk_kinds
 		not officer
 	},
-	{"unknown_kind" | not input.request.kind in ({"records", "derived"} | bulk_kinds)},
+	{"unknown_kind" | not input.request.kind in (({"records", "derived"} | bulk_kinds) | content_kinds)},
+	{"key_missing" |
+		input.request.kind == "proposition"
+		not input.request.key
+	},
 	{"subject_missing" |
 		input.request.kind == "subject"
 		not input.request.subject
@@ -87,6 +99,10 @@ request_denials := union({
 # METADATA
 # description: the requests that reach records by what they are about, not by id.
 bulk_kinds := {"subject", "source", "tenant"}
+
+# METADATA
+# description: the requests that reach records by what they say.
+content_kinds := {"proposition", "query", "forget"}
 
 known_asker if {
 	is_string(input.asker.id)
@@ -103,9 +119,9 @@ officer if {
 default unrestricted := false
 
 # METADATA
-# description: a bulk request by an officer reaches records the officer may not see.
+# description: a bulk or content request by an officer reaches records the officer may not see.
 unrestricted if {
-	input.request.kind in bulk_kinds
+	input.request.kind in (bulk_kinds | content_kinds)
 	officer
 }
 
@@ -113,7 +129,7 @@ tenant_denials(record) := {"tenant_mismatch" | record.tenant != input.asker.tena
 
 # A record is its holder's and its writer's to erase; an officer may erase any.
 standing_denials(record) := {"not_holder_or_writer" |
-	input.request.kind == "records"
+	input.request.kind in ({"records"} | content_kinds)
 	not officer
 	not holder_or_writer(record)
 }
@@ -131,6 +147,17 @@ match_denials(record) := union({
 	{"not_from_source" |
 		input.request.kind == "source"
 		record.source_id != input.request.source
+	},
+	{"not_about_key" |
+		input.request.kind in {"proposition", "forget"}
+		input.request.key
+		object.get(record, ["proposition", "key"], null) != input.request.key
+	},
+	# A forgotten key or pattern reaches its subject's records; a value any record.
+	{"not_about_subject" |
+		input.request.kind == "forget"
+		input.request.rule_kind != "value"
+		not subjects.concerns(record, input.request.subject)
 	},
 })
 

@@ -138,3 +138,42 @@ test_a_held_derivation_is_not_erased_with_its_premise if {
 }
 
 test_unknown_kind_refused if ask(dpo, {"kind": "everything"}, []).request.reasons == {"unknown_kind"}
+
+keyed := object.union(belief, {"proposition": {"key": "safe.code"}})
+
+test_proposition_request_by_an_officer_reaches_every_record_of_the_key if {
+	answer := ask(dpo, {"kind": "proposition", "key": "safe.code"}, [keyed])
+	answer.request.allow
+	answer.request.unrestricted
+	answer.decisions.r1.allow
+}
+
+test_proposition_request_erases_only_that_key if {
+	d := ask(dpo, {"kind": "proposition", "key": "pin"}, [keyed]).decisions.r1
+	d.reasons == {"not_about_key"}
+	ask(dpo, {"kind": "proposition", "key": "pin"}, [belief]).decisions.r1.reasons == {"not_about_key"}
+}
+
+test_proposition_request_names_its_key if {
+	ask(dpo, {"kind": "proposition"}, []).request.reasons == {"key_missing"}
+}
+
+test_content_request_by_anyone_else_is_restricted_to_their_own_records if {
+	answer := ask(alice, {"kind": "query"}, [keyed])
+	answer.request.allow
+	not answer.request.unrestricted
+	answer.decisions.r1.allow
+	ask(bob, {"kind": "query"}, [keyed]).decisions.r1.reasons == {"not_holder_or_writer"}
+}
+
+test_forget_request_for_a_value_reaches_any_record if {
+	request := {"kind": "forget", "rule_kind": "value", "subject": "erin"}
+	ask(dpo, request, [belief]).decisions.r1.allow
+}
+
+test_forget_request_for_a_key_reaches_the_subjects_records_of_the_key if {
+	request := {"kind": "forget", "rule_kind": "key", "subject": "alice", "key": "safe.code"}
+	ask(alice, request, [keyed]).decisions.r1.allow
+	ask(dpo, json.patch(request, [{"op": "replace", "path": "/subject", "value": "erin"}]), [keyed]).decisions.r1.reasons == {"not_about_subject"}
+	ask(alice, request, [belief]).decisions.r1.reasons == {"not_about_key"}
+}
