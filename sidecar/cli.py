@@ -654,6 +654,13 @@ def bench(
             "e.g. server:WHOSE_LOCAL_OPA=server; each against the same passthrough."
         ),
     ] = None,
+    peer: Annotated[
+        bool,
+        typer.Option(
+            help="Sweep: measure wardowl too, on the same engine, data and access rules "
+            "(sidecar/bench/peer.py), cell by cell beside whose."
+        ),
+    ] = True,
 ) -> None:
     r"""Sweep recall cost and recall@10 over readable fractions, against the plain store.
 
@@ -684,8 +691,11 @@ def bench(
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    result = sweep.run(records or [10_000], queries, out, variants=variants)
+    result = sweep.run(records or [10_000], queries, out, variants=variants, with_peer=peer)
     typer.echo(report.sweep_table(result))
+    if peer:
+        typer.echo("")
+        typer.echo(report.peer_table(result))
     typer.echo(f"report: {out / 'bench.json'}, plot: {out / 'bench.png'}")
 
 

@@ -160,6 +160,16 @@ def passthrough(data: Path) -> contextlib.AbstractContextManager[Proc]:
     )
 
 
+def peer(data: Path) -> contextlib.AbstractContextManager[Proc]:
+    """wardowl's HTTP service on its own store (peer.py)."""
+    port = free_port()
+    command = [sys.executable, "-m", "sidecar.bench.peer", "--data-dir", str(data)]
+    command += ["--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    log = data.with_name(data.name + "-peer.log")
+    return process(command, {}, log, (f"{base}/healthz",), base, base, 600)
+
+
 def qdrant(binary: Path, folder: Path) -> contextlib.AbstractContextManager[Proc]:
     port = free_port()
     env = {
