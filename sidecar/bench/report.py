@@ -80,6 +80,32 @@ def peer_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def dialect_table(result: dict[str, Any]) -> str:
+    """The drop-in path (dialect.py): a stack collection through the sidecar's Qdrant
+    dialect beside the same query on Qdrant directly, cell by cell."""
+    lines = [
+        "| records | readable | layout | p50 / p99 ms: sidecar | Qdrant directly | p50 ratio "
+        "| rps at 8 in flight: sidecar | Qdrant | CPU ms per query: sidecar + Qdrant | Qdrant "
+        "| recall@10: sidecar | Qdrant | leaks: sidecar | Qdrant |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in result["runs"]:
+        for cell in run.get("dialect", {}).values():
+            mine, theirs = cell["sidecar"], cell["direct"]
+            tp, direct_tp = mine["throughput"], theirs["throughput"]
+            lines.append(
+                f"| {run['records']:,} | {cell['fraction']:.0%} | {cell['layout']} "
+                f"| {mine['p50_ms']:.1f} / {mine['p99_ms']:.1f} "
+                f"| {theirs['p50_ms']:.1f} / {theirs['p99_ms']:.1f} | {cell['p50_ratio']:.2f} "
+                f"| {tp['rps']:.0f} | {direct_tp['rps']:.0f} "
+                f"| {tp['cpu_ms_sidecar']:.1f} + {tp['cpu_ms_qdrant']:.1f} "
+                f"| {direct_tp['cpu_ms_qdrant']:.1f} "
+                f"| {mine['recall_at_10']['mean']:.3f} | {theirs['recall_at_10']['mean']:.3f} "
+                f"| {mine['recall_at_10']['leaks']} | {theirs['recall_at_10']['leaks']} |"
+            )
+    return "\n".join(lines)
+
+
 # What the plot draws for each system a cell measured: (key, marker, label).
 _SYSTEMS = (("whose", "o", "whose"), ("peer", "s", "wardowl"), ("passthrough", "x", "passthrough"))
 

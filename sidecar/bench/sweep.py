@@ -16,7 +16,9 @@ builds HNSW before serving), and per cell (layout x fraction), as that cell's as
 - the same for the peer (peer.py: wardowl's HTTP service and ACL authorizer on the
   same engine, the same vectors and the same readers; `--no-peer` leaves it out), and
   whose's ratios to it. Every answer's records are checked against what the asker may
-  read: `leaks` counts the others (corpus.py `Corpus.leaks`).
+  read: `leaks` counts the others (corpus.py `Corpus.leaks`);
+- with `--dialect`, the same cells through the Qdrant dialect on a stack's own
+  collection beside the same query sent to a Qdrant server directly (dialect.py).
 
 With `--variant NAME:WHOSE_VAR=VALUE,...` (repeated) several sidecar configurations
 are measured in one run, each on its own copy of the same indexed store, cell by cell
@@ -41,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.bench import peer, report
+from sidecar.bench import dialect, peer, report
 from sidecar.bench.corpus import LIMIT, Corpus, asker, build, cells, headers, timed_load
 from sidecar.bench.measure import (
     closed_loop,
@@ -151,7 +153,9 @@ def measure(
     seed: int,
     variants: Variants | None = None,
     with_peer: bool = True,
+    dialect_on: Path | None = None,
 ) -> dict[str, Any]:
+    """One size's cells; `dialect_on` (a Qdrant server binary): the dialect's too."""
     variants = variants or DEFAULT_VARIANTS
     started = time.perf_counter()
     corpus = build(size, n_queries, seed)
@@ -221,6 +225,11 @@ def measure(
                 cell["ratios_to_peer"] = _to_peer(cell["whose"], cell["peer"])
             cell_results[who] = cell
     result["cells"] = cell_results
+    if dialect_on is not None:
+        result["dialect"] = dialect.measure(
+            corpus, n_queries, workdir / f"dialect-{size}", dialect_on
+        )
+        shutil.rmtree(workdir / f"dialect-{size}", ignore_errors=True)
     result["total_s"] = round(time.perf_counter() - started, 1)
     for folder in [data, peer_data, *copies.values()]:
         shutil.rmtree(folder, ignore_errors=True)
@@ -253,10 +262,14 @@ def run(
     seed: int = 7,
     variants: Variants | None = None,
     with_peer: bool = True,
+    dialect_on: Path | None = None,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="whose-bench-"))
     try:
-        runs = [measure(size, n_queries, workdir, seed, variants, with_peer) for size in sizes]
+        runs = [
+            measure(size, n_queries, workdir, seed, variants, with_peer, dialect_on)
+            for size in sizes
+        ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import httpx
 
-from sidecar.bench import peer, sweep
+from sidecar.bench import dialect, peer, sweep
 from sidecar.bench.corpus import asker, build
 
 WHO = asker("far", 0.05)
@@ -44,3 +44,6 @@ def test_both_answers_are_read_into_the_same_count() -> None:
     body = {"items": [{"id": "rec-a"}, {"id": "rec-b"}, {"id": "never-written"}]}
     mine = httpx.Response(200, json=body)
     assert corpus.leaks(WHO, sweep._whose_returned(mine, index)) == 2
+    # The Qdrant dialect's answer (through the sidecar or Qdrant directly): integer ids.
+    points = {"result": {"points": [{"id": readable[0]}, {"id": forbidden}, {"id": "uuid"}]}}
+    assert corpus.leaks(WHO, dialect.returned(points)) == 2
