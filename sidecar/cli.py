@@ -698,6 +698,10 @@ def bench(
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    if dialect and not qdrant.resolve().exists():
+        # Said before minutes of measuring, not after.
+        typer.echo(f"configuration error: no Qdrant server at {qdrant} (--qdrant)", err=True)
+        raise typer.Exit(code=2)
     result = sweep.run(
         records or [10_000],
         queries,

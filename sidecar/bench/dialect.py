@@ -131,7 +131,8 @@ def measure(
     """Per cell (asker), the dialect through the sidecar and Qdrant directly."""
     cell_results: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as running:
-        server = running.enter_context(qdrant(binary, workdir / "qdrant"))
+        # Resolved here: the server starts in a folder of its own.
+        server = running.enter_context(qdrant(binary.resolve(), workdir / "qdrant"))
         env = {"WHOSE_STORE": "server", "WHOSE_QDRANT_URL": server.base}
         proxy = running.enter_context(sidecar(workdir / "whose", env=env))
         with httpx.Client(base_url=proxy.base, headers=headers(WRITER), timeout=600) as http:
