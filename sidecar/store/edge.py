@@ -373,6 +373,25 @@ class EdgeStore:
         if not planner.worth_a_neighbourhood(tuning, limit, lambda: self._estimate(flt)):
             return None
         nearest = qe.Query.Nearest(vector)
+        size = planner.neighbourhood(limit)
+        tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
+        around = self.shard.query(
+            qe.QueryRequest(
+                limit=size,
+                query=nearest,
+                filter=qe.Filter(must=[tenants]),
+                params=qe.SearchParams(hnsw_ef=max(size, tuning.hnsw_ef or 0)),
+                with_payload=False,
+                with_vector=False,
+            )
+        )
+        if len(around) < size:
+            return None
+        # Before walking: a walk under a filter that admits few of the neighbours wanders
+        # far (tens of milliseconds at 100k) and cannot be proven; count them first.
+        among = qe.Filter(must=[flt, qe.HasIdCondition({str(p.id) for p in around})])
+        if self.shard.count(qe.CountRequest(exact=True, filter=among)) < limit:
+            return None
         walked = self.shard.query(
             qe.QueryRequest(
                 limit=limit,
@@ -386,18 +405,6 @@ class EdgeStore:
         )
         if len(walked) < limit:
             return None
-        size = planner.neighbourhood(limit)
-        tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
-        around = self.shard.query(
-            qe.QueryRequest(
-                limit=size,
-                query=nearest,
-                filter=qe.Filter(must=[tenants]),
-                params=qe.SearchParams(hnsw_ef=max(size, tuning.hnsw_ef or 0)),
-                with_payload=False,
-                with_vector=False,
-            )
-        )
         neighbours = [(str(p.id), p.score) for p in around]
         suspects = planner.suspects([(str(p.id), p.score) for p in walked], neighbours, size)
         if suspects is None:
