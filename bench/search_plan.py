@@ -65,8 +65,8 @@ async def main() -> None:
         )
     await store.optimize()
     plans = {
-        "neighbourhood": Search(exact_below=args.exact_below),
-        "exact_below_only": Search(exact_below=args.exact_below, neighbourhood=False),
+        "neighbourhood": Search(exact_below=args.exact_below, neighbourhood=True),
+        "exact_below_only": Search(exact_below=args.exact_below),
     }
     report: dict[str, dict[str, object]] = {}
     for layout, fraction in cells():

@@ -44,7 +44,7 @@ class Search:
     hnsw_ef: int | None = None
     # Hybrid search: the BM25 share's weight against the dense score (store/hybrid.py).
     lexical_weight: float = 1.0
-    neighbourhood: bool = True
+    neighbourhood: bool = False
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ async def _searched(store: EdgeStore, corpus: Corpus, who: str, q: int) -> list[
 async def test_records_around_the_query_are_proven_from_its_neighbourhood(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    store.search_tuning = Search(exact_below=N)
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
     for q in range(QUERIES):
         proven = _proof(store, corpus, NEAR, q)
         assert proven is not None, q
@@ -95,7 +95,7 @@ async def test_records_around_the_query_are_proven_from_its_neighbourhood(
 async def test_far_or_few_records_are_not_proven_and_are_searched_exactly(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    store.search_tuning = Search(exact_below=N)
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
     for q in range(QUERIES):
         # Nothing the far asker may read is near the query: no proof, exact search.
         assert _proof(store, corpus, FAR, q) is None, q
@@ -108,7 +108,7 @@ async def test_far_or_few_records_are_not_proven_and_are_searched_exactly(
 async def test_the_planner_is_off_when_the_choice_is_left_to_qdrant(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    for tuning in (Search(exact_below=0), Search(exact_below=N, neighbourhood=False)):
+    for tuning in (Search(exact_below=0, neighbourhood=True), Search(exact_below=N)):
         store.search_tuning = tuning
         assert _proof(store, corpus, NEAR, 0) is None, tuning
 
@@ -120,7 +120,7 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
     # right beside every query (nearer than anything the asker may read), fill the
     # neighbourhood the proof reads and the graph the walk takes; the answer must
     # stay the true nearest of what the asker may read, record for record.
-    store.search_tuning = Search(exact_below=N)
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
     hidden = []

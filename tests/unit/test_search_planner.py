@@ -43,13 +43,13 @@ def test_the_neighbourhood_is_looked_at_only_above_the_scan_bound_and_when_on() 
 
         return counted
 
-    on = Search(exact_below=20_000)
+    on = Search(exact_below=20_000, neighbourhood=True)
     assert worth_a_neighbourhood(on, 12, estimate(SCAN_BELOW + 1))
     assert not worth_a_neighbourhood(on, 12, estimate(SCAN_BELOW))
     # A round wanting more than the least neighbourhood widens it.
     assert neighbourhood(12) == 100
     assert neighbourhood(40) == 160
-    off = [Search(exact_below=0), Search(exact_below=20_000, neighbourhood=False)]
+    off = [Search(exact_below=0, neighbourhood=True), Search(exact_below=20_000)]
     before = len(asked)
     assert not any(worth_a_neighbourhood(s, 12, estimate(10**6)) for s in off)
     assert len(asked) == before  # the estimate is not even asked
