@@ -644,9 +644,9 @@ def bench(
     workers: Annotated[
         list[int] | None, typer.Option(help="Scale-out mode: server worker counts (repeat).")
     ] = None,
-    qdrant: Annotated[Path, typer.Option(help="Scale-out mode: the Qdrant server binary.")] = Path(
-        "bin/qdrant"
-    ),
+    qdrant: Annotated[
+        Path, typer.Option(help="Scale-out mode and --dialect: the Qdrant server binary.")
+    ] = Path("bin/qdrant"),
     variant: Annotated[
         list[str] | None,
         typer.Option(
@@ -654,6 +654,20 @@ def bench(
             "e.g. server:WHOSE_LOCAL_OPA=server; each against the same passthrough."
         ),
     ] = None,
+    peer: Annotated[
+        bool,
+        typer.Option(
+            help="Sweep: measure wardowl too, on the same engine, data and access rules "
+            "(sidecar/bench/peer.py), cell by cell beside whose."
+        ),
+    ] = True,
+    dialect: Annotated[
+        bool,
+        typer.Option(
+            help="Sweep: also the same cells through the Qdrant dialect on a stack "
+            "collection, beside Qdrant directly (a Qdrant server: --qdrant)."
+        ),
+    ] = False,
 ) -> None:
     r"""Sweep recall cost and recall@10 over readable fractions, against the plain store.
 
@@ -684,8 +698,25 @@ def bench(
     except ValueError as exc:
         typer.echo(f"configuration error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    result = sweep.run(records or [10_000], queries, out, variants=variants)
+    if dialect and not qdrant.resolve().exists():
+        # Said before minutes of measuring, not after.
+        typer.echo(f"configuration error: no Qdrant server at {qdrant} (--qdrant)", err=True)
+        raise typer.Exit(code=2)
+    result = sweep.run(
+        records or [10_000],
+        queries,
+        out,
+        variants=variants,
+        with_peer=peer,
+        dialect_on=qdrant if dialect else None,
+    )
     typer.echo(report.sweep_table(result))
+    if peer:
+        typer.echo("")
+        typer.echo(report.peer_table(result))
+    if dialect:
+        typer.echo("")
+        typer.echo(report.dialect_table(result))
     typer.echo(f"report: {out / 'bench.json'}, plot: {out / 'bench.png'}")
 
 

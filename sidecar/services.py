@@ -150,7 +150,12 @@ def open_store(
     if weight is None:
         hashing = index.embedder == HashingEmbedder.name
         weight = hybrid.WEIGHT_WITH_HASHING if hashing else hybrid.WEIGHT_WITH_A_MODEL
-    search = Search(settings.search_exact_below, settings.search_hnsw_ef, weight)
+    search = Search(
+        settings.search_exact_below,
+        settings.search_hnsw_ef,
+        weight,
+        neighbourhood=settings.search_neighbourhood,
+    )
     if settings.store == "server":
         return ServerStore.connect(
             _qdrant_urls(settings),
@@ -194,7 +199,11 @@ def open_stacks(
     `<data_dir>/store/stacks`, or collections on the Qdrant server beside whose's own,
     spread as it is. Searched as the whose collection's dense vector is (exact below
     WHOSE_SEARCH_EXACT_BELOW); there is no lexical weight, nothing being fused."""
-    search = Search(settings.search_exact_below, settings.search_hnsw_ef)
+    search = Search(
+        settings.search_exact_below,
+        settings.search_hnsw_ef,
+        neighbourhood=settings.search_neighbourhood,
+    )
     reserved = [settings.collection]
     if settings.store == "server":
         clients = [

@@ -116,6 +116,10 @@ class Settings(BaseSettings):
     # with beam width search_hnsw_ef (None: Qdrant's default, 100).
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
+    # A search whose filter admits many points first looks at the query's own
+    # neighbourhood (store/planner.py); false (the default until it is measured on a
+    # quiet machine at 100k, docs/performance.md): exact up to search_exact_below.
+    search_neighbourhood: bool = False
     # Hybrid search (store/hybrid.py): the weight of BM25's share against the dense
     # score; None: 4.0 with the hashing embedder, 1.0 with a model (bench/retrieval.py).
     lexical_weight: float | None = Field(default=None, ge=0, le=100)

@@ -8,6 +8,7 @@ the plotting library, which a deployment does not carry.
 - dataset.py: the text dataset of mixed allow rates (scale-out run, bench/ scripts);
 - processes.py: the sidecar, the passthrough, Qdrant and Redis, served on loopback;
 - passthrough.py: the plain-store baseline;
+- peer.py: wardowl, the peer library, served on the same engine and data;
 - measure.py: latency, throughput, CPU, the sidecar's own histograms;
 - sweep.py: the readable-fraction sweep (bench.json, bench.png);
 - scale.py: the scale-out run (scale.json);
@@ -19,7 +20,7 @@ the plotting library, which a deployment does not carry.
 from __future__ import annotations
 
 # The extra's distributions, by the top-level module each installs.
-EXTRA_MODULES = frozenset({"httpx", "matplotlib"})
+EXTRA_MODULES = frozenset({"httpx", "matplotlib", "wardowl"})
 
 
 def missing_extra(exc: ImportError) -> bool:

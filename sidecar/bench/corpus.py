@@ -101,6 +101,25 @@ class Corpus:
         )
         return hits / min(LIMIT, len(allowed))
 
+    def leaks(self, who: str, returned: list[int]) -> int:
+        """How many returned records the asker may not read (an index outside the
+        corpus, -1 for an id the system under test made up, counts as one)."""
+        allowed = set(self.readable[who].tolist())
+        return sum(i not in allowed for i in returned)
+
+    def quality(self, who: str, answers: list[list[int]]) -> dict[str, Any]:
+        """recall@10 (mean, worst) and leaks over the answers to queries 0, 1, ... in
+        turn (`answers[q]`: the record indices returned for query q mod the queries)."""
+        found = [
+            self.recall_at_10(who, q % len(self.queries), returned)
+            for q, returned in enumerate(answers)
+        ]
+        return {
+            "mean": round(float(np.mean(found)), 4),
+            "min": round(min(found), 2),
+            "leaks": sum(self.leaks(who, returned) for returned in answers),
+        }
+
 
 def _unit(rows: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, np.dtype[np.float64]]:
     unit: np.ndarray[Any, np.dtype[np.float64]] = rows / np.linalg.norm(rows, axis=1, keepdims=True)

@@ -140,7 +140,9 @@ def sidecar(
     port, ops_port = free_port(), free_port()
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(data)]
     command += ["--port", str(port), "--ops-port", str(ops_port), "--workers", str(workers)]
-    env = {"WHOSE_LOG_LEVEL": log_level, **(env or {})}
+    # No gRPC listener: the bench measures HTTP, and two sidecars (variants, or another
+    # on the machine) would both claim Qdrant's default gRPC port.
+    env = {"WHOSE_LOG_LEVEL": log_level, "WHOSE_GRPC_PORT": "off", **(env or {})}
     base, ops = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{ops_port}"
     log = data / "bench-sidecar.log"
     # Up (/healthz), then ready (/readyz: store and policy open, the API serving), both
@@ -158,6 +160,16 @@ def passthrough(data: Path) -> contextlib.AbstractContextManager[Proc]:
     return process(
         command, {}, data / "bench-passthrough.log", (f"{base}/healthz",), base, base, 3600
     )
+
+
+def peer(data: Path) -> contextlib.AbstractContextManager[Proc]:
+    """wardowl's HTTP service on its own store (peer.py)."""
+    port = free_port()
+    command = [sys.executable, "-m", "sidecar.bench.peer", "--data-dir", str(data)]
+    command += ["--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    log = data.with_name(data.name + "-peer.log")
+    return process(command, {}, log, (f"{base}/healthz",), base, base, 600)
 
 
 def qdrant(binary: Path, folder: Path) -> contextlib.AbstractContextManager[Proc]:

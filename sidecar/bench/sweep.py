@@ -12,7 +12,13 @@ builds HNSW before serving), and per cell (layout x fraction), as that cell's as
 - throughput at 8 in flight (closed loop) and the CPU each request cost the sidecar,
   its OPA and the load client;
 - the same two for the passthrough (passthrough.py: the plain store with the asker's
-  audience as a payload filter), and whose's ratios to it.
+  audience as a payload filter), and whose's ratios to it;
+- the same for the peer (peer.py: wardowl's HTTP service and ACL authorizer on the
+  same engine, the same vectors and the same readers; `--no-peer` leaves it out), and
+  whose's ratios to it. Every answer's records are checked against what the asker may
+  read: `leaks` counts the others (corpus.py `Corpus.leaks`);
+- with `--dialect`, the same cells through the Qdrant dialect on a stack's own
+  collection beside the same query sent to a Qdrant server directly (dialect.py).
 
 With `--variant NAME:WHOSE_VAR=VALUE,...` (repeated) several sidecar configurations
 are measured in one run, each on its own copy of the same indexed store, cell by cell
@@ -37,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.bench import report
+from sidecar.bench import dialect, peer, report
 from sidecar.bench.corpus import LIMIT, Corpus, asker, build, cells, headers, timed_load
 from sidecar.bench.measure import (
     closed_loop,
@@ -47,6 +53,7 @@ from sidecar.bench.measure import (
     where_time_goes,
 )
 from sidecar.bench.processes import Proc, passthrough, sidecar
+from sidecar.bench.processes import peer as peer_process
 from sidecar.settings import Settings
 
 IN_FLIGHT = 8
@@ -66,20 +73,9 @@ def _sender(base: str, corpus: Corpus, who: str) -> tuple[Any, Any]:
     return send, send_async
 
 
-def _recall_at_10(
-    corpus: Corpus, who: str, responses: list[httpx.Response], index: dict[str, int]
-) -> dict[str, Any]:
-    found, extra = [], 0
-    for q, response in enumerate(responses):
-        returned = [index.get(str(item["id"]), -1) for item in response.json()["items"]]
-        allowed = set(corpus.readable[who].tolist())
-        extra += sum(i not in allowed for i in returned)
-        found.append(corpus.recall_at_10(who, q % len(corpus.queries), returned))
-    return {
-        "mean": round(statistics.mean(found), 4),
-        "min": round(min(found), 2),
-        "not_permitted": extra,
-    }
+def _whose_returned(response: httpx.Response, index: dict[str, int]) -> list[int]:
+    """The record indices a whose recall answer holds (-1 for an id not written)."""
+    return [index.get(str(item["id"]), -1) for item in response.json()["items"]]
 
 
 def _sidecar_cell(
@@ -93,7 +89,7 @@ def _sidecar_cell(
     cell: dict[str, Any] = summary(times) | {
         "mean_rounds": spent["rounds"],
         "mean_items": round(statistics.mean(len(r.json()["items"]) for r in responses), 2),
-        "recall_at_10": _recall_at_10(corpus, who, responses, index),
+        "recall_at_10": corpus.quality(who, [_whose_returned(r, index) for r in responses]),
         "where_time_goes_ms": where_time_goes(times, spent),
     }
     cell["throughput"] = closed_loop(send_async, 2 * n, IN_FLIGHT, {"sidecar": proc}, "sidecar")
@@ -106,8 +102,27 @@ def _passthrough_cell(
     send, send_async = _sender(proc.base, corpus, who)
     times, responses = one_at_a_time(send, n)
     cell: dict[str, Any] = summary(times)
-    cell["recall_at_10"] = _recall_at_10(corpus, who, responses, index)
+    cell["recall_at_10"] = corpus.quality(who, [_whose_returned(r, index) for r in responses])
     cell["throughput"] = closed_loop(send_async, 2 * n, IN_FLIGHT, {"passthrough": proc})
+    return cell
+
+
+def _peer_cell(proc: Proc, corpus: Corpus, who: str, n: int) -> dict[str, Any]:
+    """The same cell on wardowl (peer.py): its own request, answer and identity."""
+
+    def body(i: int) -> dict[str, Any]:
+        return peer.request(corpus.queries[i % len(corpus.queries)], LIMIT)
+
+    def send(http: httpx.Client, i: int) -> httpx.Response:
+        return http.post(f"{proc.base}/v1/retrieve", json=body(i), headers=peer.headers(who))
+
+    async def send_async(http: httpx.AsyncClient, i: int) -> httpx.Response:
+        return await http.post(f"{proc.base}/v1/retrieve", json=body(i), headers=peer.headers(who))
+
+    times, responses = one_at_a_time(send, n)
+    cell: dict[str, Any] = summary(times)
+    cell["recall_at_10"] = corpus.quality(who, [peer.returned(r.json()) for r in responses])
+    cell["throughput"] = closed_loop(send_async, 2 * n, IN_FLIGHT, {"peer": proc})
     return cell
 
 
@@ -132,8 +147,15 @@ def parse_variants(specs: list[str]) -> Variants | None:
 
 
 def measure(
-    size: int, n_queries: int, workdir: Path, seed: int, variants: Variants | None = None
+    size: int,
+    n_queries: int,
+    workdir: Path,
+    seed: int,
+    variants: Variants | None = None,
+    with_peer: bool = True,
+    dialect_on: Path | None = None,
 ) -> dict[str, Any]:
+    """One size's cells; `dialect_on` (a Qdrant server binary): the dialect's too."""
     variants = variants or DEFAULT_VARIANTS
     started = time.perf_counter()
     corpus = build(size, n_queries, seed)
@@ -172,6 +194,11 @@ def measure(
     copies["passthrough"] = workdir / f"data-{size}-passthrough"
     for copy in copies.values():
         shutil.copytree(data, copy)
+    peer_data = workdir / f"peer-{size}"
+    if with_peer:
+        built = time.perf_counter()
+        peer.build(peer_data, corpus)
+        result["peer_load_s"] = round(time.perf_counter() - built, 1)
     cell_results: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as running:
         procs = {
@@ -179,22 +206,32 @@ def measure(
             for name, env in variants.items()
         }
         plain = running.enter_context(passthrough(copies["passthrough"]))
+        rival = running.enter_context(peer_process(peer_data)) if with_peer else None
         for layout, fraction in cells():
             who = asker(layout, fraction)
             cell: dict[str, Any] = {"layout": layout, "fraction": fraction}
             for name, proc in procs.items():
                 cell[name] = _sidecar_cell(proc, corpus, who, n_queries, index)
             cell["passthrough"] = _passthrough_cell(plain, corpus, who, n_queries, index)
+            if rival is not None:
+                cell["peer"] = _peer_cell(rival, corpus, who, n_queries)
             cell["ratios_by_variant"] = {
                 name: _ratios(cell[name], cell["passthrough"]) for name in procs
             }
             # The first configuration's, under the names the tables and plot read.
             first = next(iter(procs))
             cell["whose"], cell["ratios"] = cell[first], cell["ratios_by_variant"][first]
+            if rival is not None:
+                cell["ratios_to_peer"] = _to_peer(cell["whose"], cell["peer"])
             cell_results[who] = cell
     result["cells"] = cell_results
+    if dialect_on is not None:
+        result["dialect"] = dialect.measure(
+            corpus, n_queries, workdir / f"dialect-{size}", dialect_on
+        )
+        shutil.rmtree(workdir / f"dialect-{size}", ignore_errors=True)
     result["total_s"] = round(time.perf_counter() - started, 1)
-    for folder in [data, *copies.values()]:
+    for folder in [data, peer_data, *copies.values()]:
         shutil.rmtree(folder, ignore_errors=True)
     return result
 
@@ -206,12 +243,33 @@ def _ratios(whose: dict[str, Any], plain: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def _to_peer(whose: dict[str, Any], rival: dict[str, Any]) -> dict[str, float]:
+    """whose against wardowl: p50 and CPU per recall (below 1: whose is ahead) and
+    throughput (above 1: whose is ahead)."""
+    mine, theirs = whose["throughput"], rival["throughput"]
+    cpu = mine["cpu_ms_sidecar"] / max(theirs["cpu_ms_peer"], 1e-9)
+    return {
+        "p50": round(whose["p50_ms"] / rival["p50_ms"], 2),
+        "throughput": round(mine["rps"] / theirs["rps"], 2),
+        "cpu": round(cpu, 2),
+    }
+
+
 def run(
-    sizes: list[int], n_queries: int, out: Path, seed: int = 7, variants: Variants | None = None
+    sizes: list[int],
+    n_queries: int,
+    out: Path,
+    seed: int = 7,
+    variants: Variants | None = None,
+    with_peer: bool = True,
+    dialect_on: Path | None = None,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="whose-bench-"))
     try:
-        runs = [measure(size, n_queries, workdir, seed, variants) for size in sizes]
+        runs = [
+            measure(size, n_queries, workdir, seed, variants, with_peer, dialect_on)
+            for size in sizes
+        ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -36,12 +36,15 @@ class Search:
     filter matches at most `exact_below` points (Qdrant's estimate from the payload
     indexes) is exact: the true nearest permitted records, at the cost of scoring each
     of those points. Larger filtered sets use HNSW with beam width `hnsw_ef` (None:
-    Qdrant's default); 0 for `exact_below` leaves the choice to Qdrant alone."""
+    Qdrant's default); 0 for `exact_below` leaves the choice to Qdrant alone.
+    `neighbourhood`: first try the query's own neighbourhood where the filter admits
+    many points (store/planner.py)."""
 
     exact_below: int = 0
     hnsw_ef: int | None = None
     # Hybrid search: the BM25 share's weight against the dense score (store/hybrid.py).
     lexical_weight: float = 1.0
+    neighbourhood: bool = False
 
 
 @dataclass(frozen=True)

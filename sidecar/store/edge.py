@@ -42,6 +42,7 @@ from sidecar.store import (
     StoreUnavailable,
     Vectors,
     hybrid,
+    planner,
     probes,
     records,
     rescore,
@@ -257,7 +258,14 @@ class EdgeStore:
             return []
 
         def query() -> list[Any]:
-            # The estimate and the search in one trip to the worker thread.
+            # The estimate, the neighbourhood and the search in one trip to the worker
+            # thread.
+            if vector is not None and not terms:
+                near = self._nearest_by_neighbourhood(
+                    vector, flt, scope.tenant, limit, score_threshold, with_vector
+                )
+                if near is not None:
+                    return near
             request = qe.QueryRequest(
                 limit=limit,
                 filter=flt,
@@ -348,6 +356,79 @@ class EdgeStore:
         found = await self._run(self.shard.retrieve, ids, True, sorted(names) or False)
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
         return _found(mine, names)
+
+    def _nearest_by_neighbourhood(
+        self,
+        vector: list[float],
+        flt: qe.Filter,
+        tenant: str,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> list[Any] | None:
+        """The `limit` nearest points `flt` admits, found on the graph and proven by
+        the query's own neighbourhood (planner.py), else None: the search then runs as
+        `_params` says."""
+        tuning = self.search_tuning
+        if not planner.worth_a_neighbourhood(tuning, limit, lambda: self._estimate(flt)):
+            return None
+        nearest = qe.Query.Nearest(vector)
+        size = planner.neighbourhood(limit)
+        tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
+        around = self.shard.query(
+            qe.QueryRequest(
+                limit=size,
+                query=nearest,
+                filter=qe.Filter(must=[tenants]),
+                params=qe.SearchParams(hnsw_ef=max(size, tuning.hnsw_ef or 0)),
+                with_payload=False,
+                with_vector=False,
+            )
+        )
+        if len(around) < size:
+            return None
+        # Before walking: a walk under a filter that admits few of the neighbours wanders
+        # far (tens of milliseconds at 100k) and cannot be proven; count them first.
+        among = qe.Filter(must=[flt, qe.HasIdCondition({str(p.id) for p in around})])
+        if self.shard.count(qe.CountRequest(exact=True, filter=among)) < limit:
+            return None
+        walked = self.shard.query(
+            qe.QueryRequest(
+                limit=limit,
+                query=nearest,
+                filter=flt,
+                params=qe.SearchParams(hnsw_ef=tuning.hnsw_ef) if tuning.hnsw_ef else None,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=with_vector,
+            )
+        )
+        if len(walked) < limit:
+            return None
+        neighbours = [(str(p.id), p.score) for p in around]
+        suspects = planner.suspects([(str(p.id), p.score) for p in walked], neighbours, size)
+        if suspects is None:
+            return None
+        if not suspects:
+            return list(walked)
+        # Neighbours nearer than the walk's worst that it did not return: any the filter
+        # admits was missed by the walk, and belongs in the answer.
+        missed = self.shard.query(
+            qe.QueryRequest(
+                limit=len(suspects),
+                query=nearest,
+                filter=qe.Filter(must=[flt, qe.HasIdCondition(set(suspects))]),
+                params=qe.SearchParams(exact=True),
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=with_vector,
+            )
+        )
+        return sorted([*walked, *missed], key=lambda p: -p.score)[:limit]
+
+    def _estimate(self, flt: qe.Filter) -> int:
+        """The points `flt` matches, as the payload indexes estimate them (no scan)."""
+        return int(self.shard.count(qe.CountRequest(exact=False, filter=flt)))
 
     def _params(self, flt: qe.Filter) -> qe.SearchParams | None:
         """Exact search when the filter matches few enough points (the payload indexes'

@@ -53,7 +53,7 @@ def _bench_without(module: str) -> subprocess.CompletedProcess[str]:
     return python(code)
 
 
-@pytest.mark.parametrize("module", ["matplotlib", "httpx"])
+@pytest.mark.parametrize("module", ["matplotlib", "httpx", "wardowl"])
 def test_bench_without_the_extra_says_what_to_install(module: str) -> None:
     result = _bench_without(module)
     assert result.returncode == 2, result.stderr[-2000:]

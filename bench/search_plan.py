@@ -1,0 +1,112 @@
+"""The search planner (sidecar/store/planner.py) in-process: the embedded store's
+search of each sweep cell with the neighbourhood first and without it (exact up to
+WHOSE_SEARCH_EXACT_BELOW, as before), interleaved query by query, so load on the
+machine falls on both alike; medians, recall@10 and how often the neighbourhood
+proved the answer.
+
+    .venv/bin/python bench/search_plan.py [--records 10000] [--queries 200] [--limit 12]
+
+`--limit` is what one over-fetch round asks the store for (the reader's first round at
+an allow rate of 1: limit 10 plus its margin). A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sidecar.bench.corpus import DIM, asker, build, cells  # noqa: E402
+from sidecar.store import Search  # noqa: E402
+from sidecar.store.edge import EdgeStore, _edge_filter  # noqa: E402
+from sidecar.store.scope import Scope  # noqa: E402
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--limit", type=int, default=12)
+    parser.add_argument("--exact-below", type=int, default=20_000)
+    args = parser.parse_args()
+    corpus = build(args.records, args.queries)
+    folder = Path(tempfile.mkdtemp(prefix="whose-plan-"))
+    store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
+    await store.open()
+    audiences = corpus.audiences()
+    for start in range(0, args.records, 1000):
+        rows = range(start, min(args.records, start + 1000))
+        await store.put(
+            "acme",
+            [
+                (
+                    {
+                        "id": str(uuid.UUID(int=i + 1)),
+                        "tenant": "acme",
+                        "valid_at": "2026-10-01T00:00:00Z",
+                        "audience": audiences[i],
+                        "index": i,
+                    },
+                    {"": corpus.vectors[i].tolist()},
+                )
+                for i in rows
+            ],
+        )
+    await store.optimize()
+    plans = {
+        "neighbourhood": Search(exact_below=args.exact_below, neighbourhood=True),
+        "exact_below_only": Search(exact_below=args.exact_below),
+    }
+    report: dict[str, dict[str, object]] = {}
+    for layout, fraction in cells():
+        who = asker(layout, fraction)
+        scope = Scope(tenant="acme", current_at=datetime.now(UTC), audience_any_of=((who,),))
+        times: dict[str, list[float]] = {name: [] for name in plans}
+        found: dict[str, list[float]] = {name: [] for name in plans}
+        proven = 0
+        for q in range(args.queries):
+            vector = corpus.queries[q].tolist()
+            # In turn, each first every other query: the second finds the first's
+            # points in the CPU's caches.
+            order = list(plans.items())
+            for name, plan in order if q % 2 else order[::-1]:
+                store.search_tuning = plan
+                started = time.perf_counter()
+                hits = await store.search(vector, scope, args.limit)
+                times[name].append(time.perf_counter() - started)
+                returned = [h.payload["index"] for h in hits][:10]
+                found[name].append(corpus.recall_at_10(who, q, returned))
+            store.search_tuning = plans["neighbourhood"]
+            flt = _edge_filter(scope, ())
+            proven += (
+                store._nearest_by_neighbourhood(vector, flt, "acme", args.limit, None, False)
+                is not None
+            )
+        report[who] = {
+            name: {
+                "p50_ms": round(statistics.median(times[name]) * 1e3, 3),
+                "recall_at_10": round(statistics.mean(found[name]), 4),
+            }
+            for name in plans
+        } | {"proven": round(proven / args.queries, 2)}
+        print(who, json.dumps(report[who]), flush=True)
+    await store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    out = REPO / "bench" / "results" / "search_plan.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"records": args.records, "cells": report}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

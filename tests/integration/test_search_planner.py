@@ -1,0 +1,154 @@
+"""The search planner (store/planner.py) on the embedded engine: where the records a
+filter admits lie around the query, their nearest are proven from the query's own
+neighbourhood, and equal exact search's; where they lie far from it (or are few), the
+neighbourhood declines and the search stays exact.
+
+The benchmark's corpus (sidecar/bench/corpus.py), 10k clustered 384-dim vectors: the
+`random` 90 % asker reads records all around every query; the `far` 90 % asker reads
+none in the clusters the queries come from (where a filtered graph walk misses them:
+tests/integration/test_search_tuning.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sidecar.bench.corpus import DIM, Corpus, asker, build
+from sidecar.store import Search
+from sidecar.store.edge import EdgeStore, _edge_filter
+from sidecar.store.scope import Scope
+
+N = 10_000
+QUERIES = 20
+NEAR, FAR, FEW = asker("random", 0.90), asker("far", 0.90), asker("random", 0.05)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return build(N, QUERIES, seed=11)
+
+
+@pytest.fixture(scope="module")
+async def store(
+    tmp_path_factory: pytest.TempPathFactory, corpus: Corpus
+) -> AsyncIterator[EdgeStore]:
+    folder: Path = tmp_path_factory.mktemp("planner")
+    opened = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
+    await opened.open()
+    audiences = corpus.audiences()
+    for start in range(0, N, 1000):
+        items = [
+            (
+                {
+                    "id": str(uuid.UUID(int=i + 1)),
+                    "tenant": "acme",
+                    "valid_at": "2026-10-01T00:00:00Z",
+                    "audience": audiences[i],
+                    "index": i,
+                },
+                {"": corpus.vectors[i].tolist()},
+            )
+            for i in range(start, min(N, start + 1000))
+        ]
+        await opened.put("acme", items)
+    await opened.optimize()
+    yield opened
+    await opened.close()
+
+
+def _scope(who: str) -> Scope:
+    return Scope(tenant="acme", current_at=datetime.now(UTC), audience_any_of=((who,),))
+
+
+def _proof(store: EdgeStore, corpus: Corpus, who: str, q: int, limit: int = 10) -> list[int] | None:
+    flt = _edge_filter(_scope(who), ())
+    found = store._nearest_by_neighbourhood(
+        corpus.queries[q].tolist(), flt, "acme", limit, None, False
+    )
+    return None if found is None else [p.payload["index"] for p in found]
+
+
+async def _searched(store: EdgeStore, corpus: Corpus, who: str, q: int) -> list[int]:
+    hits = await store.search(corpus.queries[q].tolist(), _scope(who), 10)
+    return [h.payload["index"] for h in hits]
+
+
+async def test_records_around_the_query_are_proven_from_its_neighbourhood(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    for q in range(QUERIES):
+        proven = _proof(store, corpus, NEAR, q)
+        assert proven is not None, q
+        # The true nearest (exact cosine over the asker's records, numpy).
+        assert corpus.recall_at_10(NEAR, q, proven) == 1.0, q
+        assert corpus.leaks(NEAR, proven) == 0
+        # And what a recall is answered with.
+        assert await _searched(store, corpus, NEAR, q) == proven
+
+
+async def test_far_or_few_records_are_not_proven_and_are_searched_exactly(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    for q in range(QUERIES):
+        # Nothing the far asker may read is near the query: no proof, exact search.
+        assert _proof(store, corpus, FAR, q) is None, q
+        assert corpus.recall_at_10(FAR, q, await _searched(store, corpus, FAR, q)) == 1.0
+        # 500 records: cheaper to score them all than to look around first.
+        assert _proof(store, corpus, FEW, q) is None, q
+        assert corpus.recall_at_10(FEW, q, await _searched(store, corpus, FEW, q)) == 1.0
+
+
+async def test_the_planner_is_off_when_the_choice_is_left_to_qdrant(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    for tuning in (Search(exact_below=0, neighbourhood=True), Search(exact_below=N)):
+        store.search_tuning = tuning
+        assert _proof(store, corpus, NEAR, 0) is None, tuning
+
+
+async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    # Noninterference on the planner's path: records hidden from the asker, written
+    # right beside every query (nearer than anything the asker may read), fill the
+    # neighbourhood the proof reads and the graph the walk takes; the answer must
+    # stay the true nearest of what the asker may read, record for record.
+    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
+    assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
+    hidden = []
+    for q in range(QUERIES):
+        for copy in range(30):
+            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
+            nudged = nudged / (nudged**2).sum() ** 0.5
+            number = N + q * 30 + copy
+            payload = {
+                "id": str(uuid.UUID(int=number + 1)),
+                "tenant": "acme",
+                "valid_at": "2026-10-01T00:00:00Z",
+                "audience": ["someone-else"],
+                "index": number,
+            }
+            hidden.append((payload, {"": nudged.tolist()}))
+    await store.put("acme", hidden)
+    await store.optimize()
+    try:
+        after = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
+        assert after == before
+        # The hidden records did reach the planner: they are the nearest of the
+        # neighbourhood (suspects the proof had to rule out), and it still proves.
+        everyone = Scope(tenant="acme", current_at=datetime.now(UTC))
+        for q in range(QUERIES):
+            nearest = await store.search(corpus.queries[q].tolist(), everyone, 30)
+            assert {h.payload["index"] for h in nearest} == set(range(N + q * 30, N + q * 30 + 30))
+            assert _proof(store, corpus, NEAR, q) == before[q]
+    finally:
+        await store.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in hidden])
+        await store.optimize()
