@@ -228,10 +228,11 @@ def test_redis_killed_then_restarted(world: World) -> None:
         assert time.monotonic() < deadline, "the outage's audit entries were not buffered"
         time.sleep(0.1)
 
-    # Writes need the supersession lock: refused clearly, nothing stored.
+    # Writes need the tenant's forget rules and the supersession lock, both in Redis:
+    # refused clearly at the first (writes/forget_rules.py), nothing stored.
     update = TEAM_NOTE | {"content": "Alice now says the launch is October 24"}
     wrote = httpx.post(f"{world.base}/v1/memories", json=update, headers=as_("alice"))
-    assert (wrote.status_code, wrote.json()["error"]) == (503, "lock_unavailable")
+    assert (wrote.status_code, wrote.json()["error"]) == (503, "erasure_requests_unavailable")
     assert readiness(world)["redis"] is False
     # Still in the Service: reads are correct without Redis, only writes wait.
     ready = httpx.get(f"{ops(world.base)}/readyz")
