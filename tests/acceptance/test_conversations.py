@@ -278,16 +278,27 @@ def test_membership_is_attested_and_corrections_are_policy(http: httpx.Client, t
     say(http, tenant, "alice", "the door is open", "2026-03-01T10:03:00Z", source_id="hall")
     # What was already written keeps its audience; the correction shapes what follows.
     assert heard_by(http, tenant, "bob") == ["the door is open"]
-    # Anyone may say they joined themselves; nobody but a relay that someone else did.
+    # Nobody but a relay records a join, one's own included (whoever could add
+    # themselves would hear the members, from any instant they named); anyone records
+    # their own leaving.
     own = members(
         http,
         tenant,
         "hall",
-        change("carol", "join", "2026-03-01T10:04:00Z"),
+        change("carol", "join", "2000-01-01T00:00:00Z"),
         writer="carol",
         roles="",
     )
-    assert own.status_code == 201, own.text
+    assert own.json()["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]
+    gone = members(
+        http,
+        tenant,
+        "hall",
+        change("carol", "leave", "2026-03-01T10:04:00Z"),
+        writer="carol",
+        roles="",
+    )
+    assert gone.status_code == 201, gone.text
     theirs = members(
         http,
         tenant,

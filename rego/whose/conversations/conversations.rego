@@ -67,15 +67,22 @@ action_denials := {"unknown_action" | not input.action in actions}
 
 # METADATA
 # description: |
-#   Recording someone else's joining or leaving, or resolving hearers from membership,
-#   attests presence: the writer's own, or a presence-attesting role's.
+#   Recording a join (anyone's, one's own too: a person who could add themselves to
+#   any conversation, at any instant, would hear what its members say), someone else's
+#   leaving, or resolving hearers from membership, attests presence: a presence-
+#   attesting role's. One's own leaving is one's own to record: it only narrows who hears.
 presence_denials := {"presence_not_attested" |
 	input.action == "record"
-	input.event.person != input.writer.id
+	not own_leave
 	not attests_presence
 } | {"presence_not_attested" |
 	input.action == "resolve"
 	not attests_presence
+}
+
+own_leave if {
+	input.event.change == "leave"
+	input.event.person == input.writer.id
 }
 
 # METADATA

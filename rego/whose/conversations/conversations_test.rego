@@ -33,7 +33,14 @@ not_attested := {"allow": false, "reasons": ["presence_not_attested"]}
 
 test_a_relay_records_anyone if record(relay, joined("alice")) == allowed
 
-test_anyone_records_their_own_joining if record(bob, joined("bob")) == allowed
+# Nobody adds themselves to a conversation (they would hear its members from then on,
+# or from any instant they name); leaving is one's own to record.
+test_nobody_records_their_own_joining if record(bob, joined("bob")) == not_attested
+
+test_anyone_records_their_own_leaving if {
+	record(bob, object.union(joined("bob"), {"change": "leave"})) == allowed
+	record(bob, object.union(joined("alice"), {"change": "leave"})) == not_attested
+}
 
 test_nobody_else_records_someone_elses if record(bob, joined("alice")) == not_attested
 
