@@ -440,7 +440,7 @@ class RetentionDecision(BaseModel):
 # --- standing forget rules (rego/whose/forgetting/) --------------------------
 
 ForgetAction = Literal["set", "lift", "write"]
-WriteAction = Literal["keep", "redact", "refuse"]
+WriteAction = Literal["keep", "redact", "conceal", "refuse"]
 
 
 class ForgetRuleView(BaseModel):

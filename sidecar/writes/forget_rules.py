@@ -47,7 +47,7 @@ from sidecar.messages import ForgetRule, ForgetRuleRequest, ForgetRuleSet
 from sidecar.policy.contract import ErasureRequestView, ForgetRuleView
 from sidecar.policy.engine import PolicyEngine
 from sidecar.writes.erasure_requests import ErasureRequests
-from sidecar.writes.forgetting import Matcher, carried, redacted
+from sidecar.writes.forgetting import Matcher, carried, concealed, redacted
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +321,10 @@ class Rules:
                 continue
             if decision.action == "refuse" or supplied[index]:
                 refused.append({"index": index, "id": record_id, "reasons": [FORGOTTEN]})
+                continue
+            if decision.action == "conceal":
+                payload.update(concealed(payload))
+                masked[index] = [REDACTED]
                 continue
             bound = [m for m in found[record_id] if m.rule_id in decision.rules]
             payload.update(redacted(payload, bound))

@@ -133,6 +133,23 @@ def redacted(payload: dict[str, Any], matchers: Iterable[Matcher]) -> dict[str, 
     return out
 
 
+def concealed(payload: dict[str, Any]) -> dict[str, Any]:
+    """The record with each text field masked whole: for a writer who is not the
+    rule's subject, a mask in place would show where the value sat in what they sent."""
+    out = dict(payload)
+    if isinstance(out.get("content"), str):
+        out["content"] = MASK
+    proposition = out.get("proposition")
+    if isinstance(proposition, dict):
+        proposition = dict(proposition)
+        if isinstance(proposition.get("text"), str):
+            proposition["text"] = MASK
+        if "value" in proposition and proposition["value"] is not None:
+            proposition["value"] = MASK
+        out["proposition"] = proposition
+    return out
+
+
 def _masked(text: str, rules: list[Matcher]) -> str:
     """Each run of overlapping matches masked once."""
     merged: list[list[int]] = []

@@ -95,8 +95,16 @@ def test_never_keep_my_pin_then_restatements(http: httpx.Client) -> None:
     again = stored(http, user, said(user, f"{PIN} is deleted", [user]))
     assert PIN not in json.dumps(again)
     assert "[forgotten] is deleted" in again["content"]
-    theirs = stored(http, spouse, said(spouse, f"her PIN is {PIN}", [spouse]))
+    # Someone else's restatement in the subject's hearing: masked whole (a mask in
+    # place would show them where the value sat in what they wrote).
+    theirs = stored(http, spouse, said(spouse, f"her PIN is {PIN}", [spouse, user]))
     assert PIN not in json.dumps(theirs)
+    assert theirs["content"] == "[forgotten]"
+    # Their own private note, out of the subject's hearing, is theirs: a subject's rule
+    # does not reach it (an erasure officer's does: test_a_refusal_tells_...).
+    private = stored(http, spouse, said(spouse, f"I wrote down {PIN}", [spouse]))
+    assert PIN in private["content"]
+    http.delete(f"/v1/memories/{private['id']}", headers=as_(spouse)).raise_for_status()
     as_number = said(user, "the new PIN", [user], key="bank.pin")
     as_number["proposition"]["value"] = int(PIN)
     assert stored(http, user, as_number)["proposition"]["value"] == "[forgotten]"
@@ -143,12 +151,16 @@ def test_a_refusal_tells_a_writer_nothing_of_whose_rule(http: httpx.Client) -> N
     )
     assert by_officer.status_code == 201, by_officer.text
     writer = f"w-{uuid.uuid4().hex[:6]}"
+    # In the hearing of the first rule's subject, and out of anyone's (the officer's
+    # rule reaches every record): both masked whole, alike.
     masked = [
-        stored(http, writer, said(writer, f"the locker is {code}", [writer]))
-        for code in ("ZX-4471", "QW-9902")
+        stored(http, writer, said(writer, f"the locker is {code}", audience))
+        for code, audience in (("ZX-4471", [writer, one]), ("QW-9902", [writer]))
     ]
-    assert [m["content"] for m in masked] == [f"{writer} says the locker is [forgotten]"] * 2
-    text = json.dumps(masked)
+    assert [m["content"] for m in masked] == ["[forgotten]"] * 2
+    # Nothing but what the writer sent (the first audience names `one`, by the writer)
+    # and the masks: no rule, no subject, no officer, no value.
+    text = json.dumps([{k: v for k, v in m.items() if k != "audience"} for m in masked])
     for name in (one, two, "dpo", "ZX-4471", "QW-9902"):
         assert name not in text
 

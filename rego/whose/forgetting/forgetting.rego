@@ -114,9 +114,27 @@ write_decision(id, carried) := {"action": action(bound), "rules": {r.id | some r
 
 records := {record.id: record | some record in object.get(input, "records", [])}
 
-# A forgotten value is its subject's secret wherever it is written, whoever holds
-# the record: a restatement by someone else ("her PIN is 5532") is kept out too.
-binds(_, rule) if rule.kind == "value"
+# A forgotten value binds the records its subject could be told of: those that
+# concern them (held, said or about their mind) and those whose audience names them,
+# a restatement by someone else in their hearing ("her PIN is 5532") among them. Not
+# the rest of the tenant: a person's rule would otherwise mask any text in anyone's
+# private notes (a rule on "that") and tell strangers where such a value sits.
+binds(record, rule) if {
+	rule.kind == "value"
+	subjects.concerns(record, rule.subject)
+}
+
+binds(record, rule) if {
+	rule.kind == "value"
+	rule.subject in object.get(record, "audience", [])
+}
+
+# An officer's rule (set for a subject by someone else, as only an erasure officer
+# may) binds every record of the tenant.
+binds(_, rule) if {
+	rule.kind == "value"
+	rule.set_by != rule.subject
+}
 
 # A forgotten key or pattern binds the records that concern the rule's subject
 # (held, said or about their mind): another person's "pin" is not theirs.
@@ -135,12 +153,23 @@ binds(record, rule) if {
 # description: |
 #   What becomes of a record the rules bind: `refuse` when a key rule binds it (the
 #   claim itself is what is forgotten) or config.forgetting.on_write says so;
-#   otherwise `redact` (the value or the pattern's match masked).
+#   `conceal` (every text field masked whole) when the writer is not the subject of
+#   a rule that binds it; otherwise `redact` (the value or the pattern's match masked).
 action(bound) := "keep" if {
 	count(bound) == 0
 } else := "refuse" if {
 	refused(bound)
+} else := "conceal" if {
+	concealed(bound)
 } else := "redact"
+
+# A writer who is not the subject of a rule that binds the record gets it stored
+# with every text field masked whole: a mask in place would show them where the
+# value sits in what they wrote (a write of every four-digit number would find a PIN).
+concealed(bound) if {
+	some r in bound
+	r.subject != input.asker.id
+}
 
 refused(_) if object.get(data.whose.config, ["forgetting", "on_write"], "redact") == "refuse"
 

@@ -102,15 +102,35 @@ write(record, carried) := answer if {
 	}
 }
 
-value_rule := {"id": "f1", "kind": "value", "subject": "alice"}
-
 key_rule := {"id": "f2", "kind": "key", "subject": "alice", "key": "pin"}
 
 pattern_rule := {"id": "f3", "kind": "pattern", "subject": "alice", "pattern": "####"}
 
-test_a_value_is_redacted_whoever_restates_it if {
-	write(said_by("alice", "pin"), [value_rule]) == {"action": "redact", "rules": {"f1"}}
-	write(said_by("bob", "code"), [value_rule]) == {"action": "redact", "rules": {"f1"}}
+value_rule := {"id": "f1", "kind": "value", "subject": "alice", "set_by": "alice"}
+
+written_by(who, record, carried) := answer if {
+	answer := forgetting.writes.r1 with input as {
+		"asker": {"id": who, "tenant": "acme"},
+		"action": "write",
+		"records": [record],
+		"carried": {"r1": carried},
+	}
+}
+
+# The subject's own write keeps its words around the mask; anyone else's is masked
+# whole (a mask in place would show them where the value sits).
+test_a_value_is_masked_in_the_subjects_hearing if {
+	written_by("alice", said_by("alice", "pin"), [value_rule]) == {"action": "redact", "rules": {"f1"}}
+	write(said_by("alice", "pin"), [value_rule]) == {"action": "conceal", "rules": {"f1"}}
+	told := object.union(said_by("bob", "code"), {"audience": ["bob", "alice"]})
+	write(told, [value_rule]) == {"action": "conceal", "rules": {"f1"}}
+}
+
+# Bob's own note, out of Alice's hearing, is not hers to mask; an officer's rule is.
+test_a_value_binds_only_what_its_subject_could_be_told_unless_an_officer_set_it if {
+	write(said_by("bob", "code"), [value_rule]) == {"action": "keep", "rules": set()}
+	officers := object.union(value_rule, {"set_by": "dpo"})
+	write(said_by("bob", "code"), [officers]) == {"action": "conceal", "rules": {"f1"}}
 }
 
 test_a_forgotten_key_refuses_the_subjects_claim if {
@@ -123,7 +143,8 @@ test_a_forgotten_key_binds_only_records_about_the_subject if {
 }
 
 test_a_pattern_binds_records_about_the_subject if {
-	write(said_by("alice", "pin"), [pattern_rule]) == {"action": "redact", "rules": {"f3"}}
+	written_by("alice", said_by("alice", "pin"), [pattern_rule]) == {"action": "redact", "rules": {"f3"}}
+	write(said_by("alice", "pin"), [pattern_rule]) == {"action": "conceal", "rules": {"f3"}}
 	write(said_by("bob", "room"), [pattern_rule]) == {"action": "keep", "rules": set()}
 }
 
