@@ -75,9 +75,16 @@ denials(record) := union({
 writer_denials := {"no_writer" | not known_writer}
 
 # METADATA
-# description: a record's categories are of its tenant's vocabulary (lib/categories).
+# description: |
+#   A record's categories are of its tenant's vocabulary (lib/categories). A record
+#   derived from others carries none: a category is what a subject's grant reaches
+#   (whose.disclosure.granted), and a grant must not widen a derivation past its
+#   premises' audience, which only this policy can see.
 category_denials(record) := {sprintf("unknown_category:%s", [name]) |
 	some name in categories.unknown(input.writer.tenant, object.get(record, "categories", []))
+} | {"derived_with_categories" |
+	count(object.get(record, ["provenance", "derived_from"], [])) > 0
+	count(object.get(record, "categories", [])) > 0
 }
 
 known_writer if {

@@ -278,6 +278,13 @@ test_summary_naming_a_member_where_the_premise_names_the_group_refused if {
 	d.reasons == {"derived_audience_wider:alice"}
 }
 
+# A grant reaches records by category: a derivation carries none, so no grant
+# widens it past its premises.
+test_summary_with_categories_refused if {
+	d := derive(object.union(summary(["group:launch-team"], ["p1"]), {"categories": ["work"]}), [team_premise])
+	d.reasons == {"derived_with_categories"}
+}
+
 test_summary_wider_than_a_premise_refused if {
 	d := derive(summary(["group:launch-team"], ["p1", "p2"]), [team_premise, private_premise])
 	d.reasons == {"derived_audience_wider:group:launch-team"}
