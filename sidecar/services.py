@@ -477,6 +477,7 @@ async def open_services(
                     if redis is not None
                     else FileEvents(settings.data_dir / "conversations"),
                     policy,
+                    audit,
                 ),
                 rules,
             ),

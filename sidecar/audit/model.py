@@ -33,7 +33,16 @@ Outcome = Literal[
     "withdrawn",
 ]
 AuditPurpose = Literal[
-    "recall", "get", "history", "explain", "write", "erase", "impact", "consent", "forget"
+    "recall",
+    "get",
+    "history",
+    "explain",
+    "write",
+    "erase",
+    "impact",
+    "consent",
+    "forget",
+    "membership",
 ]
 WriteRoute = Literal[
     "memories",
@@ -139,6 +148,27 @@ class AuditedGrant(BaseModel):
     reason: str | None = None
 
 
+class AuditedMembershipChange(BaseModel):
+    """One join, leave or correction asked for (entries of purpose `membership`,
+    writes/membership.py): whose presence, when; never a record."""
+
+    person: str
+    change: Literal["join", "leave", "none"]
+    at: datetime
+    corrects: str | None = None
+    # The event stored; absent when the batch was refused.
+    event_id: str | None = None
+    # Empty when allowed; the conversations policy's reasons when refused.
+    refused_because: list[str] = Field(default_factory=list)
+
+
+class AuditedMembership(BaseModel):
+    """A batch of membership changes to one conversation, stored or refused whole."""
+
+    conversation: str
+    changes: list[AuditedMembershipChange]
+
+
 class AuditedClaims(BaseModel):
     """The token claims a reader asked with (never a record's): what a replay of the
     read under another policy needs besides the asker's name (oversight.py, impact)."""
@@ -193,6 +223,8 @@ class AuditEntry(BaseModel):
     impact: AuditedImpact | None = None
     # Consent only: the grant given, revoked or refused.
     grant: AuditedGrant | None = None
+    # Membership only: the joins, leaves and corrections stored or refused.
+    membership: AuditedMembership | None = None
 
     def record_outcomes(self) -> Iterator[tuple[str | None, RecordOutcome]]:
         """Each record the entry names, with what happened to it (the same record may

@@ -36,6 +36,8 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from sidecar.audit import AuditedMembership, AuditedMembershipChange, AuditEntry
+from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.errors import InvalidRequest, StoreUnavailable, WriteRefused
 from sidecar.messages import MembershipChange, MembershipEvent, Observation
@@ -148,9 +150,12 @@ def members_at(events: Sequence[MembershipEvent], at: datetime) -> list[str]:
 class Membership:
     """Membership events recorded through the policy, and the hearers they give."""
 
-    def __init__(self, log: EventLog, policy: PolicyEngine) -> None:
+    def __init__(self, log: EventLog, policy: PolicyEngine, audit: AuditLog | None = None) -> None:
         self.log = log
         self.policy = policy
+        # Every batch stored or refused by policy is audited: who was said to be present,
+        # and by whom, decides who hears what (a security team reviews it like a write).
+        self.audit = audit
         # Appends to one conversation are serialised (a correction reads what it names).
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -177,7 +182,7 @@ class Membership:
             if unknown:
                 # Ids are the writer's tenant's; a stranger's guess finds nothing.
                 raise InvalidRequest("changes", [f"{i}.corrects_no_event" for i in unknown])
-            problems = []
+            refusals: dict[int, list[str]] = {}
             for index, change in enumerate(changes):
                 corrected = by_id.get(change.corrects) if change.corrects else None
                 decision = await self.policy.conversation(
@@ -190,9 +195,10 @@ class Membership:
                     )
                 )
                 if not decision.allow:
-                    problems.append({"index": index, "reasons": list(decision.reasons)})
-            if problems:
-                raise WriteRefused(problems)
+                    refusals[index] = list(decision.reasons)
+            if refusals:
+                self._audit(who, conversation, changes, now, refused=refusals)
+                raise WriteRefused([{"index": i, "reasons": r} for i, r in refusals.items()])
             events = [
                 MembershipEvent(
                     **change.model_dump(),
@@ -204,7 +210,45 @@ class Membership:
                 for change in changes
             ]
             await self.log.append(who.tenant, conversation, events)
+            self._audit(who, conversation, changes, now, events=events)
         return events
+
+    def _audit(
+        self,
+        who: Identity,
+        conversation: str,
+        changes: Sequence[MembershipChange],
+        now: datetime,
+        events: Sequence[MembershipEvent] = (),
+        refused: dict[int, list[str]] | None = None,
+    ) -> None:
+        if self.audit is None:
+            return
+        reasons = refused or {}
+        audited = [
+            AuditedMembershipChange(
+                person=change.person,
+                change=change.change,
+                at=change.at,
+                corrects=str(change.corrects) if change.corrects else None,
+                event_id=str(events[i].id) if events else None,
+                refused_because=sorted(reasons.get(i, [])),
+            )
+            for i, change in enumerate(changes)
+        ]
+        self.audit.record(
+            AuditEntry(
+                decision_id=uuid.uuid4(),
+                time=now,
+                tenant=who.tenant,
+                asker=who.id,
+                audience=[],
+                purpose="membership",
+                route="conversations.membership",
+                error="write_refused" if refused else None,
+                membership=AuditedMembership(conversation=conversation, changes=audited),
+            )
+        )
 
     async def hearers(
         self, who: Identity, observations: Sequence[Observation], now: datetime

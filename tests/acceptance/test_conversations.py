@@ -308,6 +308,29 @@ def test_membership_is_attested_and_corrections_are_policy(http: httpx.Client, t
         roles="",
     )
     assert theirs.json()["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]
+    # Each batch is audited, stored or refused: who was said to be present, by whom.
+    entries = http.get(
+        "/v1/audit",
+        params={"purpose": "membership"},
+        headers=as_("erin", tenant, roles="auditor"),
+    ).json()["entries"]
+    audited = {
+        (
+            e["asker"],
+            c["person"],
+            c["change"],
+            c["event_id"] is not None,
+            tuple(c["refused_because"]),
+        )
+        for e in entries
+        for c in e["membership"]["changes"]
+    }
+    assert (EXTRACTOR, "bob", "leave", True, ()) in audited
+    assert ("carol", "carol", "join", False, ("presence_not_attested",)) in audited
+    assert ("carol", "carol", "leave", True, ()) in audited
+    assert ("other-bot", "bob", "none", False, ("not_event_writer", "role_required:authority")) in (
+        audited
+    )
     # A correction must name an event of this conversation.
     unknown = members(
         http,
