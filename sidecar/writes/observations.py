@@ -105,12 +105,14 @@ def utterance_key(observation: Observation, index: int) -> str:
 
     Without a key nobody can say what a turn is about, so nothing may supersede it
     or conflict with it but the very same claim of the very same utterance (a
-    repost of it). So its line is named by the conversation, the utterance (its id,
-    else who said it, when, and the words) and the claim's place in the turn. Every
-    part is the observation's own: the key says nothing about other records."""
+    repost of it). So its line is named by the conversation, who said it, the
+    utterance (its id, else when it was said and the words) and the claim's place in
+    the turn: another speaker reusing an utterance id names another line (a belief a
+    hearer adopted from one teller is never replaced by another's turn of that id).
+    Every part is the observation's own: the key says nothing about other records."""
     claim = observation.claims[index]
     utterance = (
-        ["id", observation.utterance_id]
+        ["id", observation.speaker, observation.utterance_id]
         if observation.utterance_id is not None
         else [
             "at",
