@@ -61,6 +61,10 @@ TEXTS = [
 ]
 READERS = [["alice"], ["alice", "bob"], ["alice", "carol"]]
 
+# The clients' own default (5 s) is sized for a quiet server: creating a payload index
+# through the sidecar on the server backend took longer beside a CPU burner.
+CLIENT_TIMEOUT_S = 60
+
 
 def hashed(text: str, dim: int) -> list[float]:
     """A deterministic dense embedding of `dim` dimensions: words hashed into it."""
@@ -119,8 +123,8 @@ class Hashed768(BaseEmbedding):
 def llama_store(base: str, who: str) -> QdrantVectorStore:
     return QdrantVectorStore(
         collection_name="li",
-        client=QdrantClient(url=base, api_key=token(who)),
-        aclient=AsyncQdrantClient(url=base, api_key=token(who)),
+        client=QdrantClient(url=base, api_key=token(who), timeout=CLIENT_TIMEOUT_S),
+        aclient=AsyncQdrantClient(url=base, api_key=token(who), timeout=CLIENT_TIMEOUT_S),
         enable_hybrid=True,
         sparse_doc_fn=words,
         sparse_query_fn=words,
@@ -157,7 +161,9 @@ def test_llama_index_hybrid_from_documents(base: str) -> None:
     assert said(alice[0]) == "the launch budget is two million"
     assert {said(t) for t in alice} == set(TEXTS)
     # Created as LlamaIndex creates a hybrid collection: its dense and sparse names.
-    info = QdrantClient(url=base, api_key=token("alice")).get_collection("li")
+    info = QdrantClient(url=base, api_key=token("alice"), timeout=CLIENT_TIMEOUT_S).get_collection(
+        "li"
+    )
     assert isinstance(info.config.params.vectors, dict)
     assert info.config.params.vectors["text-dense"].size == 768
     assert "text-sparse-new" in (info.config.params.sparse_vectors or {})
@@ -281,7 +287,9 @@ def test_langchain_retriever_from_documents(base: str) -> None:
     assert budget.metadata["source"] == "lc-2.md"
 
     bob = LangChainQdrant(
-        client=QdrantClient(url=base, api_key=token("bob"), prefer_grpc=False),
+        client=QdrantClient(
+            url=base, api_key=token("bob"), prefer_grpc=False, timeout=CLIENT_TIMEOUT_S
+        ),
         collection_name="lc",
         embedding=Hashed256(),
     )
