@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import start_sidecar, stop
+from tests.conftest import as_, start_sidecar, stop
 
 
 def record(
@@ -82,3 +82,18 @@ def tell_the_worked_example(http: httpx.Client, headers: dict[str, str]) -> dict
         assert said.status_code == 201, said.text
         ids[channel] = said.json()["records"][0]["id"]
     return ids
+
+
+def mcp_call(http: httpx.Client, who: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """One MCP tools/call over the sidecar's streamable HTTP endpoint, as `who` (dev
+    headers): its result (the call's own error, if any, is in it as `isError`)."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    headers = as_(who) | {"Accept": "application/json, text/event-stream"}
+    answer = http.post("/mcp", json=message, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["result"]

@@ -22,6 +22,7 @@ import pytest
 
 from tests import forks
 from tests.conftest import POLICY_DIR, REPO, Backend, as_, start_sidecar, stop
+from tests.factories import mcp_call
 
 SECRET = "the merger with Initech closes on March 3"
 
@@ -127,19 +128,6 @@ def test_an_officer_erases_everything_about_a_subject(http: httpx.Client) -> Non
     assert status.json()["status"] == "done"
     stranger = http.get(f"/v1/erasures/{progress['request_id']}", headers=as_("carol"))
     assert stranger.status_code == 404
-
-
-def mcp_call(http: httpx.Client, who: str, tool: str, arguments: dict[str, Any]) -> Any:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
-    headers = as_(who) | {"Accept": "application/json, text/event-stream"}
-    answer = http.post("/mcp", json=message, headers=headers)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def test_an_agent_forgets_through_mcp(http: httpx.Client) -> None:

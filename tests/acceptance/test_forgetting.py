@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import Backend, as_, start_sidecar, stop
+from tests.factories import mcp_call
 
 PIN = "5532"
 
@@ -270,19 +271,6 @@ def test_anyone_erases_by_content_only_their_own_records(http: httpx.Client) -> 
     assert http.get(f"/v1/memories/{mine['id']}", headers=as_(owner)).status_code == 404
     for record in (shared, hidden):
         assert http.get(f"/v1/memories/{record['id']}", headers=as_(reader)).status_code == 200
-
-
-def mcp_call(http: httpx.Client, who: str, tool: str, arguments: dict[str, Any]) -> Any:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
-    headers = as_(who) | {"Accept": "application/json, text/event-stream"}
-    answer = http.post("/mcp", json=message, headers=headers)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def test_an_agent_never_keeps_a_value_through_mcp(http: httpx.Client) -> None:

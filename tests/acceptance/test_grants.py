@@ -16,6 +16,7 @@ import pytest
 from sidecar.client import DevIdentity, WhoseClient
 from sidecar.errors import ConsentRefused, NotFound
 from tests.conftest import Backend, as_, start_sidecar, stop
+from tests.factories import mcp_call
 
 
 @pytest.fixture(scope="module")
@@ -127,19 +128,6 @@ def test_bad_grants_are_refused_with_reasons_and_nothing_granted(
     assert answer.json()["error"] == error
     assert answer.json()["reasons"]
     assert http.get("/v1/grants", headers=as_("pat")).json() == before
-
-
-def mcp_call(http: httpx.Client, who: str, tool: str, arguments: dict[str, Any]) -> Any:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
-    headers = as_(who) | {"Accept": "application/json, text/event-stream"}
-    answer = http.post("/mcp", json=message, headers=headers)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def test_an_agent_grants_lists_and_revokes_through_mcp(http: httpx.Client) -> None:
