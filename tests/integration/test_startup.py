@@ -115,6 +115,9 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, in
     stop(process)
 
 
+PORT_ATTEMPTS = 5
+
+
 @pytest.mark.parametrize(
     ("command", "doing"),
     [
@@ -129,8 +132,14 @@ def test_a_store_in_use_names_the_process_holding_it(
     running: tuple[Path, int, str], command: list[str], doing: str
 ) -> None:
     folder, pid, _ = running
-    ports = ["--port", str(free_port()), "--ops-port", str(free_port())]
-    result = whose(*command, *(ports if command[0] == "serve" else []), "--data-dir", str(folder))
+    for _ in range(PORT_ATTEMPTS):
+        # A port free when chosen may be taken before it is bound (by any process on the
+        # machine): that refusal comes first, so choose again (as start_sidecar does).
+        ports = ["--port", str(free_port()), "--ops-port", str(free_port())]
+        extra = ports if command[0] == "serve" else []
+        result = whose(*command, *extra, "--data-dir", str(folder))
+        if "is in use: change WHOSE_" not in result.stderr:
+            break
     store = folder / "store" / "whose_memories"
     line = one_line(result)
     assert line.startswith(f"{doing}: the store {store} is in use by process {pid} ("), line
