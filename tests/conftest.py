@@ -96,6 +96,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Here, not at interpreter exit: an xdist worker ends without running finalizers.
+    _MEM0_DIR.cleanup()
     # Under pytest-xdist (`make test` runs two workers) each worker checks part of the
     # suite: its lines travel to the controller, which prints them all.
     output = getattr(session.config, "workeroutput", None)
