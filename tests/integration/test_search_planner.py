@@ -22,6 +22,7 @@ from sidecar.bench.corpus import DIM, Corpus, asker, build
 from sidecar.store import Search
 from sidecar.store.edge import EdgeStore, _edge_filter
 from sidecar.store.scope import Scope
+from tests.integration.conftest import put_corpus
 
 N = 10_000
 QUERIES = 20
@@ -40,22 +41,7 @@ async def store(
     folder: Path = tmp_path_factory.mktemp("planner")
     opened = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
     await opened.open()
-    audiences = corpus.audiences()
-    for start in range(0, N, 1000):
-        items = [
-            (
-                {
-                    "id": str(uuid.UUID(int=i + 1)),
-                    "tenant": "acme",
-                    "valid_at": "2026-10-01T00:00:00Z",
-                    "audience": audiences[i],
-                    "index": i,
-                },
-                {"": corpus.vectors[i].tolist()},
-            )
-            for i in range(start, min(N, start + 1000))
-        ]
-        await opened.put("acme", items)
+    await put_corpus(opened, corpus)
     await opened.optimize()
     yield opened
     await opened.close()

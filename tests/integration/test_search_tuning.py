@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -25,7 +24,7 @@ from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from sidecar.store.vectors import LEXICAL
-from tests.integration.conftest import BACKENDS, backend
+from tests.integration.conftest import BACKENDS, backend, put_corpus
 
 N = 10_000
 QUERIES = 20
@@ -57,22 +56,7 @@ async def store(
             optimizers_config=qm.OptimizersConfigDiff(indexing_threshold=1000),
         )
     await opened.open()
-    audiences = corpus.audiences()
-    for start in range(0, N, 1000):
-        items = [
-            (
-                {
-                    "id": str(uuid.UUID(int=i + 1)),
-                    "tenant": "acme",
-                    "valid_at": "2026-10-01T00:00:00Z",
-                    "audience": audiences[i],
-                    "index": i,
-                },
-                corpus.vectors[i].tolist(),
-            )
-            for i in range(start, min(N, start + 1000))
-        ]
-        await opened.put("acme", [(p, {"": v}) for p, v in items])
+    await put_corpus(opened, corpus)
     if isinstance(opened, EdgeStore):
         await opened.optimize()
     else:
