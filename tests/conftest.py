@@ -282,6 +282,15 @@ def sidecar(sidecar_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def sidecar_on(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> Iterator[str]:
+    """`whose serve --dev` on the module's store backend (`store_backend`: each module
+    that asks for it runs once on the embedded engine and once on a Qdrant server)."""
+    base, process = start_sidecar(tmp_path_factory.mktemp("sidecar"), env=store_backend.env())
+    yield base
+    stop(process)
+
+
+@pytest.fixture(scope="module")
 def http(sidecar: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sidecar, timeout=10) as client:
         yield client

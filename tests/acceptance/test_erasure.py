@@ -21,17 +21,10 @@ import httpx
 import pytest
 
 from tests import forks
-from tests.conftest import POLICY_DIR, REPO, Backend, as_, start_sidecar, stop
+from tests.conftest import POLICY_DIR, REPO, as_, start_sidecar, stop
 from tests.factories import mcp_call
 
 SECRET = "the merger with Initech closes on March 3"
-
-
-@pytest.fixture(scope="module")
-def sidecar_on(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> Iterator[str]:
-    base, process = start_sidecar(tmp_path_factory.mktemp("erasure"), env=store_backend.env())
-    yield base
-    stop(process)
 
 
 def note(http: httpx.Client, who: str, text: str, audience: list[str]) -> str:

@@ -19,17 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Backend, as_, start_sidecar, stop
+from tests.conftest import as_, start_sidecar, stop
 from tests.factories import mcp_call
 
 PIN = "5532"
-
-
-@pytest.fixture(scope="module")
-def sidecar_on(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> Iterator[str]:
-    base, process = start_sidecar(tmp_path_factory.mktemp("forgetting"), env=store_backend.env())
-    yield base
-    stop(process)
 
 
 @pytest.fixture

@@ -15,15 +15,13 @@ import pytest
 
 from sidecar.client import DevIdentity, WhoseClient
 from sidecar.errors import ConsentRefused, NotFound
-from tests.conftest import Backend, as_, start_sidecar, stop
+from tests.conftest import as_
 from tests.factories import mcp_call
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> Iterator[str]:
-    url, process = start_sidecar(tmp_path_factory.mktemp("grants"), env=store_backend.env())
-    yield url
-    stop(process)
+def base(sidecar_on: str) -> str:
+    return sidecar_on
 
 
 @pytest.fixture
