@@ -182,6 +182,25 @@ class Versions:
     ) -> list[MemoryRecord]:
         """A new version of each document named (ids, or the current ones a scope
         matches) with `change` applied to its payload: all or nothing."""
+        if isinstance(targets, Scope):
+            try:
+                return await self._update(who, targets, change, route, collection)
+            except WriteRefused as refused:
+                # A filter gave no list to place a refusal in; the matched points' order
+                # is their ids' (random), so an index would differ between two stores
+                # holding the same records. Each refusal names its point instead.
+                unplaced = [{k: v for k, v in p.items() if k != "index"} for p in refused.problems]
+                raise WriteRefused(unplaced) from None
+        return await self._update(who, targets, change, route, collection)
+
+    async def _update(
+        self,
+        who: Identity,
+        targets: Sequence[UUID] | Scope,
+        change: Change,
+        route: WriteRoute,
+        collection: str | None,
+    ) -> list[MemoryRecord]:
         found = await self._targets(who, targets, route)
         if not found:
             return []

@@ -384,6 +384,9 @@ class Silent:
             self.held.append(connection)
 
     def close(self) -> None:
+        # A close alone leaves the thread blocked in accept(); shutting the listener down
+        # wakes it at once (the join below waited its whole 10 s before).
+        self.socket.shutdown(socket.SHUT_RDWR)
         self.socket.close()
         for connection in self.held:
             connection.close()

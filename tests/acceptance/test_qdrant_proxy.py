@@ -6,6 +6,7 @@ tenant) nothing, by any path.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -414,6 +415,34 @@ def test_payload_updates_make_new_versions_through_the_write_policy(
     assert forged.value.status_code == 422
     assert b"writer_not_holder" in forged.value.content
     assert len(history_of(base, "bob", str(moved.id))) == 3
+
+
+def test_a_filter_selected_update_is_refused_by_point_not_by_place(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    """A filter gave the caller no list: each refusal names its point only. (An index
+    in the matched points, which come in their random ids' order, differed between
+    two stores holding the same records.)"""
+    base, _ = served
+    alice = client(base, "alice")
+    points = [str(uuid.uuid4()) for _ in range(3)]
+    alice.upsert(
+        COLLECTION,
+        points=[
+            qm.PointStruct(id=p, vector=embed("the shelf"), payload=document(f"shelf {n}"))
+            for n, p in enumerate(points)
+        ],
+    )
+    alices = qm.Filter(
+        must=[qm.FieldCondition(key="observer_id", match=qm.MatchValue(value="alice"))]
+    )
+    with pytest.raises(UnexpectedResponse) as forged:
+        client(base, "bob").set_payload(COLLECTION, payload={"page": 9}, points=alices)
+    assert forged.value.status_code == 422, forged.value.content
+    refusals = json.loads(forged.value.content)["reasons"]
+    assert len(refusals) >= 3
+    assert all(set(r) == {"id", "reasons"} for r in refusals), refusals
+    assert all(r["reasons"] == ["writer_not_holder"] for r in refusals)
 
 
 def test_a_batch_runs_in_order_and_names_the_operation_refused(

@@ -392,10 +392,14 @@ def test_consent_snippets(tmp_path: Path) -> None:
     the real clock), the sister's recall made before it and the next one after it has
     passed; with no write in between."""
     with served_sidecar(tmp_path / "sidecar") as base:
+        started = time.monotonic()
         check_shell("consent-store", base)
         check_shell("consent-mother-granted", base)
-        # Room for the grant and the recall before it ends, on a loaded machine.
-        friday = (datetime.now(UTC) + timedelta(seconds=30)).replace(microsecond=0)
+        # Room for the grant and the recall before it ends: sized from the two steps just
+        # taken (as many as come before Friday), so a loaded machine gets a wider margin.
+        taken = time.monotonic() - started
+        margin = timedelta(seconds=2 + 4 * taken)
+        friday = (datetime.now(UTC) + margin).replace(microsecond=0) + timedelta(seconds=1)
         moved = (FRIDAY, friday.isoformat().replace("+00:00", "Z"))
         check_shell("consent-sister-granted", base, moved)
         [recalled] = check_shell("consent-sister-recalls", base)

@@ -442,8 +442,10 @@ class Side:
         response = self.http.request(method, path, headers=self.api_key, **kwargs)
         return self._observe(label, response)
 
-    def client(self, label: str, call: Callable[[QdrantClient], Any]) -> Observation:
-        return self._observe(label, self.raw_client(label, call))
+    def client(
+        self, label: str, call: Callable[[QdrantClient], Any], order: str = "as_sent"
+    ) -> Observation:
+        return self._observe(label, self.raw_client(label, call), order)
 
     def raw_client(self, label: str, call: Callable[[QdrantClient], Any]) -> httpx.Response:
         """qdrant-client's raw answer to `call` (its own exceptions set aside)."""
@@ -752,6 +754,8 @@ def run_set_payload(side: Side, op: Op) -> None:
             payload=a["payload"],
             points=chosen["points"] if "points" in chosen else chosen["filter"],
         ),
+        # A filter's matches are refused in their ids' order (no list was given).
+        order="as_sent" if "points" in chosen else "by_id",
     )
 
 
@@ -1036,6 +1040,8 @@ def canonical(body: Any, order: str) -> Any:
     so do the views in `minds` (by valid time, then id)."""
     if not isinstance(body, dict):
         return body
+    if order == "by_id" and body.get("error") == "write_refused" and _generated(body):
+        return _refusals_as_a_set(body)
     if isinstance(body.get("conflicts"), list) and _generated(body["conflicts"]):
         body = _text_relaxed(body, items=False) | {
             "conflicts": [
@@ -1065,6 +1071,16 @@ def canonical(body: Any, order: str) -> Any:
         }
         body = _text_relaxed(body, items=True)
     return body
+
+
+def _refusals_as_a_set(body: dict[str, Any]) -> dict[str, Any]:
+    """A filter-selected write's refusals (one per matched point, in the points' id
+    order) as a set, in the reasons and in the dialect's message that lists them."""
+    status = body.get("status")
+    if isinstance(status, dict) and isinstance(status.get("error"), str):
+        head, _, listed = status["error"].partition(": ")
+        status = status | {"error": [head, sorted(listed.split("; "))]}
+    return body | {"reasons": _sorted(body.get("reasons")), "status": status}
 
 
 def _derived_views_generated(body: Any, order: str) -> bool:
