@@ -118,7 +118,7 @@ PYTEST_WORKERS ?= 3
 # Bytecode written (a machine may set PYTHONDONTWRITEBYTECODE): every sidecar a test
 # starts would otherwise compile whose's modules again, and pytest its assertion rewrites.
 pytest:  ## the suite
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 deploy-check: install-dev test-tools  ## only the deploy/ validation tests (part of `make test`)
 	$(BIN)/pytest tests/deploy

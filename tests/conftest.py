@@ -81,10 +81,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{kind}: {meaning}")
 
 
-# The longest kinds run first: under `make test`'s two workers each file goes to one, in
-# collection order, so the properties (minutes each) start at once instead of being the
-# last files left while the other worker idles. Within a file the order is kept.
-FIRST = ("oracle", "noninterference")
+# The longest kinds run first: under `make test`'s workers each file goes to one, in
+# collection order (the Makefile turns off xdist's own reordering, which sends the files
+# with the most tests first and left the properties, minutes each but few tests, for
+# last while the other workers idled). Unit tests come last to fill the gaps. Within a
+# file the order is kept.
+FIRST = ("oracle", "noninterference", "load", "deploy", "integration", "acceptance", "fuzz")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -92,7 +94,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(REPO / "tests").parts[0]
         if folder in KINDS:
             item.add_marker(getattr(pytest.mark, folder))
-    items.sort(key=lambda item: item.path.relative_to(REPO / "tests").parts[0] not in FIRST)
+    def rank(item: pytest.Item) -> int:
+        folder = item.path.relative_to(REPO / "tests").parts[0]
+        return FIRST.index(folder) if folder in FIRST else len(FIRST)
+
+    items.sort(key=rank)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
