@@ -51,7 +51,10 @@ class _Groups:
     members: dict[Key, dict[str, float]] = field(default_factory=dict)
     full: set[Key] = field(default_factory=set)
     best: dict[Key, float] = field(default_factory=dict)
+    first: dict[Key, str] = field(default_factory=dict)  # the best point's id
     ids: set[str] = field(default_factory=set)
+    # Choose as whose does (by the best point's id, then key), not every way.
+    as_whose: bool = False
 
     def add(self, points: list[dict[str, Any]], key: str) -> None:
         for point in points:
@@ -63,14 +66,17 @@ class _Groups:
                     self.ids.add(pid)
                 if len(held) == self.size:
                     self.full.add(group)
-                if group not in self.best or score > self.best[group]:
-                    self.best[group] = score
+                if group not in self.best or (-score, pid) < (-self.best[group], self.first[group]):
+                    self.best[group], self.first[group] = score, pid
 
     def choices(self, groups: int) -> list[frozenset[Key]]:
         """Each set of `groups` best groups some order of the tied ones makes."""
         ranked = sorted(self.best.values(), reverse=True)
         if len(ranked) <= groups:
             return [frozenset(self.best)]
+        if self.as_whose:
+            order = sorted(self.best, key=lambda k: (-self.best[k], self.first[k], _key_order(k)))
+            return [frozenset(order[:groups])]
         cut = ranked[groups - 1]
         above = [k for k, s in self.best.items() if s > cut]
         tied = [k for k, s in self.best.items() if s == cut]
@@ -78,6 +84,10 @@ class _Groups:
             frozenset(above) | frozenset(pick)
             for pick in itertools.combinations(tied, groups - len(above))
         ]
+
+
+def _key_order(key: Key) -> tuple[int, int, str]:
+    return (0, key, "") if isinstance(key, int) else (1, 0, key)
 
 
 def _keys(value: Any) -> list[Key]:
@@ -131,9 +141,11 @@ def _matching(keys: set[Key] | frozenset[Key], kind: str) -> list[dict[str, Any]
     return [{kind: values} for values in (ints, strings) if values]
 
 
-async def answers(plain: Plain, request: Ask) -> list[Answer]:
+async def answers(plain: Plain, request: Ask, *, as_whose: bool = False) -> list[Answer]:
     """Every answer Qdrant may give to the grouped request, normalised as `Plain.ask`
-    normalises one."""
+    normalises one; `as_whose`, the one its rounds give when every tie is chosen by
+    whose's rule (the best point's id, then the key: ids are UUIDs here, whose strings
+    sort as whose's `point_order` sorts them)."""
     ids = {rid: pid for pid, rid in plain.records.items()}
     body = _substitute(request.body, ids, plain.name)
     groups, size = int(body.get("limit", 10)), int(body.get("group_size", 3))
@@ -189,7 +201,7 @@ async def answers(plain: Plain, request: Ask) -> list[Answer]:
                 else:
                     finished.append((after, best))
 
-        await follow(_Groups(size), FIND_ROUNDS, FILL_ROUNDS, frozenset())
+        await follow(_Groups(size, as_whose=as_whose), FIND_ROUNDS, FILL_ROUNDS, frozenset())
 
     distinct: list[Answer] = []
     for state, best in finished:

@@ -250,7 +250,8 @@ def test_a_grouping_whose_best_groups_tie_answers_as_qdrant_may(setup: Setup) ->
     decides whether Qdrant stops there (bob's is full) or asks two more rounds, each
     renormalising the fusion over what is left (so a later group scores above the
     first). Asked 200 times, Qdrant answered three ways; ours must be one of the ways
-    its rounds can go, and so must the answer it gives now."""
+    its rounds can go, and so must the answer it gives now; and ours must be the way
+    they go when every tie is chosen by whose's rule."""
     ask = Ask(
         "query_groups",
         {
@@ -268,3 +269,9 @@ def test_a_grouping_whose_best_groups_tie_answers_as_qdrant_may(setup: Setup) ->
     assert any(_agrees(theirs, p) for p in possible), (theirs, possible)
     ours = setup.ask(setup.whose, ask)
     assert any(_agrees(ours, p) for p in possible), (ours, possible)
+    # And it is the one Qdrant's rounds give when each tie goes as whose's rule says
+    # (the best point's id, then the key): the same groups, in the same order.
+    ruled = setup.loop.run_until_complete(qdrant_grouping.answers(setup.plain, ask, as_whose=True))
+    assert len(ruled) == 1, ruled
+    assert [k for k, _ in ours] == [k for k, _ in ruled[0]], (ours, ruled)
+    assert _agrees(ours, ruled[0]), (ours, ruled)
