@@ -17,6 +17,9 @@ counts, counts, scroll pages and offsets; and a refusal with the same status (an
 for a missing point, the same words). A fusion whose branches tie inside their limit
 is skipped: which of the tied points a branch keeps, and so their ranks, is Qdrant's
 choice there; so is grouping an RRF fusion (its tied ranks decide every later round).
+Groups tied at the `limit` best are Qdrant's to choose between anew per request, and
+the choice decides its rounds: where ours is not the answer Qdrant just gave, both must
+be among the answers its rounds give for some choice (tests/qdrant_grouping.py).
 """
 
 from __future__ import annotations
