@@ -11,7 +11,10 @@ groups by their best point are returned, each with its best `group_size` points.
 Every round is a query of the engine (reads/query/engine.py), so its points are points
 the asker may see; which groups exist, what they hold and how many, all come from
 those alone. Groups are ordered by their best point (score, then id), then by key;
-a group's points by score, then id.
+a group's points by score, then id. (Qdrant orders groups tied by score as a hash map
+seeded per request does, so which tied group counts among the best, and hence how
+many rounds run, is its choice anew each time; ours is one of its choices, always the
+same: docs/design.md "Ties".)
 """
 
 from __future__ import annotations
