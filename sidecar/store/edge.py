@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -56,7 +57,15 @@ from sidecar.store.schema import (
     TEXT_FIELDS,
     point_id,
 )
-from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.scope import (
+    AbsentOrAnyOf,
+    AnyOf,
+    Condition,
+    Either,
+    Exactly,
+    Scope,
+    condition_to_qdrant,
+)
 from sidecar.store.vectors import (
     LAYOUT_KEY,
     LEXICAL,
@@ -613,12 +622,61 @@ def _indexes() -> list[tuple[str, _Index]]:
 
 
 def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
+    """`to_edge(to_qdrant(scope, exclude))`, built as `to_qdrant` builds it but without
+    its intermediate models where they can be skipped: each of the sidecar's own
+    conditions is translated once per process (`_edge_condition`), the ids' conditions
+    are made in the engine's types directly. Rebuilt on every store call (each round of
+    a search), it was a sixth of the loop's time a recall (docs/performance.md, round
+    five); tests/unit/test_edge_filter.py holds the two ways equal."""
     try:
-        return to_edge(to_qdrant(scope, exclude))
+        must = [_edge_condition(c) for c in scope.conditions()]
+        if scope.caller is not None:
+            must.append(to_edge(scope.caller))
+        if scope.only is not None:
+            must.append(_edge_ids(scope.tenant, scope.only))
+        must_not: list[qe.ConditionType] | None = (
+            [_edge_ids(scope.tenant, exclude)] if exclude else None
+        )
+        return qe.Filter(must=must, must_not=must_not)
     except Exception as exc:
         # The proxy's checks (http/qdrant/caller_filter.py) admit only what the engine
         # takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
+
+
+def _edge_condition(condition: Condition) -> qe.ConditionType:
+    """One of the sidecar's own conditions in the engine's types. The small ones are
+    kept: they are values (frozen dataclasses), and an asker's pushdown and the tenant
+    recur in every request. Large ones (a chunk of ids, a long list of grants) are
+    translated each time rather than held, as are any holding an unhashable value."""
+    if _values_in(condition) <= _KEPT_VALUES:
+        try:
+            return _edge_kept(condition)
+        except TypeError:
+            pass
+    return _edge(condition_to_qdrant(condition))
+
+
+_KEPT_VALUES = 64
+
+
+# The instants of `current_at` change with every request: the bound keeps the rest.
+@functools.lru_cache(maxsize=2048)
+def _edge_kept(condition: Condition) -> qe.ConditionType:
+    return _edge(condition_to_qdrant(condition))
+
+
+def _values_in(condition: Condition) -> int:
+    match condition:
+        case AnyOf(_, values) | AbsentOrAnyOf(_, values) | Exactly(_, values):
+            return len(values)
+        case Either(alternatives):
+            return sum(_values_in(c) for alt in alternatives for c in alt)
+    return 1
+
+
+def _edge_ids(tenant: str, record_ids: Collection[str]) -> qe.HasIdCondition:
+    return qe.HasIdCondition({point_id(tenant, rid) for rid in record_ids})
 
 
 def to_edge(flt: qm.Filter) -> qe.Filter:
