@@ -267,8 +267,7 @@ class EdgeStore:
             return []
 
         def query() -> list[Any]:
-            # The estimate, the neighbourhood and the search in one trip to the worker
-            # thread.
+            # The estimate, the neighbourhood and the search in one engine call.
             if vector is not None and not terms:
                 near = self._nearest_by_neighbourhood(
                     vector, flt, scope.tenant, limit, score_threshold, with_vector
@@ -285,7 +284,7 @@ class EdgeStore:
             )
             return list(self.shard.query(request))
 
-        points = await self._run(query)
+        points = await self._read(query)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
 
     def _query(
@@ -330,7 +329,7 @@ class EdgeStore:
             )
             return list(self.shard.query(request))
 
-        return rescore(_found(await self._run(run), fetched), probe, using, with_vectors)
+        return rescore(_found(await self._read(run), fetched), probe, using, with_vectors)
 
     async def ordered(
         self,
@@ -354,7 +353,7 @@ class EdgeStore:
             with_vector=sorted(with_vectors) or False,
             order_by=qe.OrderBy(order_by.key, direction=direction, start_from=start),
         )
-        found, _ = await self._run(self.shard.scroll, request)
+        found, _ = await self._read(self.shard.scroll, request)
         return _found(found, with_vectors)
 
     async def fetch(
@@ -362,7 +361,7 @@ class EdgeStore:
     ) -> list[Found]:
         self.vectors.require(names)
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        found = await self._run(self.shard.retrieve, ids, True, sorted(names) or False)
+        found = await self._read(self.shard.retrieve, ids, True, sorted(names) or False)
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
         return _found(mine, names)
 
@@ -454,7 +453,7 @@ class EdgeStore:
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
     ) -> list[Stored]:
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        found = await self._run(self.shard.retrieve, ids, True, with_vector)
+        found = await self._read(self.shard.retrieve, ids, True, with_vector)
         # The tenant is part of the point id; checking the payload too costs nothing.
         return records(
             [
@@ -474,7 +473,7 @@ class EdgeStore:
             with_payload=True,
             with_vector=with_vector,
         )
-        found, next_offset = await self._run(self.shard.scroll, request)
+        found, next_offset = await self._read(self.shard.scroll, request)
         page = records([(r.payload, None, dense(r.vector)) for r in found])
         return Page(page, None if next_offset is None else str(next_offset))
 
@@ -559,9 +558,24 @@ class EdgeStore:
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         """`fn(*args)` in a worker thread; engine errors become StoreUnavailable."""
+        return await self._engine(fn, args, in_thread=True)
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` on the event loop's own thread: a read. The engine holds the GIL
+        for the whole of a call (bench/edge_gil.py shows it), so a worker thread lets
+        nothing else run meanwhile and costs its hop (the submit, the wake-up, the
+        loop's self-pipe): docs/performance.md, round five. Writes, flushes, facets
+        and the optimizer stay in a thread: not measured, and some run long."""
+        return await self._engine(fn, args, in_thread=False)
+
+    async def _engine(self, fn: Any, args: tuple[Any, ...], *, in_thread: bool) -> Any:
+        """`fn(*args)`, in a worker thread or not; engine errors become
+        StoreUnavailable."""
         self._calls_in_flight += 1
         try:
-            return await asyncio.to_thread(fn, *args)
+            if in_thread:
+                return await asyncio.to_thread(fn, *args)
+            return fn(*args)
         except StoreUnavailable:
             raise
         except Exception as exc:
