@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -56,7 +57,15 @@ from sidecar.store.schema import (
     TEXT_FIELDS,
     point_id,
 )
-from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.scope import (
+    AbsentOrAnyOf,
+    AnyOf,
+    Condition,
+    Either,
+    Exactly,
+    Scope,
+    condition_to_qdrant,
+)
 from sidecar.store.vectors import (
     LAYOUT_KEY,
     LEXICAL,
@@ -258,8 +267,7 @@ class EdgeStore:
             return []
 
         def query() -> list[Any]:
-            # The estimate, the neighbourhood and the search in one trip to the worker
-            # thread.
+            # The estimate, the neighbourhood and the search in one engine call.
             if vector is not None and not terms:
                 near = self._nearest_by_neighbourhood(
                     vector, flt, scope.tenant, limit, score_threshold, with_vector
@@ -276,7 +284,7 @@ class EdgeStore:
             )
             return list(self.shard.query(request))
 
-        points = await self._run(query)
+        points = await self._read(query)
         return records([(p.payload, p.score, dense(p.vector)) for p in points])
 
     def _query(
@@ -321,7 +329,7 @@ class EdgeStore:
             )
             return list(self.shard.query(request))
 
-        return rescore(_found(await self._run(run), fetched), probe, using, with_vectors)
+        return rescore(_found(await self._read(run), fetched), probe, using, with_vectors)
 
     async def ordered(
         self,
@@ -345,7 +353,7 @@ class EdgeStore:
             with_vector=sorted(with_vectors) or False,
             order_by=qe.OrderBy(order_by.key, direction=direction, start_from=start),
         )
-        found, _ = await self._run(self.shard.scroll, request)
+        found, _ = await self._read(self.shard.scroll, request)
         return _found(found, with_vectors)
 
     async def fetch(
@@ -353,7 +361,7 @@ class EdgeStore:
     ) -> list[Found]:
         self.vectors.require(names)
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        found = await self._run(self.shard.retrieve, ids, True, sorted(names) or False)
+        found = await self._read(self.shard.retrieve, ids, True, sorted(names) or False)
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
         return _found(mine, names)
 
@@ -445,7 +453,7 @@ class EdgeStore:
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
     ) -> list[Stored]:
         ids: list[qe.PointId] = [point_id(tenant, rid) for rid in record_ids]
-        found = await self._run(self.shard.retrieve, ids, True, with_vector)
+        found = await self._read(self.shard.retrieve, ids, True, with_vector)
         # The tenant is part of the point id; checking the payload too costs nothing.
         return records(
             [
@@ -465,7 +473,7 @@ class EdgeStore:
             with_payload=True,
             with_vector=with_vector,
         )
-        found, next_offset = await self._run(self.shard.scroll, request)
+        found, next_offset = await self._read(self.shard.scroll, request)
         page = records([(r.payload, None, dense(r.vector)) for r in found])
         return Page(page, None if next_offset is None else str(next_offset))
 
@@ -550,9 +558,24 @@ class EdgeStore:
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         """`fn(*args)` in a worker thread; engine errors become StoreUnavailable."""
+        return await self._engine(fn, args, in_thread=True)
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` on the event loop's own thread: a read. The engine holds the GIL
+        for the whole of a call (bench/edge_gil.py shows it), so a worker thread lets
+        nothing else run meanwhile and costs its hop (the submit, the wake-up, the
+        loop's self-pipe): docs/performance.md, round five. Writes, flushes, facets
+        and the optimizer stay in a thread: not measured, and some run long."""
+        return await self._engine(fn, args, in_thread=False)
+
+    async def _engine(self, fn: Any, args: tuple[Any, ...], *, in_thread: bool) -> Any:
+        """`fn(*args)`, in a worker thread or not; engine errors become
+        StoreUnavailable."""
         self._calls_in_flight += 1
         try:
-            return await asyncio.to_thread(fn, *args)
+            if in_thread:
+                return await asyncio.to_thread(fn, *args)
+            return fn(*args)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -613,12 +636,61 @@ def _indexes() -> list[tuple[str, _Index]]:
 
 
 def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
+    """`to_edge(to_qdrant(scope, exclude))`, built as `to_qdrant` builds it but without
+    its intermediate models where they can be skipped: each of the sidecar's own
+    conditions is translated once per process (`_edge_condition`), the ids' conditions
+    are made in the engine's types directly. Rebuilt on every store call (each round of
+    a search), it was a sixth of the loop's time a recall (docs/performance.md, round
+    five); tests/unit/test_edge_filter.py holds the two ways equal."""
     try:
-        return to_edge(to_qdrant(scope, exclude))
+        must = [_edge_condition(c) for c in scope.conditions()]
+        if scope.caller is not None:
+            must.append(to_edge(scope.caller))
+        if scope.only is not None:
+            must.append(_edge_ids(scope.tenant, scope.only))
+        must_not: list[qe.ConditionType] | None = (
+            [_edge_ids(scope.tenant, exclude)] if exclude else None
+        )
+        return qe.Filter(must=must, must_not=must_not)
     except Exception as exc:
         # The proxy's checks (http/qdrant/caller_filter.py) admit only what the engine
         # takes; this is the engine's own word.
         raise FilterRefused("invalid_filter", f"invalid filter: {exc}") from None
+
+
+def _edge_condition(condition: Condition) -> qe.ConditionType:
+    """One of the sidecar's own conditions in the engine's types. The small ones are
+    kept: they are values (frozen dataclasses), and an asker's pushdown and the tenant
+    recur in every request. Large ones (a chunk of ids, a long list of grants) are
+    translated each time rather than held, as are any holding an unhashable value."""
+    if _values_in(condition) <= _KEPT_VALUES:
+        try:
+            return _edge_kept(condition)
+        except TypeError:
+            pass
+    return _edge(condition_to_qdrant(condition))
+
+
+_KEPT_VALUES = 64
+
+
+# The instants of `current_at` change with every request: the bound keeps the rest.
+@functools.lru_cache(maxsize=2048)
+def _edge_kept(condition: Condition) -> qe.ConditionType:
+    return _edge(condition_to_qdrant(condition))
+
+
+def _values_in(condition: Condition) -> int:
+    match condition:
+        case AnyOf(_, values) | AbsentOrAnyOf(_, values) | Exactly(_, values):
+            return len(values)
+        case Either(alternatives):
+            return sum(_values_in(c) for alt in alternatives for c in alt)
+    return 1
+
+
+def _edge_ids(tenant: str, record_ids: Collection[str]) -> qe.HasIdCondition:
+    return qe.HasIdCondition({point_id(tenant, rid) for rid in record_ids})
 
 
 def to_edge(flt: qm.Filter) -> qe.Filter:

@@ -192,6 +192,11 @@ def to_qdrant(scope: Scope, exclude: Collection[str] = ()) -> qm.Filter:
     return qm.Filter(must=must, must_not=seen or None)
 
 
+def condition_to_qdrant(condition: Condition) -> qm.Condition:
+    """One of the sidecar's own conditions as `to_qdrant` writes it."""
+    return _qdrant(condition)
+
+
 def _is_empty(key: str) -> qm.Condition:
     return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
 

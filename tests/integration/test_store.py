@@ -168,10 +168,12 @@ async def test_edge_store_indexes_only_once_the_server_is_quiet(tmp_path: Path) 
         await store.close()
 
 
-async def test_an_engine_panic_is_a_store_error_not_a_crash(tmp_path: Path) -> None:
+@pytest.mark.parametrize("call", ["_run", "_read"])
+async def test_an_engine_panic_is_a_store_error_not_a_crash(tmp_path: Path, call: str) -> None:
     # A real panic, not a fake: qdrant-edge unwraps a NaN range bound on an indexed
     # float field. The sidecar's filters refuse NaN before they get here (so this goes
-    # to the engine directly, through the store's own call wrapper): the net below.
+    # to the engine directly, through the store's own call wrappers: in a worker
+    # thread, and on the loop's thread as reads are): the net below.
     import qdrant_edge as qe
 
     from sidecar.store import StoreUnavailable
@@ -185,7 +187,7 @@ async def test_an_engine_panic_is_a_store_error_not_a_crash(tmp_path: Path) -> N
             query=qe.Query.Nearest(embed("launch")), limit=3, filter=qe.Filter(must=[nan])
         )
         with pytest.raises(StoreUnavailable, match="panic"):
-            await store._run(lambda: store._shard.query(request))  # type: ignore[union-attr]
+            await getattr(store, call)(lambda: store._shard.query(request))  # type: ignore[union-attr]
         # The engine keeps serving afterwards.
         assert await store.search(embed("launch"), Scope(tenant="acme"), 3)
     finally:
