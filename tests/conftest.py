@@ -94,6 +94,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(REPO / "tests").parts[0]
         if folder in KINDS:
             item.add_marker(getattr(pytest.mark, folder))
+
     def rank(item: pytest.Item) -> int:
         folder = item.path.relative_to(REPO / "tests").parts[0]
         return FIRST.index(folder) if folder in FIRST else len(FIRST)
