@@ -29,7 +29,8 @@ import qdrant_edge as qe
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.store.edge import EdgeStore, _edge_filter, to_edge  # noqa: E402
+from bench.edge_gil import filled  # noqa: E402
+from sidecar.store.edge import _edge_filter, to_edge  # noqa: E402
 from sidecar.store.scope import Granted, Scope, to_qdrant  # noqa: E402
 
 DIM = 384
@@ -68,28 +69,9 @@ def filters(calls: int) -> None:
 
 async def searches(records: int, calls: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="whose-calls-"))
-    store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
+    store, _ = await filled(folder, records, audiences=True)
     try:
-        await store.open()
-        rng = np.random.default_rng(1)
-        vectors = rng.standard_normal((records, DIM)).astype("float32")
-        for start in range(0, records, 2000):
-            rows = range(start, min(records, start + 2000))
-            await store.put(
-                "acme",
-                [
-                    (
-                        {
-                            "id": str(uuid.UUID(int=i + 1)),
-                            "tenant": "acme",
-                            "valid_at": "2026-10-01T00:00:00Z",
-                            "audience": ["public" if i % 2 else "user:dave"],
-                        },
-                        {"": vectors[i].tolist()},
-                    )
-                    for i in rows
-                ],
-            )
+        rng = np.random.default_rng(2)  # queries unlike the stored points (seed 1)
         await store.optimize()
         scope, seen = recall_scope()
         wall: dict[str, list[float]] = {"thread": [], "inline": []}

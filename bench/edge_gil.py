@@ -35,7 +35,11 @@ from sidecar.store.scope import Scope  # noqa: E402
 DIM = 384
 
 
-async def filled(folder: Path, records: int) -> tuple[EdgeStore, list[float]]:
+async def filled(
+    folder: Path, records: int, *, audiences: bool = False
+) -> tuple[EdgeStore, list[float]]:
+    """An embedded store of `records` random points (with `audiences`, every other one
+    public, the rest dave's), and the first point's vector."""
     store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
     await store.open()
     vectors = np.random.default_rng(1).standard_normal((records, DIM)).astype("float32")
@@ -49,7 +53,8 @@ async def filled(folder: Path, records: int) -> tuple[EdgeStore, list[float]]:
                         "id": str(uuid.UUID(int=i + 1)),
                         "tenant": "acme",
                         "valid_at": "2026-10-01T00:00:00Z",
-                    },
+                    }
+                    | ({"audience": ["public" if i % 2 else "user:dave"]} if audiences else {}),
                     {"": vectors[i].tolist()},
                 )
                 for i in rows
