@@ -20,14 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.bench.corpus import DIM, asker, build, cells  # noqa: E402
+from sidecar.bench.corpus import DIM, asker, build, cells, put  # noqa: E402
 from sidecar.store import Search  # noqa: E402
 from sidecar.store.edge import EdgeStore, _edge_filter  # noqa: E402
 from sidecar.store.scope import Scope  # noqa: E402
@@ -44,25 +43,7 @@ async def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="whose-plan-"))
     store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
     await store.open()
-    audiences = corpus.audiences()
-    for start in range(0, args.records, 1000):
-        rows = range(start, min(args.records, start + 1000))
-        await store.put(
-            "acme",
-            [
-                (
-                    {
-                        "id": str(uuid.UUID(int=i + 1)),
-                        "tenant": "acme",
-                        "valid_at": "2026-10-01T00:00:00Z",
-                        "audience": audiences[i],
-                        "index": i,
-                    },
-                    {"": corpus.vectors[i].tolist()},
-                )
-                for i in rows
-            ],
-        )
+    await put(store, corpus)
     await store.optimize()
     plans = {
         "neighbourhood": Search(exact_below=args.exact_below, neighbourhood=True),

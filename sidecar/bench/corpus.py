@@ -20,13 +20,17 @@ is exact cosine search over the asker's records (`Corpus.truth`).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 import orjson
+
+if TYPE_CHECKING:
+    from sidecar.store import Store
 
 FRACTIONS = (0.01, 0.05, 0.20, 0.90)
 LAYOUTS = ("far", "random")
@@ -144,6 +148,28 @@ def build(n: int, n_queries: int, seed: int = 7) -> Corpus:
         readable[asker("far", fraction)] = np.sort(far_order[:count])
         readable[asker("random", fraction)] = np.sort(rng.choice(n, count, replace=False))
     return Corpus(vectors, queries, readable)
+
+
+async def put(store: Store, corpus: Corpus) -> None:
+    """The corpus stored straight into a store (no sidecar) as records of tenant acme,
+    each readable by its audience, its position in the corpus as `index`; by thousands."""
+    audiences = corpus.audiences()
+    n = len(corpus.vectors)
+    for start in range(0, n, 1000):
+        items = [
+            (
+                {
+                    "id": str(uuid.UUID(int=i + 1)),
+                    "tenant": "acme",
+                    "valid_at": "2026-10-01T00:00:00Z",
+                    "audience": audiences[i],
+                    "index": i,
+                },
+                {"": corpus.vectors[i].tolist()},
+            )
+            for i in range(start, min(n, start + 1000))
+        ]
+        await store.put("acme", items)
 
 
 def load(base: str, corpus: Corpus) -> list[str]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.bench.corpus import Corpus
 from sidecar.policy.engine import PolicyEngine
 from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.policy.opa import PolicyClient
@@ -58,25 +57,3 @@ def backend(
 
 # The `params` of a fixture that builds a store on each backend.
 BACKENDS = list(STORE_BACKENDS)
-
-
-async def put_corpus(store: Store, corpus: Corpus) -> None:
-    """The benchmark corpus (sidecar/bench/corpus.py) stored as records of tenant acme,
-    each readable by its audience, its position in the corpus as `index`; by thousands."""
-    audiences = corpus.audiences()
-    n = len(corpus.vectors)
-    for start in range(0, n, 1000):
-        items = [
-            (
-                {
-                    "id": str(uuid.UUID(int=i + 1)),
-                    "tenant": "acme",
-                    "valid_at": "2026-10-01T00:00:00Z",
-                    "audience": audiences[i],
-                    "index": i,
-                },
-                {"": corpus.vectors[i].tolist()},
-            )
-            for i in range(start, min(n, start + 1000))
-        ]
-        await store.put("acme", items)

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.bench.corpus import DIM, Corpus, asker, build
+from sidecar.bench.corpus import DIM, Corpus, asker, build, put
 from sidecar.store import Search
 from sidecar.store.edge import EdgeStore, _edge_filter
 from sidecar.store.scope import Scope
-from tests.integration.conftest import put_corpus
 
 N = 10_000
 QUERIES = 20
@@ -41,7 +40,7 @@ async def store(
     folder: Path = tmp_path_factory.mktemp("planner")
     opened = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
     await opened.open()
-    await put_corpus(opened, corpus)
+    await put(opened, corpus)
     await opened.optimize()
     yield opened
     await opened.close()

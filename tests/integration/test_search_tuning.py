@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator
 import pytest
 from qdrant_client import models as qm
 
-from sidecar.bench.corpus import DIM, Corpus, asker, build
+from sidecar.bench.corpus import DIM, Corpus, asker, build, put
 from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore
 from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from sidecar.store.vectors import LEXICAL
-from tests.integration.conftest import BACKENDS, backend, put_corpus
+from tests.integration.conftest import BACKENDS, backend
 
 N = 10_000
 QUERIES = 20
@@ -56,7 +56,7 @@ async def store(
             optimizers_config=qm.OptimizersConfigDiff(indexing_threshold=1000),
         )
     await opened.open()
-    await put_corpus(opened, corpus)
+    await put(opened, corpus)
     if isinstance(opened, EdgeStore):
         await opened.optimize()
     else:
