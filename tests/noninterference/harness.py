@@ -740,6 +740,7 @@ def run_delete(side: Side, op: Op) -> None:
     side.client(
         f"qdrant-client delete {_show(a)}",
         lambda q: q.delete(COLLECTION, points_selector=selector),
+        order=_refusal_order(chosen),
     )
 
 
@@ -754,9 +755,14 @@ def run_set_payload(side: Side, op: Op) -> None:
             payload=a["payload"],
             points=chosen["points"] if "points" in chosen else chosen["filter"],
         ),
-        # A filter's matches are refused in their ids' order (no list was given).
-        order="as_sent" if "points" in chosen else "by_id",
+        order=_refusal_order(chosen),
     )
+
+
+def _refusal_order(chosen: dict[str, Any]) -> str:
+    """A filter's matches are refused in their ids' order (no list was given); points
+    named by id, in the order sent."""
+    return "as_sent" if "points" in chosen else "by_id"
 
 
 # When a forget rule or an erasure request was made and last stepped: the wall clock
@@ -1040,7 +1046,7 @@ def canonical(body: Any, order: str) -> Any:
     so do the views in `minds` (by valid time, then id)."""
     if not isinstance(body, dict):
         return body
-    if order == "by_id" and body.get("error") == "write_refused" and _generated(body):
+    if order == "by_id" and body.get("error") in _REFUSALS and _generated(body):
         return _refusals_as_a_set(body)
     if isinstance(body.get("conflicts"), list) and _generated(body["conflicts"]):
         body = _text_relaxed(body, items=False) | {
@@ -1073,9 +1079,14 @@ def canonical(body: Any, order: str) -> Any:
     return body
 
 
+# The refusals that list one entry per record refused: a write's and an erasure's.
+_REFUSALS = ("write_refused", "erasure_refused")
+
+
 def _refusals_as_a_set(body: dict[str, Any]) -> dict[str, Any]:
-    """A filter-selected write's refusals (one per matched point, in the points' id
-    order) as a set, in the reasons and in the dialect's message that lists them."""
+    """A filter-selected write's or delete's refusals (one per matched point, in the
+    points' id order) as a set, in the reasons and in the dialect's message that lists
+    them."""
     status = body.get("status")
     if isinstance(status, dict) and isinstance(status.get("error"), str):
         head, _, listed = status["error"].partition(": ")
