@@ -124,10 +124,11 @@ def _base(route: str, body: dict[str, Any], groups: int, size: int) -> dict[str,
     return base
 
 
-def _round(base: dict[str, Any], key: str, groups: _Groups, match: dict[str, Any] | None) -> Any:
+def _round(base: dict[str, Any], key: str, groups: _Groups, matches: list[dict[str, Any]]) -> Any:
+    """One round's query: the base, restricted by `matches` on the key (the groups a
+    round looks for or leaves out), without the points already held."""
     must: list[Any] = [base["filter"]] if base.get("filter") else []
-    if match is not None:
-        must.append({"key": key, "match": match})
+    must += [{"key": key, "match": m} for m in matches]
     must_not: list[Any] = [{"is_empty": {"key": key}}]
     if groups.ids:
         must_not.append({"has_id": sorted(groups.ids)})
@@ -160,8 +161,7 @@ async def answers(plain: Plain, request: Ask, *, as_whose: bool = False) -> list
         followed = 0
 
         async def ask(state: _Groups, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            query = _round(base, key, state, None)
-            query["filter"]["must"] += [{"key": key, "match": m} for m in matches]
+            query = _round(base, key, state, matches)
             # Branches that reach the same state ask the same round: asked once.
             memo = json.dumps(query, sort_keys=True)
             if memo not in asked:
