@@ -25,7 +25,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from sidecar.bench.processes import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "bench" / "results"
@@ -59,18 +60,12 @@ def checkout(ref: str, into: Path) -> Path:
     return tree
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Served:
     """One version's sidecar: `whose serve --dev` from its tree, with its own store."""
 
     def __init__(self, name: str, tree: Path, data: Path) -> None:
         self.name = name
-        port, ops = free_port(), free_port()
+        port, ops = free_ports(2)
         self.base = f"http://127.0.0.1:{port}"
         command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--port", str(port)]
         command += ["--ops-port", str(ops), "--data-dir", str(data)]

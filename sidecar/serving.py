@@ -31,6 +31,10 @@ from sidecar.settings import Settings
 log = logging.getLogger("whose")
 
 
+# uvicorn's default; asyncio listens again with uvicorn's own when the server starts.
+_BACKLOG = 2048
+
+
 class CannotListen(OSError):
     """A listener's socket could not be bound; the message names the setting."""
 
@@ -46,6 +50,12 @@ def listen(host: str, port: int, setting: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        # Listening at once holds the port: with SO_REUSEADDR, a socket bound but not
+        # listening shares its port with any other such socket, so another listener
+        # bound there (this sidecar's other one, another process's) took it while the
+        # store opened, and the API then failed to start with a bare EADDRINUSE.
+        # Connections made before the API serves wait in the backlog.
+        sock.listen(_BACKLOG)
     except (OSError, OverflowError) as exc:
         sock.close()
         if isinstance(exc, OverflowError):

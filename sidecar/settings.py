@@ -266,6 +266,12 @@ class Settings(BaseSettings):
                 f"WHOSE_PORT={self.port} leaves no default for WHOSE_OPS_PORT"
                 f" ({self.port} + {OPS_PORT_OFFSET} > 65535): set WHOSE_OPS_PORT"
             )
+        same_host = (self.ops_host or self.host) == self.host
+        if same_host and self.port and self.operations_port == self.port:
+            raise ValueError(
+                f"WHOSE_OPS_PORT={self.port} is WHOSE_PORT too: the API and operations"
+                " listeners need ports of their own"
+            )
         return self
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -138,9 +139,17 @@ def _client_checks_finished() -> Iterator[None]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free when chosen (bound together, so never the same one
+    twice, as two free_port() calls in a row may be)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 # How long a process a test starts may take to become ready. Sized for a loaded 2-core
@@ -245,8 +254,8 @@ class PortTaken(RuntimeError):
 def _start_sidecar(
     data_dir: Path, env: dict[str, str] | None, dev: bool, grpc: bool = False
 ) -> tuple[str, Process]:
-    port, ops_port = free_port(), free_port()
-    grpc_port = free_port() if grpc else None
+    port, ops_port, *more = free_ports(3 if grpc else 2)
+    grpc_port = more[0] if grpc else None
     log = data_dir / "sidecar.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = ["serve", *(["--dev"] if dev else [])]

@@ -25,9 +25,17 @@ from sidecar.settings import REPO_ROOT
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free when chosen (bound together: two free_port() calls
+    in a row may give the same port)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def _proc_table() -> dict[int, tuple[int, float]]:
@@ -137,7 +145,7 @@ def sidecar(
     """`whose serve --dev` on `data` (header identity, loopback), from the source tree
     `source` (default: this one). Start-up includes indexing whatever the store holds
     unindexed (store/edge.py), hence the long wait."""
-    port, ops_port = free_port(), free_port()
+    port, ops_port = free_ports(2)
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(data)]
     command += ["--port", str(port), "--ops-port", str(ops_port), "--workers", str(workers)]
     # No gRPC listener: the bench measures HTTP, and two sidecars (variants, or another

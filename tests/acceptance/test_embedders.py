@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, as_, free_port, start_sidecar, stop
+from tests.conftest import REPO, as_, free_ports, start_sidecar, stop
 from tests.embed_server import API_KEY, MODEL_NAME, EmbedServer, serving
 from tests.models import DIM
 
@@ -108,7 +108,8 @@ def test_a_store_made_with_another_model_refuses_to_serve_in_one_line(
     _, process = start_sidecar(data)  # the hashing embedder makes the store
     stop(process)
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(data)]
-    command += ["--port", str(free_port()), "--ops-port", str(free_port())]
+    port, ops_port = free_ports(2)
+    command += ["--port", str(port), "--ops-port", str(ops_port)]
     env = {**os.environ, **remote_env(server), "WHOSE_LOG_LEVEL": "CRITICAL"}
     done = subprocess.run(
         command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300, check=False

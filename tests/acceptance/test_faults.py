@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.bundles import bundle_server, policy_copy, publish, start_bundle_opa, wait_for_revision
-from tests.conftest import as_, free_port, metric, ops, start_redis, start_sidecar, stop
+from tests.conftest import as_, free_port, free_ports, metric, ops, start_redis, start_sidecar, stop
 
 TEAM_NOTE: dict[str, Any] = {
     "content": "Alice says the launch is October 17",
@@ -79,7 +79,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     served.mkdir()
     publish(policy, "r1", served)
     with bundle_server(served) as service:
-        opa_port, redis_port = free_port(), free_port()
+        opa_port, redis_port = free_ports(2)
         world = World("", tmp, policy, served, service, opa_port, None, redis_port, None)  # type: ignore[arg-type]
         world.start_opa()
         world.start_redis()

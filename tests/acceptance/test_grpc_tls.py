@@ -31,7 +31,7 @@ from qdrant_client.http import models as qm
 
 from sidecar.grpc_api.server import tls_credentials
 from tests.acceptance.proxy_world import JWT_ENV, token
-from tests.conftest import GRPC, REPO, free_port
+from tests.conftest import GRPC, REPO, free_ports
 from tests.factories import served
 
 COLLECTION = "tls-kb"
@@ -241,8 +241,8 @@ def test_the_unmodified_qdrant_client_over_tls(base: str, tls: tuple[Path, Path]
 def refusal(tmp_path: Path, env: dict[str, str]) -> str:
     """`whose serve` with `env`: exit status 2 and the one line it prints."""
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--data-dir", str(tmp_path)]
-    command += ["--port", str(free_port()), "--ops-port", str(free_port())]
-    command += ["--grpc-port", str(free_port())]
+    port, ops_port, grpc_port = free_ports(3)
+    command += ["--port", str(port), "--ops-port", str(ops_port), "--grpc-port", str(grpc_port)]
     result = subprocess.run(
         command,
         capture_output=True,

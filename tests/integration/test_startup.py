@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, free_port, start_sidecar, stop, wait_until_ready
+from tests.conftest import REPO, free_port, free_ports, start_sidecar, stop, wait_until_ready
 
 # WHOSE_OPS_PORT's default is WHOSE_PORT + this (docs/operations.md), written here as
 # the documentation says it, not imported.
@@ -85,15 +85,30 @@ def test_serve_on_a_port_in_use_says_which_setting_in_one_line(
     assert one_line(result) == f"cannot serve: 127.0.0.1:{port} is in use: change {setting}"
 
 
+def test_serve_with_one_port_for_both_listeners_is_one_line(tmp_path: Path) -> None:
+    # The API's socket, bound but not yet listening while the store opened, let the
+    # operations listener bind the same port: health answered, then the API failed to
+    # start with a bare "[Errno 98] Address already in use".
+    port = str(free_port())
+    result = whose(
+        "serve", "--dev", "--port", port, "--ops-port", port, "--data-dir", str(tmp_path)
+    )
+    assert one_line(result) == (
+        f"configuration error: WHOSE_OPS_PORT={port} is WHOSE_PORT too: the API and"
+        " operations listeners need ports of their own"
+    )
+
+
 def test_a_missing_model_folder_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
+    api_port, ops_port = free_ports(2)
     result = whose(
         "serve",
         "--dev",
         "--port",
-        str(free_port()),
+        str(api_port),
         "--ops-port",
-        str(free_port()),
+        str(ops_port),
         "--data-dir",
         str(tmp_path / "data"),
         env={"WHOSE_EMBED_MODEL_DIR": str(missing)},
@@ -135,7 +150,8 @@ def test_a_store_in_use_names_the_process_holding_it(
     for _ in range(PORT_ATTEMPTS):
         # A port free when chosen may be taken before it is bound (by any process on the
         # machine): that refusal comes first, so choose again (as start_sidecar does).
-        ports = ["--port", str(free_port()), "--ops-port", str(free_port())]
+        api_port, ops_port = free_ports(2)
+        ports = ["--port", str(api_port), "--ops-port", str(ops_port)]
         extra = ports if command[0] == "serve" else []
         result = whose(*command, *extra, "--data-dir", str(folder))
         if "is in use: change WHOSE_" not in result.stderr:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.acceptance.story import fresh_key, said_by, write
-from tests.conftest import OPS, REPO, as_, free_port, metric, stop
+from tests.conftest import OPS, REPO, as_, free_ports, metric, stop
 from tests.qdrant_server import QdrantNode
 
 
@@ -93,7 +93,7 @@ def start_workers(folder: Path, env: dict[str, str], timeout: float = 180) -> Se
     """`whose serve --workers N` (N from WHOSE_WORKERS), once every worker has started.
     Spawned workers import everything afresh: on a loaded 2-core machine that took
     30 s and more, hence the long wait."""
-    port, ops_port = free_port(), free_port()
+    port, ops_port = free_ports(2)
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--port", str(port)]
     command += ["--ops-port", str(ops_port), "--data-dir", str(folder)]
     log = folder / "sidecar.log"
@@ -224,7 +224,8 @@ def _zombie(pid: int) -> bool:
 
 def _serve(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "sidecar", "serve", "--dev", "--workers", "2"]
-    command += ["--port", str(free_port()), "--ops-port", str(free_port())]
+    port, ops_port = free_ports(2)
+    command += ["--port", str(port), "--ops-port", str(ops_port)]
     command += ["--data-dir", str(tmp_path)]
     return subprocess.run(
         command,
