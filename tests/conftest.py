@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ from hypothesis import settings
 
 from tests.forks import Forked, Process
 from tests.models import minilm as minilm  # the real small embedding model (a fixture)
+from tests.ports import free_port as free_port
+from tests.ports import free_ports as free_ports
 from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
 # Hypothesis profiles: "ci" (the default, what `make test` runs, sized so the suite fits
@@ -136,20 +137,6 @@ def _client_checks_finished() -> Iterator[None]:
     for thread in threading.enumerate():
         if thread.name.endswith("(_check_compatibility)"):
             thread.join(timeout=READY_TIMEOUT_S)
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free when chosen (bound together, so never the same one
-    twice, as two free_port() calls in a row may be)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
 
 
 # How long a process a test starts may take to become ready. Sized for a loaded 2-core

@@ -11,22 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.ports import free_ports
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 BINARY_ENV = "WHOSE_TEST_QDRANT"
@@ -57,12 +52,24 @@ class QdrantNode:
     binary: Path
     folder: Path
     api_key: str | None = None
-    # Distributed mode: this node's p2p port, and the first node's p2p URL to join.
-    p2p_port: int | None = None
+    # Distributed mode (`cluster`): this node's p2p port, and the first node's p2p URL
+    # to join.
+    cluster: bool = False
     bootstrap: str | None = None
-    http_port: int = field(default_factory=free_port)
-    grpc_port: int = field(default_factory=free_port)
+    # Drawn together when the node is made (free_ports), again if one is taken before
+    # the first start binds it; kept across restarts.
+    http_port: int = 0
+    grpc_port: int = 0
+    p2p_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self._draw_ports()
+
+    def _draw_ports(self) -> None:
+        ports = free_ports(3 if self.cluster else 2)
+        self.http_port, self.grpc_port = ports[0], ports[1]
+        self.p2p_port = ports[2] if self.cluster else None
 
     @property
     def url(self) -> str:
@@ -73,6 +80,19 @@ class QdrantNode:
         return f"http://127.0.0.1:{self.p2p_port}"
 
     def start(self, timeout: float = 180) -> None:
+        """Start (or restart) the node; returns once it is ready. At its first start,
+        a port another process took meanwhile is drawn again (at most five times)."""
+        first = self.process is None
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._start(timeout)
+                return
+            except _PortTaken:
+                if not first or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self._draw_ports()
+
+    def _start(self, timeout: float) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -87,7 +107,7 @@ class QdrantNode:
         command = [str(self.binary)]
         if self.api_key:
             env["QDRANT__SERVICE__API_KEY"] = self.api_key
-        if self.p2p_port is not None:
+        if self.cluster:
             env["QDRANT__CLUSTER__ENABLED"] = "true"
             env["QDRANT__CLUSTER__P2P__PORT"] = str(self.p2p_port)
             command += ["--uri", self.p2p_url]
@@ -102,7 +122,10 @@ class QdrantNode:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"qdrant exited:\n{log.read_text(errors='replace')[-3000:]}")
+                said = log.read_text(errors="replace")[-3000:]
+                if "Address already in use" in said:
+                    raise _PortTaken(said)
+                raise RuntimeError(f"qdrant exited:\n{said}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return
@@ -133,6 +156,13 @@ class QdrantNode:
             self.process.wait()
 
 
+_PORT_ATTEMPTS = 5
+
+
+class _PortTaken(RuntimeError):
+    """The node did not start: a port drawn for it was taken meanwhile."""
+
+
 def start_node(folder: Path, api_key: str | None = None) -> QdrantNode:
     binary = qdrant_binary()
     if binary is None:
@@ -146,23 +176,25 @@ def start_cluster(folder: Path, size: int = 3, timeout: float = 90) -> list[Qdra
     """`size` nodes in distributed mode; returns once every node sees all peers."""
     binary = qdrant_binary()
     assert binary is not None, SKIP_REASON
-    first = QdrantNode(binary, folder / "node-0", p2p_port=free_port())
-    first.start()
-    nodes = [first]
-    for i in range(1, size):
-        node = QdrantNode(
-            binary, folder / f"node-{i}", p2p_port=free_port(), bootstrap=first.p2p_url
-        )
-        node.start()
-        nodes.append(node)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(peers(node) == size for node in nodes):
-            return nodes
-        time.sleep(0.2)
-    for node in nodes:
-        node.kill()
-    raise RuntimeError(f"the cluster did not form in {timeout} s")
+    nodes: list[QdrantNode] = []
+    try:
+        first = QdrantNode(binary, folder / "node-0", cluster=True)
+        nodes.append(first)
+        first.start()
+        for i in range(1, size):
+            node = QdrantNode(binary, folder / f"node-{i}", cluster=True, bootstrap=first.p2p_url)
+            nodes.append(node)
+            node.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(peers(node) == size for node in nodes):
+                return nodes
+            time.sleep(0.2)
+        raise RuntimeError(f"the cluster did not form in {timeout} s")
+    except BaseException:
+        for node in nodes:  # those started so far, on every way out
+            node.kill()
+        raise
 
 
 def peers(node: QdrantNode) -> int:
