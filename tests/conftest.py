@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -157,7 +156,10 @@ def wait_until_ready(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             process.wait()
-            raise RuntimeError(f"process exited early:\n{log.read_text(errors='replace')[-3000:]}")
+            said = log.read_text(errors="replace")[-3000:]
+            if "address already in use" in said.lower():
+                raise PortTaken(f"process exited early:\n{said}")
+            raise RuntimeError(f"process exited early:\n{said}")
         try:
             if httpx.get(url, timeout=5).status_code == 200:
                 return
@@ -180,18 +182,37 @@ def stop(process: Process) -> None:
 def start_opa(
     policy_dir: Path | None, log: Path, port: int | None = None, extra: tuple[str, ...] = ()
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    """A real `opa run --server` on loopback, loading policy_dir (if any) as files."""
+    """A real `opa run --server` on loopback, loading policy_dir (if any) as files; on
+    `port`, else on a drawn one (drawn again if another process takes it first)."""
     if not OPA_BINARY.exists():
         pytest.fail(f"{OPA_BINARY} is missing: run the tests with `make test`")
-    port = port or free_port()
-    command = [str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}"]
-    command += ["--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego"]
-    command += [*extra, *([str(policy_dir)] if policy_dir else [])]
-    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    wait_until_ready(f"{url}/health", process, log)
-    return url, process
+
+    def on(port: int) -> tuple[str, subprocess.Popen[bytes]]:
+        command = [str(OPA_BINARY), "run", "--server", "--addr", f"127.0.0.1:{port}"]
+        command += ["--skip-version-check", "--log-level", "error", "--ignore", "*_test.rego"]
+        command += [*extra, *([str(policy_dir)] if policy_dir else [])]
+        with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(f"{url}/health", process, log)
+        return url, process
+
+    return on(port) if port else on_a_free_port(on)
+
+
+T = TypeVar("T")
+
+
+def on_a_free_port(start: Callable[[int], T]) -> T:
+    """`start(port)` on a drawn port, drawn again (at most _PORT_ATTEMPTS times) when
+    the process says it is in use: free when drawn, it may be taken before it is bound."""
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            return start(free_port())
+        except PortTaken:
+            if attempt == _PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="session")
@@ -323,31 +344,30 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def start_redis(
     binary: str, folder: Path, port: int | None = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
-    port = port or free_port()
-    command = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    log = folder / "redis.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+    """redis-server on loopback, on `port`, else on a drawn one (drawn again if another
+    process takes it first)."""
+
+    def on(port: int) -> tuple[str, subprocess.Popen[bytes]]:
+        command = [binary, "--port", str(port), "--bind", "127.0.0.1"]
+        command += ["--save", "", "--appendonly", "no"]
+        log = folder / "redis.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            # Its own word, not a connection: whatever else took the port would accept one.
+            said = log.read_text(errors="replace")
+            if "Ready to accept connections" in said:
                 return f"redis://127.0.0.1:{port}/0", process
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    stop(process)
-    raise RuntimeError(f"redis-server did not start:\n{log.read_text(errors='replace')}")
+            if process.poll() is not None:
+                if "address already in use" in said.lower():
+                    raise PortTaken(said)
+                break
+            time.sleep(0.05)
+        stop(process)
+        raise RuntimeError(f"redis-server did not start:\n{log.read_text(errors='replace')}")
+
+    return on(port) if port else on_a_free_port(on)
 
 
 def metric(base: str, name: str, **labels: str) -> float:
