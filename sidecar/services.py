@@ -155,6 +155,7 @@ def open_store(
         settings.search_hnsw_ef,
         weight,
         neighbourhood=settings.search_neighbourhood,
+        threads=settings.search_threads,
     )
     if settings.store == "server":
         return ServerStore.connect(
@@ -203,6 +204,7 @@ def open_stacks(
         settings.search_exact_below,
         settings.search_hnsw_ef,
         neighbourhood=settings.search_neighbourhood,
+        threads=settings.search_threads,
     )
     reserved = [settings.collection]
     if settings.store == "server":

@@ -120,6 +120,11 @@ class Settings(BaseSettings):
     # neighbourhood (store/planner.py); false (the default until it is measured on a
     # quiet machine at 100k, docs/performance.md): exact up to search_exact_below.
     search_neighbourhood: bool = False
+    # The embedded engine's search threads. 1: a search runs on the thread that asks,
+    # which holds the GIL for the whole call anyway (bench/edge_gil.py); a pool split
+    # each search across threads that only the engine could use, and cost 0.5-1.5 ms
+    # of CPU a recall more on 2 cores, for no lower latency (docs/performance.md).
+    search_threads: int = Field(default=1, ge=1, le=256)
     # Hybrid search (store/hybrid.py): the weight of BM25's share against the dense
     # score; None: 4.0 with the hashing embedder, 1.0 with a model (bench/retrieval.py).
     lexical_weight: float | None = Field(default=None, ge=0, le=100)

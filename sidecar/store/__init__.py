@@ -38,13 +38,15 @@ class Search:
     of those points. Larger filtered sets use HNSW with beam width `hnsw_ef` (None:
     Qdrant's default); 0 for `exact_below` leaves the choice to Qdrant alone.
     `neighbourhood`: first try the query's own neighbourhood where the filter admits
-    many points (store/planner.py)."""
+    many points (store/planner.py). `threads`: the embedded engine's search threads
+    (a Qdrant server has its own setting)."""
 
     exact_below: int = 0
     hnsw_ef: int | None = None
     # Hybrid search: the BM25 share's weight against the dense score (store/hybrid.py).
     lexical_weight: float = 1.0
     neighbourhood: bool = False
+    threads: int = 1
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,11 @@ def in_use(path: Path, holder: str = "") -> StoreInUse:
     )
 
 
-def load_shard(path: Path) -> qe.EdgeShard:
+def load_shard(path: Path, config: qe.EdgeConfig | None = None) -> qe.EdgeShard:
+    """The shard at `path`; with `config`, checked against it (the vectors) and run
+    with its settings (the search threads)."""
     try:
-        return qe.EdgeShard.load(str(path))
+        return qe.EdgeShard.load(str(path), config)
     except Exception as exc:
         # The engine's WAL lock, held by a process that took no claim (an older whose).
         if "WouldBlock" in str(exc):
@@ -202,8 +204,9 @@ class EdgeStore:
                 raise IndexMismatch(
                     f"the store {self.path} holds {held}, not {self.vectors.describe()}"
                 )
-            return load_shard(self.path)
-        shard = qe.EdgeShard.create(str(self.path), self.vectors.edge_config())
+            return load_shard(self.path, self.vectors.edge_config(self.search_tuning.threads))
+        config = self.vectors.edge_config(self.search_tuning.threads)
+        shard = qe.EdgeShard.create(str(self.path), config)
         layout_file.write_text(json.dumps(self.vectors.as_json()))
         return shard
 
@@ -215,9 +218,10 @@ class EdgeStore:
                 recorded = IndexSpec.from_json(json.loads(spec_file.read_text()))
             # Before the engine opens the folder: a refusal leaves no lock behind.
             check(f"the store {self.path}", recorded, self.index)
-            shard = load_shard(self.path)
+            shard = load_shard(self.path, edge_config(self.index, self.search_tuning.threads))
         else:
-            shard = qe.EdgeShard.create(str(self.path), edge_config(self.index))
+            config = edge_config(self.index, self.search_tuning.threads)
+            shard = qe.EdgeShard.create(str(self.path), config)
             spec_file.write_text(json.dumps(self.index.as_json()))
         return shard
 
@@ -603,12 +607,14 @@ def _found(points: list[Any], names: frozenset[str]) -> list[Found]:
     return found
 
 
-def edge_config(index: IndexSpec) -> qe.EdgeConfig:
-    """A new shard: the dense vector (unnamed) and the lexical one, scored as stored: no
-    IDF modifier, which would weigh every term by the other records (store/hybrid.py)."""
+def edge_config(index: IndexSpec, threads: int | None = None) -> qe.EdgeConfig:
+    """The whose shard: the dense vector (unnamed) and the lexical one, scored as
+    stored: no IDF modifier, which would weigh every term by the other records
+    (store/hybrid.py). `threads`: its search threads (None: the engine's default)."""
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(size=index.dim, distance=qe.Distance.Cosine),
         sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams()},
+        max_search_threads=threads,
     )
 
 

@@ -231,8 +231,9 @@ class VectorLayout:
 
     # --- the embedded engine ---------------------------------------------------------------
 
-    def edge_config(self) -> qe.EdgeConfig:
-        """A new shard: every vector searched as stored (no IDF modifier)."""
+    def edge_config(self, threads: int | None = None) -> qe.EdgeConfig:
+        """The shard: every vector searched as stored (no IDF modifier); `threads`: its
+        search threads (None: the engine's default)."""
         dense = {
             n: qe.EdgeVectorParams(size=d.size, distance=_EDGE_DISTANCE[d.distance])
             for n, d in self.dense.items()
@@ -241,7 +242,9 @@ class VectorLayout:
         if set(dense) == {DENSE}:
             vectors = dense[DENSE]
         sparse = {n: qe.EdgeSparseVectorParams() for n in self.sparse}
-        return qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse or None)
+        return qe.EdgeConfig(
+            vectors=vectors, sparse_vectors=sparse or None, max_search_threads=threads
+        )
 
     # --- what a writer sent ----------------------------------------------------------------
 
