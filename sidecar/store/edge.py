@@ -1,7 +1,10 @@
 """Embedded default: Qdrant's own engine in-process (qdrant-edge-py), on disk.
 
-The engine's calls are synchronous, so each runs in a worker thread, off the
-event loop. HNSW is built by `optimize()`: once when the store opens (before
+The engine's calls are synchronous and hold the GIL throughout, so reads run on the
+event loop's own thread (a worker thread only added its hop) and so do searches
+inside the engine (`WHOSE_SEARCH_THREADS`, default 1: its own pool split a search
+across threads while the caller waited); writes, flushes and the optimizer run in a
+worker thread. HNSW is built by `optimize()`: once when the store opens (before
 serving) and then by a background task after writes.
 
 qdrant-edge 0.9 holds the GIL for the whole of every call, so while it optimizes
