@@ -9,10 +9,10 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -20,8 +20,10 @@ from hypothesis import settings
 
 from tests.forks import Forked, Process
 from tests.models import minilm as minilm  # the real small embedding model (a fixture)
+from tests.ports import PortTaken as PortTaken
 from tests.ports import free_port as free_port
 from tests.ports import free_ports as free_ports
+from tests.ports import says_port_taken, until_ports_hold
 from tests.qdrant_server import SKIP_REASON, QdrantNode, qdrant_binary, start_node
 
 # Hypothesis profiles: "ci" (the default, what `make test` runs, sized so the suite fits
@@ -157,7 +159,7 @@ def wait_until_ready(
         if process.poll() is not None:
             process.wait()
             said = log.read_text(errors="replace")[-3000:]
-            if "address already in use" in said.lower():
+            if says_port_taken(said):
                 raise PortTaken(f"process exited early:\n{said}")
             raise RuntimeError(f"process exited early:\n{said}")
         try:
@@ -197,22 +199,7 @@ def start_opa(
         wait_until_ready(f"{url}/health", process, log)
         return url, process
 
-    return on(port) if port else on_a_free_port(on)
-
-
-T = TypeVar("T")
-
-
-def on_a_free_port(start: Callable[[int], T]) -> T:
-    """`start(port)` on a drawn port, drawn again (at most _PORT_ATTEMPTS times) when
-    the process says it is in use: free when drawn, it may be taken before it is bound."""
-    for attempt in range(_PORT_ATTEMPTS):
-        try:
-            return start(free_port())
-        except PortTaken:
-            if attempt == _PORT_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    return on(port) if port else until_ports_hold(lambda: on(free_port()))
 
 
 @pytest.fixture(scope="session")
@@ -239,24 +226,9 @@ def start_sidecar(
     data_dir: Path, env: dict[str, str] | None = None, dev: bool = True, grpc: bool = False
 ) -> tuple[str, Process]:
     """`whose serve` on loopback; `dev=False` takes verified tokens only (set WHOSE_JWT_*).
-
-    A port free when chosen may be taken before the sidecar binds it (by any process
-    on the machine: an outgoing connection's ephemeral port is one): the sidecar then
-    refuses to start, saying the port is in use, and is started again on new ports."""
-    for attempt in range(_PORT_ATTEMPTS):
-        try:
-            return _start_sidecar(data_dir, env, dev, grpc)
-        except PortTaken:
-            if attempt == _PORT_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-_PORT_ATTEMPTS = 5
-
-
-class PortTaken(RuntimeError):
-    """The sidecar did not start: a port chosen for it was taken meanwhile."""
+    Started again on new ports when the sidecar says one it was given is in use
+    (tests/ports.py)."""
+    return until_ports_hold(lambda: _start_sidecar(data_dir, env, dev, grpc))
 
 
 def _start_sidecar(
@@ -360,14 +332,14 @@ def start_redis(
             if "Ready to accept connections" in said:
                 return f"redis://127.0.0.1:{port}/0", process
             if process.poll() is not None:
-                if "address already in use" in said.lower():
+                if says_port_taken(said):
                     raise PortTaken(said)
                 break
             time.sleep(0.05)
         stop(process)
         raise RuntimeError(f"redis-server did not start:\n{log.read_text(errors='replace')}")
 
-    return on(port) if port else on_a_free_port(on)
+    return on(port) if port else until_ports_hold(lambda: on(free_port()))
 
 
 def metric(base: str, name: str, **labels: str) -> float:

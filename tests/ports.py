@@ -1,22 +1,38 @@
-"""Free loopback ports for the processes tests start."""
+"""Free loopback ports for the processes tests start, and starting again when one was
+taken: a port free when drawn may be taken before the process binds it (by any
+process on the machine: an outgoing connection's ephemeral port is one)."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
+from collections.abc import Callable
+from typing import TypeVar
+
+from sidecar.bench.processes import free_port as free_port
+from sidecar.bench.processes import free_ports as free_ports
+
+T = TypeVar("T")
+
+ATTEMPTS = 5
 
 
-def free_port() -> int:
-    return free_ports(1)[0]
+class PortTaken(RuntimeError):
+    """A process did not start: a port drawn for it was taken meanwhile."""
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free when chosen (bound together, so never the same one
-    twice, as two free_port() calls in a row may be). Another process may still take
-    one before it is bound: a test that starts a server tries again on new ports when
-    the server says its port is in use (conftest.start_sidecar, QdrantNode.start)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
+def says_port_taken(log: str) -> bool:
+    """Whether a process that exited said its port was in use (OPA, Redis and Qdrant
+    say "address already in use", each in its own case)."""
+    return "address already in use" in log.lower()
+
+
+def until_ports_hold(start: Callable[[], T], redraw: Callable[[], None] = lambda: None) -> T:
+    """`start()`, again after `redraw()` each time it raises PortTaken, at most ATTEMPTS
+    times in all (a `start` that draws its own ports needs no `redraw`)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return start()
+        except PortTaken:
+            if attempt == ATTEMPTS - 1:
+                raise
+            redraw()
+    raise AssertionError("unreachable")

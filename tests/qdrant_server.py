@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.ports import free_ports
+from tests.ports import PortTaken, free_ports, says_port_taken, until_ports_hold
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,16 +81,11 @@ class QdrantNode:
 
     def start(self, timeout: float = 180) -> None:
         """Start (or restart) the node; returns once it is ready. At its first start,
-        a port another process took meanwhile is drawn again (at most five times)."""
-        first = self.process is None
-        for attempt in range(_PORT_ATTEMPTS):
-            try:
-                self._start(timeout)
-                return
-            except _PortTaken:
-                if not first or attempt == _PORT_ATTEMPTS - 1:
-                    raise
-                self._draw_ports()
+        a port another process took meanwhile is drawn again (tests/ports.py)."""
+        if self.process is None:
+            until_ports_hold(lambda: self._start(timeout), self._draw_ports)
+        else:
+            self._start(timeout)
 
     def _start(self, timeout: float) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -123,8 +118,8 @@ class QdrantNode:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 said = log.read_text(errors="replace")[-3000:]
-                if "Address already in use" in said:
-                    raise _PortTaken(said)
+                if says_port_taken(said):
+                    raise PortTaken(said)
                 raise RuntimeError(f"qdrant exited:\n{said}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
@@ -154,13 +149,6 @@ class QdrantNode:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-
-
-_PORT_ATTEMPTS = 5
-
-
-class _PortTaken(RuntimeError):
-    """The node did not start: a port drawn for it was taken meanwhile."""
 
 
 def start_node(folder: Path, api_key: str | None = None) -> QdrantNode:

@@ -181,11 +181,11 @@ def peer(data: Path) -> contextlib.AbstractContextManager[Proc]:
 
 
 def qdrant(binary: Path, folder: Path) -> contextlib.AbstractContextManager[Proc]:
-    port = free_port()
+    port, grpc_port = free_ports(2)
     env = {
         "QDRANT__SERVICE__HOST": "127.0.0.1",
         "QDRANT__SERVICE__HTTP_PORT": str(port),
-        "QDRANT__SERVICE__GRPC_PORT": str(free_port()),
+        "QDRANT__SERVICE__GRPC_PORT": str(grpc_port),
         "QDRANT__STORAGE__STORAGE_PATH": str(folder / "storage"),
         "QDRANT__STORAGE__SNAPSHOTS_PATH": str(folder / "snapshots"),
         "QDRANT__TELEMETRY_DISABLED": "true",

@@ -198,6 +198,7 @@ class EdgeStore:
     def _open_stack_shard(self) -> qe.EdgeShard:
         """A stack collection's shard: its layout recorded beside the engine's files."""
         layout_file = self.path / f"{LAYOUT_KEY}.json"
+        config = self.vectors.edge_config(self.search_tuning.threads)
         if (self.path / "edge_config.json").exists():
             recorded = None
             if layout_file.exists():
@@ -207,23 +208,22 @@ class EdgeStore:
                 raise IndexMismatch(
                     f"the store {self.path} holds {held}, not {self.vectors.describe()}"
                 )
-            return load_shard(self.path, self.vectors.edge_config(self.search_tuning.threads))
-        config = self.vectors.edge_config(self.search_tuning.threads)
+            return load_shard(self.path, config)
         shard = qe.EdgeShard.create(str(self.path), config)
         layout_file.write_text(json.dumps(self.vectors.as_json()))
         return shard
 
     def _open_whose_shard(self) -> qe.EdgeShard:
         spec_file = self.path / f"{SPEC_KEY}.json"
+        config = edge_config(self.index, self.search_tuning.threads)
         if (self.path / "edge_config.json").exists():
             recorded = None
             if spec_file.exists():
                 recorded = IndexSpec.from_json(json.loads(spec_file.read_text()))
             # Before the engine opens the folder: a refusal leaves no lock behind.
             check(f"the store {self.path}", recorded, self.index)
-            shard = load_shard(self.path, edge_config(self.index, self.search_tuning.threads))
+            shard = load_shard(self.path, config)
         else:
-            config = edge_config(self.index, self.search_tuning.threads)
             shard = qe.EdgeShard.create(str(self.path), config)
             spec_file.write_text(json.dumps(self.index.as_json()))
         return shard
