@@ -98,14 +98,21 @@ async def edge_store() -> AsyncIterator[EdgeStore]:
 
 
 class NoLocks:
-    """Deliberately broken: lets the control test show what the locks prevent."""
+    """Deliberately broken: lets the control test show what the locks prevent. Each of
+    `writers` waits at `confirm` (after its snapshot, before its commit) until all have
+    taken theirs: without it, whether two writes overlapped was the scheduler's choice,
+    and on a loaded machine each could finish before the next read (no fork, and the
+    control failed)."""
+
+    def __init__(self, writers: int) -> None:
+        self._all_read = asyncio.Barrier(writers)
 
     @asynccontextmanager
     async def hold(self, keys: Any) -> AsyncIterator[NoLocks]:
         yield self
 
     async def confirm(self) -> None:
-        return None
+        await self._all_read.wait()
 
 
 ALICE = Identity("alice", "acme")
@@ -181,7 +188,7 @@ async def test_without_locks_the_same_updates_fork_the_chain(
     opa_url: str, kind: str, request: pytest.FixtureRequest
 ) -> None:
     async with replica_stores(kind, request) as (store, _), policy_client(opa_url) as policy:
-        writer = Writer(store, policy, embedder, NoLocks())
+        writer = Writer(store, policy, embedder, NoLocks(writers=20))
         await asyncio.gather(
             *(
                 writer.write([belief("alice", "launch.date", f"v{i}")], ALICE, datetime.now(UTC))
