@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import settings
 
 from tests.forks import Forked, Process
+from tests.loops import close_loop_left_behind, loop_set
 from tests.models import minilm as minilm  # the real small embedding model (a fixture)
 from tests.ports import PortTaken as PortTaken
 from tests.ports import free_port as free_port
@@ -126,6 +128,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("whose: what was checked")
         for line in REPORT:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _no_loop_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A sync test ends with no event loop of its own left set and open (tests/loops.py:
+    LlamaIndex leaves one, and its collection later fails another test). Async tests run
+    on pytest-asyncio's loop, which it closes itself."""
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
+        yield
+        return
+    before = loop_set()
+    yield
+    close_loop_left_behind(before)
 
 
 @pytest.fixture(autouse=True)
