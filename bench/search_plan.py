@@ -1,6 +1,7 @@
 """The search planner (sidecar/store/planner.py) in-process: the embedded store's
-search of each sweep cell with the neighbourhood first and without it (exact up to
-WHOSE_SEARCH_EXACT_BELOW, as before), interleaved query by query, so load on the
+search of each sweep cell as served (the planner on: the neighbourhood first above
+10 000 admitted points, an unproven search exact up to 200 000) and without it (exact
+up to WHOSE_SEARCH_EXACT_BELOW, HNSW above), interleaved query by query, so load on the
 machine falls on both alike; medians, recall@10 and how often the neighbourhood
 proved the answer.
 
@@ -29,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from sidecar.bench.corpus import DIM, asker, build, cells, put  # noqa: E402
 from sidecar.store import Search  # noqa: E402
 from sidecar.store.edge import EdgeStore, _edge_filter  # noqa: E402
+from sidecar.store.planner import way  # noqa: E402
 from sidecar.store.scope import Scope  # noqa: E402
 
 
@@ -46,7 +48,9 @@ async def main() -> None:
     await put(store, corpus)
     await store.optimize()
     plans = {
-        "neighbourhood": Search(exact_below=args.exact_below, neighbourhood=True),
+        "planner": Search(
+            exact_below=args.exact_below, neighbourhood=True, unproven_exact_below=200_000
+        ),
         "exact_below_only": Search(exact_below=args.exact_below),
     }
     report: dict[str, dict[str, object]] = {}
@@ -68,9 +72,10 @@ async def main() -> None:
                 times[name].append(time.perf_counter() - started)
                 returned = [h.payload["index"] for h in hits][:10]
                 found[name].append(corpus.recall_at_10(who, q, returned))
-            store.search_tuning = plans["neighbourhood"]
+            store.search_tuning = plans["planner"]
             flt = _edge_filter(scope, ())
-            proven += (
+            looked = way(plans["planner"], args.limit, store._estimate(flt)) == "neighbourhood"
+            proven += looked and (
                 store._nearest_by_neighbourhood(vector, flt, "acme", args.limit, None, False)
                 is not None
             )

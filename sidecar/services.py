@@ -156,6 +156,7 @@ def open_store(
         weight,
         neighbourhood=settings.search_neighbourhood,
         threads=settings.search_threads,
+        unproven_exact_below=settings.search_unproven_exact_below,
     )
     if settings.store == "server":
         return ServerStore.connect(
@@ -205,6 +206,7 @@ def open_stacks(
         settings.search_hnsw_ef,
         neighbourhood=settings.search_neighbourhood,
         threads=settings.search_threads,
+        unproven_exact_below=settings.search_unproven_exact_below,
     )
     reserved = [settings.collection]
     if settings.store == "server":

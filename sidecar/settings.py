@@ -117,9 +117,11 @@ class Settings(BaseSettings):
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
     # A search whose filter admits many points first looks at the query's own
-    # neighbourhood (store/planner.py); false (the default until it is measured on a
-    # quiet machine at 100k, docs/performance.md): exact up to search_exact_below.
-    search_neighbourhood: bool = False
+    # neighbourhood (store/planner.py, embedded store); one it cannot prove is exact
+    # up to search_unproven_exact_below points (about 40 ms at 90 000 of 384
+    # dimensions on the 2-core bench machine: docs/performance.md), above it HNSW.
+    search_neighbourhood: bool = True
+    search_unproven_exact_below: int = Field(default=200_000, ge=0, le=10_000_000)
     # The embedded engine's search threads. 1: a search runs on the thread that asks,
     # which holds the GIL for the whole call anyway (bench/edge_gil.py); a pool split
     # each search across threads that only the engine could use, and cost 0.5-1.5 ms

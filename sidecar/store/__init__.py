@@ -38,8 +38,9 @@ class Search:
     of those points. Larger filtered sets use HNSW with beam width `hnsw_ef` (None:
     Qdrant's default); 0 for `exact_below` leaves the choice to Qdrant alone.
     `neighbourhood`: first try the query's own neighbourhood where the filter admits
-    many points (store/planner.py). `threads`: the embedded engine's search threads
-    (a Qdrant server has its own setting)."""
+    more than `neighbourhood_above` points (store/planner.py); a search it cannot
+    prove is exact up to `unproven_exact_below` points. `threads`: the embedded
+    engine's search threads (a Qdrant server has its own setting)."""
 
     exact_below: int = 0
     hnsw_ef: int | None = None
@@ -47,6 +48,11 @@ class Search:
     lexical_weight: float = 1.0
     neighbourhood: bool = False
     threads: int = 1
+    unproven_exact_below: int = 0
+    # At or below it, exact search at once: 20 000 points cost about 11 ms at 100k
+    # records of 384 dimensions (served, bench machine), and a filtered walk there was
+    # proven in only about half the searches (docs/performance.md, round seven).
+    neighbourhood_above: int = 20_000
 
 
 @dataclass(frozen=True)

@@ -276,11 +276,7 @@ class EdgeStore:
         def query() -> list[Any]:
             # The estimate, the neighbourhood and the search in one engine call.
             if vector is not None and not terms:
-                near = self._nearest_by_neighbourhood(
-                    vector, flt, scope.tenant, limit, score_threshold, with_vector
-                )
-                if near is not None:
-                    return near
+                return self._nearest(vector, flt, scope.tenant, limit, score_threshold, with_vector)
             request = qe.QueryRequest(
                 limit=limit,
                 filter=flt,
@@ -297,10 +293,7 @@ class EdgeStore:
     def _query(
         self, vector: list[float] | None, terms: list[int], flt: qe.Filter, limit: int
     ) -> dict[str, Any]:
-        """Dense, lexical or both (store/hybrid.py)."""
-        if not terms:
-            assert vector is not None
-            return {"query": qe.Query.Nearest(vector), "params": self._params(flt)}
+        """Lexical, or fused with dense (store/hybrid.py)."""
         if vector is None:
             return {"query": qe.Query.Nearest(hybrid.edge_lexical(terms), using=LEXICAL)}
         prefetches, formula = hybrid.edge_fused(
@@ -372,6 +365,42 @@ class EdgeStore:
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
         return _found(mine, names)
 
+    def _nearest(
+        self,
+        vector: list[float],
+        flt: qe.Filter,
+        tenant: str,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> list[Any]:
+        """The `limit` nearest points `flt` admits, the way the planner says
+        (planner.py): exact, proven from the neighbourhood, or a filtered walk."""
+        tuning = self.search_tuning
+        estimate = self._estimate(flt) if tuning.exact_below > 0 else None
+        way = planner.way(tuning, limit, estimate)
+        if way == "neighbourhood":
+            assert estimate is not None
+            near = self._nearest_by_neighbourhood(
+                vector, flt, tenant, limit, score_threshold, with_vector
+            )
+            if near is not None:
+                return near
+            way = planner.unproven(tuning, estimate)
+        exact = way == "exact"
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(vector),
+            filter=flt,
+            score_threshold=score_threshold,
+            with_payload=True,
+            with_vector=with_vector,
+            params=qe.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+            if exact or tuning.hnsw_ef
+            else None,
+        )
+        return list(self.shard.query(request))
+
     def _nearest_by_neighbourhood(
         self,
         vector: list[float],
@@ -382,11 +411,8 @@ class EdgeStore:
         with_vector: bool,
     ) -> list[Any] | None:
         """The `limit` nearest points `flt` admits, found on the graph and proven by
-        the query's own neighbourhood (planner.py), else None: the search then runs as
-        `_params` says."""
+        the query's own neighbourhood (planner.py), else None."""
         tuning = self.search_tuning
-        if not planner.worth_a_neighbourhood(tuning, limit, lambda: self._estimate(flt)):
-            return None
         nearest = qe.Query.Nearest(vector)
         size = planner.neighbourhood(limit)
         tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
@@ -412,7 +438,7 @@ class EdgeStore:
                 limit=limit,
                 query=nearest,
                 filter=flt,
-                params=qe.SearchParams(hnsw_ef=tuning.hnsw_ef) if tuning.hnsw_ef else None,
+                params=qe.SearchParams(hnsw_ef=max(planner.WALK_BEAM, tuning.hnsw_ef or 0)),
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vector=with_vector,

@@ -7,41 +7,48 @@ for an asker who may read 90 %), although where the admitted points lie around t
 query the graph finds them anyway: the cost of a recall grew with what the asker may
 read, and the answer was no better (issue 42).
 
-So above `SCAN_BELOW` admitted points the search reads the query's own neighbourhood:
-the tenant's `neighbourhood(limit)` nearest points, unfiltered (the graph's best case).
-If the filter admits at least `limit` of them (an exact count over those ids), it walks
-the graph with the filter (HNSW, a fraction of a millisecond) and proves what it found
-from the neighbourhood; if not, it does not walk (a filtered walk away from the
-admitted points wanders far: 15-20 ms wasted per search at 100k, measured). When the
-walk's worst is strictly nearer than the neighbourhood's farthest, every admitted
-point at least as near is in the neighbourhood; those of them the walk did not return
-(`suspects`, a handful) are asked once, exactly, under the filter: any it admits was
-missed by the walk and joins the answer. The `limit` nearest admitted points are then
-known, at the cost of a few small searches whatever the filter admits. Otherwise (the
-admitted points are sparse or far from the query: the case where a filtered walk
-misses, docs/performance.md) the search runs as before: exact up to `exact_below`,
-HNSW above.
+So above `Search.neighbourhood_above` admitted points the search reads the query's own
+neighbourhood: the tenant's `neighbourhood(limit)` nearest points, unfiltered (the
+graph's best case). If the filter admits at least `limit` of them (an exact count over
+those ids), it walks the graph with the filter, with a beam of `WALK_BEAM`, and proves
+what it found from the neighbourhood; if not, it does not walk (a filtered walk away
+from the admitted points wanders far: 15-20 ms wasted per search at 100k, measured).
+When the walk's worst is strictly nearer than the neighbourhood's farthest, every
+admitted point at least as near is in the neighbourhood; those of them the walk did not
+return (`suspects`, a handful) are asked once, exactly, under the filter: any it admits
+was missed by the walk and joins the answer. The `limit` nearest admitted points are
+then known, at the cost of a few small searches whatever the filter admits.
 
-The proof holds up to the unfiltered graph search's own recall (near 1.0 at a beam
-of `neighbourhood(limit)`); the answer never depends on which way was taken beyond
-that, so what an asker may not read changes which way is taken (as the estimate
-always has: docs/security.md) but not what they are shown.
+Otherwise the admitted points are sparse or far from the query, where a filtered walk
+misses (90 % of 100k records, all far from the query: recall@10 0.2-0.6 for any walk
+measured, ACORN's too), so the search is exact up to `Search.unproven_exact_below`
+points (the scan's bound; above it, a filtered walk, approximate).
+
+The proof holds up to the unfiltered graph search's own recall: at 100k, in a few
+searches of an asker who may read 90 % at random, it missed a true neighbour that the
+walk missed too. The answer never depends on which way was taken beyond that, so what an
+asker may not read changes which way is taken (as the estimate always has:
+docs/security.md) but not what they are shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from sidecar.store import Search
 
-# Below this many admitted points, exact search costs no more than the walk and its
-# proof (about 0.5 ms each at 2 000 points of 384 dimensions, in-process, bench
-# machine): searched exactly at once.
-SCAN_BELOW = 2000
 # The neighbourhood's least size, and its size per point wanted: wide enough that an
 # asker who may read a fifth of the records near the query still finds `limit` there.
 LEAST_NEIGHBOURHOOD = 100
 PER_POINT = 4
+# The filtered walk's beam: at 100k, 400 found the true ten nearest of an asker who may
+# read 90 % at random where Qdrant's default (100) missed some (bench/filtered_search.py).
+WALK_BEAM = 400
+
+# How a dense search runs: exact (every admitted point scored), by the neighbourhood
+# first, or a filtered graph walk alone.
+Way = Literal["exact", "neighbourhood", "graph"]
 
 
 def neighbourhood(limit: int) -> int:
@@ -49,13 +56,22 @@ def neighbourhood(limit: int) -> int:
     return max(LEAST_NEIGHBOURHOOD, PER_POINT * limit)
 
 
-def worth_a_neighbourhood(tuning: Search, limit: int, estimate: Callable[[], int]) -> bool:
-    """Whether to look at the neighbourhood first: the planner is on (`neighbourhood`,
-    and `exact_below` set: 0 leaves every choice to Qdrant), and the filter admits more
-    points than an exact search scores cheaply (`estimate`, asked only then)."""
-    if tuning.exact_below <= 0 or not tuning.neighbourhood:
-        return False
-    return estimate() > max(SCAN_BELOW, neighbourhood(limit))
+def way(tuning: Search, limit: int, estimate: int | None) -> Way:
+    """How a search whose filter admits about `estimate` points runs (None: not
+    estimated, `exact_below` is 0 and Qdrant decides alone). The neighbourhood is
+    looked at when the planner is on and the filter admits more points than an exact
+    search scores cheaply."""
+    if estimate is None:
+        return "graph"
+    if tuning.neighbourhood and estimate > max(tuning.neighbourhood_above, neighbourhood(limit)):
+        return "neighbourhood"
+    return "exact" if estimate <= tuning.exact_below else "graph"
+
+
+def unproven(tuning: Search, estimate: int) -> Way:
+    """How a search the neighbourhood could not prove runs: exact within the bound."""
+    bound = max(tuning.exact_below, tuning.unproven_exact_below)
+    return "exact" if estimate <= bound else "graph"
 
 
 def suspects(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,9 +22,13 @@ import pytest
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
 from sidecar.store import Search
 from sidecar.store.edge import EdgeStore, _edge_filter
+from sidecar.store.planner import way
 from sidecar.store.scope import Scope
 
 N = 10_000
+# At 10k every asker reads at most 9 000 records, under the served bound: look around
+# above 2 000 here.
+PLANNED = Search(exact_below=N, neighbourhood=True, neighbourhood_above=2_000)
 QUERIES = 20
 NEAR, FAR, FEW = asker("random", 0.90), asker("far", 0.90), asker("random", 0.05)
 
@@ -51,7 +56,12 @@ def _scope(who: str) -> Scope:
 
 
 def _proof(store: EdgeStore, corpus: Corpus, who: str, q: int, limit: int = 10) -> list[int] | None:
+    """What the neighbourhood proved, when the planner looks at it at all."""
     flt = _edge_filter(_scope(who), ())
+    tuning = store.search_tuning
+    estimate = store._estimate(flt) if tuning.exact_below > 0 else None
+    if way(tuning, limit, estimate) != "neighbourhood":
+        return None
     found = store._nearest_by_neighbourhood(
         corpus.queries[q].tolist(), flt, "acme", limit, None, False
     )
@@ -66,7 +76,7 @@ async def _searched(store: EdgeStore, corpus: Corpus, who: str, q: int) -> list[
 async def test_records_around_the_query_are_proven_from_its_neighbourhood(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    store.search_tuning = PLANNED
     for q in range(QUERIES):
         proven = _proof(store, corpus, NEAR, q)
         assert proven is not None, q
@@ -80,7 +90,7 @@ async def test_records_around_the_query_are_proven_from_its_neighbourhood(
 async def test_far_or_few_records_are_not_proven_and_are_searched_exactly(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    store.search_tuning = PLANNED
     for q in range(QUERIES):
         # Nothing the far asker may read is near the query: no proof, exact search.
         assert _proof(store, corpus, FAR, q) is None, q
@@ -93,7 +103,7 @@ async def test_far_or_few_records_are_not_proven_and_are_searched_exactly(
 async def test_the_planner_is_off_when_the_choice_is_left_to_qdrant(
     store: EdgeStore, corpus: Corpus
 ) -> None:
-    for tuning in (Search(exact_below=0, neighbourhood=True), Search(exact_below=N)):
+    for tuning in (replace(PLANNED, exact_below=0), replace(PLANNED, neighbourhood=False)):
         store.search_tuning = tuning
         assert _proof(store, corpus, NEAR, 0) is None, tuning
 
@@ -105,7 +115,7 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
     # right beside every query (nearer than anything the asker may read), fill the
     # neighbourhood the proof reads and the graph the walk takes; the answer must
     # stay the true nearest of what the asker may read, record for record.
-    store.search_tuning = Search(exact_below=N, neighbourhood=True)
+    store.search_tuning = PLANNED
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
     hidden = []
@@ -137,3 +147,20 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
     finally:
         await store.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in hidden])
         await store.optimize()
+
+
+async def test_what_the_neighbourhood_cannot_prove_is_exact_above_the_scan_bound(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    # 9 000 records, all far from every query, above a scan bound of 2 000: the
+    # neighbourhood holds none of them, and a filtered walk misses (the control).
+    walked = replace(PLANNED, exact_below=2_000, unproven_exact_below=0)
+    store.search_tuning = walked
+    missed = [
+        corpus.recall_at_10(FAR, q, await _searched(store, corpus, FAR, q)) for q in range(QUERIES)
+    ]
+    assert sum(missed) / QUERIES < 0.95
+    store.search_tuning = replace(walked, unproven_exact_below=N)
+    for q in range(QUERIES):
+        assert _proof(store, corpus, FAR, q) is None, q
+        assert corpus.recall_at_10(FAR, q, await _searched(store, corpus, FAR, q)) == 1.0, q

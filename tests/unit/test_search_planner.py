@@ -3,10 +3,8 @@ proven from the query's neighbourhood, and what still has to be ruled out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sidecar.store import Search
-from sidecar.store.planner import SCAN_BELOW, neighbourhood, suspects, worth_a_neighbourhood
+from sidecar.store.planner import neighbourhood, suspects, unproven, way
 
 AROUND = [(f"n{i}", 1.0 - i / 100) for i in range(100)]  # scores 1.00 down to 0.01
 
@@ -34,22 +32,25 @@ def test_nothing_proves_a_walk_that_reaches_the_edge_or_a_thin_neighbourhood() -
 
 
 def test_the_neighbourhood_is_looked_at_only_above_the_scan_bound_and_when_on() -> None:
-    asked: list[int] = []
-
-    def estimate(n: int) -> Callable[[], int]:
-        def counted() -> int:
-            asked.append(n)
-            return n
-
-        return counted
-
-    on = Search(exact_below=20_000, neighbourhood=True)
-    assert worth_a_neighbourhood(on, 12, estimate(SCAN_BELOW + 1))
-    assert not worth_a_neighbourhood(on, 12, estimate(SCAN_BELOW))
+    on = Search(exact_below=20_000, neighbourhood=True, unproven_exact_below=200_000)
+    assert way(on, 12, on.neighbourhood_above + 1) == "neighbourhood"
+    assert way(on, 12, on.neighbourhood_above) == "exact"
+    assert way(on, 12, 10**6) == "neighbourhood"
     # A round wanting more than the least neighbourhood widens it.
     assert neighbourhood(12) == 100
     assert neighbourhood(40) == 160
-    off = [Search(exact_below=0, neighbourhood=True), Search(exact_below=20_000)]
-    before = len(asked)
-    assert not any(worth_a_neighbourhood(s, 12, estimate(10**6)) for s in off)
-    assert len(asked) == before  # the estimate is not even asked
+    assert way(on, 3_000, 11_000) == "exact"  # no more than the neighbourhood would hold
+    # Off: exact up to the bound, a walk above it; not estimated (0): Qdrant decides.
+    off = Search(exact_below=20_000)
+    assert (way(off, 12, 20_000), way(off, 12, 20_001)) == ("exact", "graph")
+    assert way(Search(exact_below=0, neighbourhood=True), 12, None) == "graph"
+
+
+def test_a_search_the_neighbourhood_cannot_prove_is_exact_within_its_bound() -> None:
+    tuning = Search(exact_below=20_000, neighbourhood=True, unproven_exact_below=200_000)
+    assert unproven(tuning, 90_000) == "exact"
+    assert unproven(tuning, 200_000) == "exact"
+    assert unproven(tuning, 200_001) == "graph"
+    # The bound is never below exact_below's: what would be exact at once stays exact.
+    assert unproven(Search(exact_below=20_000, neighbourhood=True), 20_000) == "exact"
+    assert unproven(Search(exact_below=20_000, neighbourhood=True), 20_001) == "graph"

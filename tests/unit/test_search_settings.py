@@ -18,10 +18,17 @@ def test_search_settings_reach_the_store(
 ) -> None:
     monkeypatch.setenv("WHOSE_SEARCH_EXACT_BELOW", "1234")
     monkeypatch.setenv("WHOSE_SEARCH_HNSW_EF", "96")
+    monkeypatch.setenv("WHOSE_SEARCH_UNPROVEN_EXACT_BELOW", "56789")
     settings = Settings(store=backend, data_dir=tmp_path, qdrant_url="http://127.0.0.1:1")
     store = open_store(settings)  # not opened: nothing is contacted
     # The hashing embedder's default weight of BM25 in hybrid search (store/hybrid.py).
-    expected = Search(exact_below=1234, hnsw_ef=96, lexical_weight=4.0)
+    expected = Search(
+        exact_below=1234,
+        hnsw_ef=96,
+        lexical_weight=4.0,
+        neighbourhood=True,
+        unproven_exact_below=56789,
+    )
     assert store.search_tuning == expected  # type: ignore[attr-defined]
 
 
@@ -41,3 +48,8 @@ def test_the_lexical_weight_follows_the_embedder_unless_set(
 def test_by_default_a_search_is_exact_up_to_20000_matching_points() -> None:
     assert Settings().search_exact_below == 20_000
     assert Settings().search_hnsw_ef is None
+
+
+def test_by_default_the_planner_looks_around_and_an_unproven_search_is_exact_to_200000() -> None:
+    assert Settings().search_neighbourhood is True
+    assert Settings().search_unproven_exact_below == 200_000
