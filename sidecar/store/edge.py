@@ -387,7 +387,6 @@ class EdgeStore:
             if near is not None:
                 return near
             way = planner.unproven(tuning, estimate)
-        exact = way == "exact"
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector),
@@ -395,9 +394,7 @@ class EdgeStore:
             score_threshold=score_threshold,
             with_payload=True,
             with_vector=with_vector,
-            params=qe.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
-            if exact or tuning.hnsw_ef
-            else None,
+            params=_search_params(tuning, exact=way == "exact"),
         )
         return list(self.shard.query(request))
 
@@ -475,12 +472,8 @@ class EdgeStore:
         """Exact search when the filter matches few enough points (the payload indexes'
         estimate, tens of microseconds): see `Search`."""
         tuning = self.search_tuning
-        exact = tuning.exact_below > 0 and (
-            self.shard.count(qe.CountRequest(exact=False, filter=flt)) <= tuning.exact_below
-        )
-        if not exact and tuning.hnsw_ef is None:
-            return None
-        return qe.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+        exact = tuning.exact_below > 0 and self._estimate(flt) <= tuning.exact_below
+        return _search_params(tuning, exact)
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False
@@ -623,6 +616,13 @@ class EdgeStore:
         finally:
             self._calls_in_flight -= 1
             self._last_call = time.monotonic()
+
+
+def _search_params(tuning: Search, exact: bool) -> qe.SearchParams | None:
+    """Exact, or a walk with the configured beam (None: the engine's own)."""
+    if not exact and tuning.hnsw_ef is None:
+        return None
+    return qe.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
 
 
 def _found(points: list[Any], names: frozenset[str]) -> list[Found]:
