@@ -11,6 +11,8 @@ whichever test runs then; `filterwarnings = error` turns that into its failure (
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def loop_set() -> asyncio.AbstractEventLoop | None:
@@ -28,3 +30,16 @@ def close_loop_left_behind(before: asyncio.AbstractEventLoop | None) -> bool:
     left.close()
     asyncio.set_event_loop(before)
     return True
+
+
+@contextmanager
+def own_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """A fixture's own event loop, closed however the fixture ends. Made before a skip
+    (a store backend without its server) or a failure while the fixture sets up, and
+    closed only after its `yield`, it was left open, and its collection failed another
+    test ("unclosed event loop", seen on a machine without the Qdrant binary)."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop
+    finally:
+        loop.close()

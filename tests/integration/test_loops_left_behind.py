@@ -1,5 +1,6 @@
-"""tests/loops.py: the loop LlamaIndex's `asyncio_run` leaves set is closed, and a loop
-that was set before the test is left alone."""
+"""tests/loops.py: the loop LlamaIndex's `asyncio_run` leaves set is closed, a loop
+that was set before the test is left alone, and a fixture's own loop is closed when the
+fixture skips before its `yield`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from llama_index.core.async_utils import asyncio_run
 
 from tests.conftest import READY_TIMEOUT_S
-from tests.loops import close_loop_left_behind, loop_set
+from tests.loops import close_loop_left_behind, loop_set, own_loop
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,6 +62,7 @@ filterwarnings = error
 # A worker's first test is a sync LlamaIndex call, an async test follows (pytest-asyncio
 # sets its loop), and an innocent test collects garbage: the left loop fails it.
 _TESTS = """import gc
+import pytest
 from llama_index.core.async_utils import asyncio_run
 
 async def _one():
@@ -103,3 +106,54 @@ def test_a_loop_left_behind_fails_an_innocent_test_unless_the_fixture_closes_it(
     guarded = _pytest(tmp_path)
     assert guarded.returncode == 0, guarded.stdout
     assert "3 passed" in guarded.stdout
+
+
+def test_a_fixture_loop_is_closed_when_the_fixture_skips() -> None:
+    with pytest.raises(pytest.skip.Exception), own_loop() as loop:
+        pytest.skip("no server")
+    assert loop.is_closed()
+
+
+# A fixture makes its loop, then its store backend skips (no Qdrant binary), as
+# tests/noninterference/test_query_engine.py's did; a later test collects garbage.
+_SKIPPING = """import asyncio, gc, sys
+import pytest
+sys.path.insert(0, {repo!r})
+from tests.loops import own_loop
+
+@pytest.fixture
+def bare():
+    loop = asyncio.new_event_loop()
+    pytest.skip("no server")
+    yield loop
+    loop.close()
+
+@pytest.fixture
+def owned():
+    with own_loop() as loop:
+        pytest.skip("no server")
+        yield loop
+
+def test_a_skipped(FIXTURE):
+    pass
+
+def test_b_innocent():
+    gc.collect()
+"""
+
+
+@pytest.mark.parametrize(("fixture", "fails"), [("bare", True), ("owned", False)])
+def test_a_fixture_loop_made_before_a_skip_fails_an_innocent_test_unless_owned(
+    tmp_path: Path, fixture: str, fails: bool
+) -> None:
+    (tmp_path / "pytest.ini").write_text(_INI)
+    tests = _SKIPPING.format(repo=str(REPO)).replace("FIXTURE", fixture)
+    (tmp_path / "test_skipping.py").write_text(tests)
+    ran = _pytest(tmp_path)
+    if fails:
+        assert ran.returncode == 1, ran.stdout
+        assert "FAILED test_skipping.py::test_b_innocent" in ran.stdout
+        assert "unraisable" in ran.stdout  # the unclosed loop and its sockets
+    else:
+        assert ran.returncode == 0, ran.stdout
+        assert "1 passed, 1 skipped" in ran.stdout

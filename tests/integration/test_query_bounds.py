@@ -30,6 +30,7 @@ from sidecar.reads.query.plan import Bounds as QueryBounds
 from sidecar.store import Store
 from tests.conftest import POLICY_DIR
 from tests.integration.conftest import backend
+from tests.loops import own_loop
 from tests.qdrant_server import QdrantNode
 from tests.query_engine import DIM, TENANT, Ask, Plain, Whose, linked_policy, record, vector
 
@@ -77,25 +78,24 @@ def setup(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Setup]:
     folder = Path(tmp_path_factory.mktemp("query-bounds"))
-    loop = asyncio.new_event_loop()
-    rng = random.Random(5)
-    items = [(record(rng, ["bob"]), vector(rng)) for _ in range(40)]
-    store = backend("edge", folder, DIM, 300)
-    policy = linked_policy(POLICY_DIR, folder)
-    loop.run_until_complete(store.open())
-    loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
-    loop.run_until_complete(policy.start())
-    plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
-    counted = Counted(store)
-    whose = Whose.build(counted, policy, folder)
-    try:
-        yield Setup(loop, counted, whose, plain, [p["id"] for p, _ in items])
-    finally:
-        loop.run_until_complete(plain.drop())
-        loop.run_until_complete(policy.close())
-        loop.run_until_complete(store.close())
-        loop.close()
-        shutil.rmtree(folder, ignore_errors=True)
+    with own_loop() as loop:
+        rng = random.Random(5)
+        items = [(record(rng, ["bob"]), vector(rng)) for _ in range(40)]
+        store = backend("edge", folder, DIM, 300)
+        policy = linked_policy(POLICY_DIR, folder)
+        loop.run_until_complete(store.open())
+        loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
+        loop.run_until_complete(policy.start())
+        plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
+        counted = Counted(store)
+        whose = Whose.build(counted, policy, folder)
+        try:
+            yield Setup(loop, counted, whose, plain, [p["id"] for p, _ in items])
+        finally:
+            loop.run_until_complete(plain.drop())
+            loop.run_until_complete(policy.close())
+            loop.run_until_complete(store.close())
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 Q = [0.1] * DIM

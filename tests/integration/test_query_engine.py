@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from tests import qdrant_grouping
 from tests.conftest import POLICY_DIR, examples
 from tests.integration.conftest import BACKENDS, backend
+from tests.loops import own_loop
 from tests.qdrant_server import QdrantNode
 from tests.query_engine import (
     DIM,
@@ -82,28 +83,27 @@ def setup(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Setup]:
     folder = Path(tmp_path_factory.mktemp("query-engine"))
-    loop = asyncio.new_event_loop()
-    rng = random.Random(20261204)
-    items = [(record(rng, ["bob"]), vector(rng)) for _ in range(POINTS)]
-    store = backend(request.param, folder, DIM, 300, request)
-    policy = linked_policy(POLICY_DIR, folder)
-    loop.run_until_complete(store.open())
-    loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
-    loop.run_until_complete(policy.start())
-    plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
-    pools = Pools(
-        tuple(p["id"] for p, _ in items),
-        tuple(sparse_terms(items)),
-        ("2b1f4a56-0c3e-4d8a-9e71-5f6a7b8c9d0e",),
-    )
-    try:
-        yield Setup(loop, Whose.build(store, policy, folder), plain, pools)
-    finally:
-        loop.run_until_complete(plain.drop())
-        loop.run_until_complete(policy.close())
-        loop.run_until_complete(store.close())
-        loop.close()
-        shutil.rmtree(folder, ignore_errors=True)
+    with own_loop() as loop:
+        rng = random.Random(20261204)
+        items = [(record(rng, ["bob"]), vector(rng)) for _ in range(POINTS)]
+        store = backend(request.param, folder, DIM, 300, request)
+        policy = linked_policy(POLICY_DIR, folder)
+        loop.run_until_complete(store.open())
+        loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
+        loop.run_until_complete(policy.start())
+        plain = loop.run_until_complete(Plain.create(qdrant_server.url, items))
+        pools = Pools(
+            tuple(p["id"] for p, _ in items),
+            tuple(sparse_terms(items)),
+            ("2b1f4a56-0c3e-4d8a-9e71-5f6a7b8c9d0e",),
+        )
+        try:
+            yield Setup(loop, Whose.build(store, policy, folder), plain, pools)
+        finally:
+            loop.run_until_complete(plain.drop())
+            loop.run_until_complete(policy.close())
+            loop.run_until_complete(store.close())
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def close(a: float, b: float) -> bool:

@@ -11,7 +11,6 @@ local OPA server's bundle is analysed through the library as well.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +32,7 @@ from sidecar.policy.readset import ReadSet
 from sidecar.reads.gate import Gate
 from sidecar.record import Stored
 from tests.conftest import OPA_BINARY, OPA_LIBRARY, POLICY_DIR
+from tests.loops import own_loop
 from tests.oracle.edits import HEADER
 
 Edits = dict[str, str]
@@ -58,21 +58,21 @@ def policy_with(folder: Path, edits: Edits) -> Path:
 
 @pytest.fixture
 def analyse(tmp_path: Path) -> Iterator[Any]:
-    loop = asyncio.new_event_loop()
-    opened: list[LinkedOpa] = []
+    with own_loop() as loop:
+        opened: list[LinkedOpa] = []
 
-    def read_set(edits: Edits) -> ReadSet:
-        folder = tmp_path / str(len(opened))
-        linked = LinkedOpa(OPA_LIBRARY, policy_with(folder, edits), folder / "bundle", 5.0)
-        loop.run_until_complete(linked.start())
-        opened.append(linked)
-        loaded = linked.read_set()
-        assert loaded is not None
-        return loaded[1]
+        def read_set(edits: Edits) -> ReadSet:
+            folder = tmp_path / str(len(opened))
+            linked = LinkedOpa(OPA_LIBRARY, policy_with(folder, edits), folder / "bundle", 5.0)
+            loop.run_until_complete(linked.start())
+            opened.append(linked)
+            loaded = linked.read_set()
+            assert loaded is not None
+            return loaded[1]
 
-    yield read_set
-    for linked in opened:
-        loop.run_until_complete(linked.close())
+        yield read_set
+        for linked in opened:
+            loop.run_until_complete(linked.close())
     loop.close()
 
 

@@ -36,6 +36,7 @@ from sidecar.writes.repair import repair
 from sidecar.writes.supersession import chain_of
 from sidecar.writes.writer import Writer, WriteRefused
 from tests.integration.conftest import BACKENDS, backend
+from tests.loops import own_loop
 
 DIM = 32
 embedder = HashingEmbedder(DIM)
@@ -287,15 +288,15 @@ write_op = st.tuples(
 def shared_edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EdgeStore, Loop]]:
     """One embedded store for every example, in the event loop it was opened in
     (opening a store costs most of an example): each example writes its own keys."""
-    loop = asyncio.new_event_loop()
-    store = EdgeStore(
-        tmp_path_factory.mktemp("interleavings") / "edge", DIM, optimize_interval_s=60
-    )
-    loop.run_until_complete(store.open())
-    try:
-        yield store, loop
-    finally:
-        loop.run_until_complete(store.close())
+    with own_loop() as loop:
+        store = EdgeStore(
+            tmp_path_factory.mktemp("interleavings") / "edge", DIM, optimize_interval_s=60
+        )
+        loop.run_until_complete(store.open())
+        try:
+            yield store, loop
+        finally:
+            loop.run_until_complete(store.close())
         loop.close()
 
 

@@ -40,6 +40,7 @@ from sidecar.store import probes
 from sidecar.store.scope import Scope
 from tests.conftest import POLICY_DIR, examples
 from tests.integration.conftest import BACKENDS, backend
+from tests.loops import own_loop
 from tests.noninterference.test_text_scores import LOW_CONFIDENCE
 from tests.query_engine import (
     DIM,
@@ -104,37 +105,36 @@ def worlds(
     shutil.copytree(POLICY_DIR, policy_dir)
     if how == "a denial outside visible_to":
         (policy_dir / "whose" / "disclosure" / "low_confidence.rego").write_text(LOW_CONFIDENCE)
-    loop = asyncio.new_event_loop()
-    rng = random.Random(41)
-    shared = [(record(rng, ["bob"]), vector(rng)) for _ in range(VISIBLE)]
-    extra = [(hidden(rng, how), vector(rng)) for _ in range(HIDDEN)]
-    store_a = backend(kind, folder / "a", DIM, 300, request)
-    store_b = backend(kind, folder / "b", DIM, 300, request)
-    policy = linked_policy(policy_dir, folder)
-    for store, items in ((store_a, shared), (store_b, shared + extra)):
-        loop.run_until_complete(store.open())
-        loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
-    loop.run_until_complete(policy.start())
-    pushdown = how != "audience, pushdown off"
-    pools = Pools(
-        tuple(p["id"] for p, _ in shared),
-        tuple(sparse_terms(shared + extra)),
-        tuple(p["id"] for p, _ in extra[:5]),
-    )
-    try:
-        yield Worlds(
-            loop,
-            Whose.build(store_a, policy, folder, pushdown=pushdown),
-            Whose.build(store_b, policy, folder, pushdown=pushdown),
-            pools,
-            how == "audience, pushdown on",
+    with own_loop() as loop:
+        rng = random.Random(41)
+        shared = [(record(rng, ["bob"]), vector(rng)) for _ in range(VISIBLE)]
+        extra = [(hidden(rng, how), vector(rng)) for _ in range(HIDDEN)]
+        store_a = backend(kind, folder / "a", DIM, 300, request)
+        store_b = backend(kind, folder / "b", DIM, 300, request)
+        policy = linked_policy(policy_dir, folder)
+        for store, items in ((store_a, shared), (store_b, shared + extra)):
+            loop.run_until_complete(store.open())
+            loop.run_until_complete(store.put(TENANT, [(p, {"": v}) for p, v in items]))
+        loop.run_until_complete(policy.start())
+        pushdown = how != "audience, pushdown off"
+        pools = Pools(
+            tuple(p["id"] for p, _ in shared),
+            tuple(sparse_terms(shared + extra)),
+            tuple(p["id"] for p, _ in extra[:5]),
         )
-    finally:
-        loop.run_until_complete(policy.close())
-        for store in (store_a, store_b):
-            loop.run_until_complete(store.close())
-        loop.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            yield Worlds(
+                loop,
+                Whose.build(store_a, policy, folder, pushdown=pushdown),
+                Whose.build(store_b, policy, folder, pushdown=pushdown),
+                pools,
+                how == "audience, pushdown on",
+            )
+        finally:
+            loop.run_until_complete(policy.close())
+            for store in (store_a, store_b):
+                loop.run_until_complete(store.close())
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_hidden_records_are_candidates_and_are_withheld(worlds: Worlds) -> None:

@@ -42,6 +42,7 @@ from sidecar.policy.linked_opa import LinkedOpa
 from sidecar.reads.gate import Gate
 from sidecar.record import Stored
 from tests.conftest import OPA_LIBRARY, POLICY_DIR
+from tests.loops import own_loop
 from tests.oracle.edits import AGES_NS, Edit, policy_edits
 from tests.oracle.test_shapes import DIRECTORY, NEAR_TIMES, TENANT, as_stored, twin
 from tests.oracle.world import GROUPS, PEOPLE, RELAY, TIMES, TOKEN_ONLY_GROUP, record_writes
@@ -107,13 +108,13 @@ class Policies:
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Policies]:
     root = tmp_path_factory.mktemp("edited")
-    loop = asyncio.new_event_loop()
-    audit = AuditLog(SqliteSink(root / "audit.sqlite3"), None, queue_size=100_000)
-    loaded = Policies(root, loop, audit)
-    try:
-        yield loaded
-    finally:
-        loaded.close()
+    with own_loop() as loop:
+        audit = AuditLog(SqliteSink(root / "audit.sqlite3"), None, queue_size=100_000)
+        loaded = Policies(root, loop, audit)
+        try:
+            yield loaded
+        finally:
+            loaded.close()
         loop.close()
 
 

@@ -37,6 +37,7 @@ from sidecar.policy.readset import ReadSet
 from sidecar.reads.gate import Gate
 from sidecar.record import MemoryRecord, PremiseChange, Stored
 from tests.conftest import OPA_LIBRARY, POLICY_DIR
+from tests.loops import own_loop
 from tests.oracle.reference import TenantDirectory
 from tests.oracle.world import GROUPS, PEOPLE, RELAY, TIMES, TOKEN_ONLY_GROUP, record_writes
 
@@ -72,14 +73,14 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     data = json.loads(directory.read_text())
     data["tenants"][TENANT] = DIRECTORY.as_data({RELAY: ["extractor", "authority"]})
     directory.write_text(json.dumps(data))
-    loop = asyncio.new_event_loop()
-    linked = LinkedOpa(OPA_LIBRARY, policy, root / "bundle", 10.0)
-    loop.run_until_complete(linked.start())
-    audit = AuditLog(SqliteSink(root / "audit.sqlite3"), None, queue_size=10_000)
-    try:
-        yield Engine(linked, loop, audit)
-    finally:
-        loop.run_until_complete(linked.close())
+    with own_loop() as loop:
+        linked = LinkedOpa(OPA_LIBRARY, policy, root / "bundle", 10.0)
+        loop.run_until_complete(linked.start())
+        audit = AuditLog(SqliteSink(root / "audit.sqlite3"), None, queue_size=10_000)
+        try:
+            yield Engine(linked, loop, audit)
+        finally:
+            loop.run_until_complete(linked.close())
         loop.close()
 
 
