@@ -38,11 +38,16 @@ settings.load_profile(os.environ.get("WHOSE_HYPOTHESIS_PROFILE") or "ci")
 
 # mem0 and Haystack read these when first imported (by the integration tests and the
 # README's snippets): nothing is sent off the machine, and mem0 keeps its files in a
-# folder of the run's own, removed when the run ends (not in /tmp for good).
+# folder of the run's own, removed when the run ends (not in /tmp for good). Made once,
+# by the process that starts the run: xdist's workers and the pytest runs a test starts
+# inherit it, and a worker, which ends without running its exit handlers, made one of
+# its own that stayed behind.
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
-_MEM0_DIR = tempfile.TemporaryDirectory(prefix="whose-mem0-")
-os.environ.setdefault("MEM0_DIR", _MEM0_DIR.name)
+_MEM0_DIR: tempfile.TemporaryDirectory[str] | None = None
+if "MEM0_DIR" not in os.environ:
+    _MEM0_DIR = tempfile.TemporaryDirectory(prefix="whose-mem0-")
+    os.environ["MEM0_DIR"] = _MEM0_DIR.name
 
 
 def examples(ci: int, long: int) -> int:
@@ -108,8 +113,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    # Here, not at interpreter exit: an xdist worker ends without running finalizers.
-    _MEM0_DIR.cleanup()
+    # Here, not at interpreter exit: a process stopped by a signal runs no finalizers.
+    if _MEM0_DIR is not None:
+        _MEM0_DIR.cleanup()
     # Under pytest-xdist (`make test` runs two workers) each worker checks part of the
     # suite: its lines travel to the controller, which prints them all.
     output = getattr(session.config, "workeroutput", None)
