@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -152,7 +153,10 @@ def build(n: int, n_queries: int, seed: int = 7) -> Corpus:
 
 async def put(store: Store, corpus: Corpus) -> None:
     """The corpus stored straight into a store (no sidecar) as records of tenant acme,
-    each readable by its audience, its position in the corpus as `index`; by thousands."""
+    each readable by its audience, its position in the corpus as `index`; by thousands.
+    Times and sources vary as in records a sidecar writes (`load`): a time a millisecond
+    apart from the last, one of 500 sources. An index over fields that all hold one
+    value shapes the search graph differently (docs/performance.md, round eight)."""
     audiences = corpus.audiences()
     n = len(corpus.vectors)
     for start in range(0, n, 1000):
@@ -161,7 +165,9 @@ async def put(store: Store, corpus: Corpus) -> None:
                 {
                     "id": str(uuid.UUID(int=i + 1)),
                     "tenant": "acme",
-                    "valid_at": "2026-10-01T00:00:00Z",
+                    "valid_at": (at := _written(i)),
+                    "recorded_at": at,
+                    "source_id": f"bench-{i % 500}",
                     "audience": audiences[i],
                     "index": i,
                 },
@@ -170,6 +176,14 @@ async def put(store: Store, corpus: Corpus) -> None:
             for i in range(start, min(n, start + 1000))
         ]
         await store.put("acme", items)
+
+
+def _written(i: int) -> str:
+    """When `put` says record i was written: a millisecond after the one before."""
+    return (_FIRST_WRITE + timedelta(milliseconds=i)).isoformat().replace("+00:00", "Z")
+
+
+_FIRST_WRITE = datetime(2026, 10, 1, tzinfo=UTC)
 
 
 def load(base: str, corpus: Corpus) -> list[str]:
