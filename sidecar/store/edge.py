@@ -56,6 +56,7 @@ from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    LINKED_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
     point_id,
@@ -418,7 +419,9 @@ class EdgeStore:
                 limit=size,
                 query=nearest,
                 filter=qe.Filter(must=[tenants]),
-                params=qe.SearchParams(hnsw_ef=max(size, tuning.hnsw_ef or 0)),
+                params=qe.SearchParams(
+                    hnsw_ef=max(size, planner.NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+                ),
                 with_payload=False,
                 with_vector=False,
             )
@@ -647,7 +650,13 @@ def edge_config(index: IndexSpec, threads: int | None = None) -> qe.EdgeConfig:
     )
 
 
-_Index = qe.PayloadSchemaType | qe.KeywordIndexParams | qe.TextIndexParams
+_Index = (
+    qe.PayloadSchemaType
+    | qe.KeywordIndexParams
+    | qe.DatetimeIndexParams
+    | qe.FloatIndexParams
+    | qe.TextIndexParams
+)
 # A stack's own index (store/stacks.py), in the engine's types.
 _EDGE_SCHEMA = {
     qm.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword,
@@ -661,12 +670,25 @@ _EDGE_SCHEMA = {
 
 
 def _indexes() -> list[tuple[str, _Index]]:
+    def links(name: str) -> bool:
+        return name in LINKED_FIELDS
+
     indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
-    indexes += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_FIELDS]
-    indexes += [(name, qe.PayloadSchemaType.Datetime) for name in DATETIME_FIELDS]
-    indexes += [(name, qe.PayloadSchemaType.Float) for name in FLOAT_FIELDS]
-    text = qe.TextIndexParams(tokenizer=qe.TokenizerType.Word, lowercase=True, phrase_matching=True)
-    indexes += [(name, text) for name in TEXT_FIELDS]
+    indexes += [(n, qe.KeywordIndexParams(enable_hnsw=links(n))) for n in KEYWORD_FIELDS]
+    indexes += [(n, qe.DatetimeIndexParams(enable_hnsw=links(n))) for n in DATETIME_FIELDS]
+    indexes += [(n, qe.FloatIndexParams(enable_hnsw=links(n))) for n in FLOAT_FIELDS]
+    indexes += [
+        (
+            n,
+            qe.TextIndexParams(
+                tokenizer=qe.TokenizerType.Word,
+                lowercase=True,
+                phrase_matching=True,
+                enable_hnsw=links(n),
+            ),
+        )
+        for n in TEXT_FIELDS
+    ]
     return indexes
 
 

@@ -24,11 +24,12 @@ misses (90 % of 100k records, all far from the query: recall@10 0.2-0.6 for any 
 measured, ACORN's too), so the search is exact up to `Search.unproven_exact_below`
 points (the scan's bound; above it, a filtered walk, approximate).
 
-The proof holds up to the unfiltered graph search's own recall: at 100k, in a few
-searches of an asker who may read 90 % at random, it missed a true neighbour that the
-walk missed too. The answer never depends on which way was taken beyond that, so what an
-asker may not read changes which way is taken (as the estimate always has:
-docs/security.md) but not what they are shown.
+The proof holds up to the unfiltered graph search's own recall, which is why that
+search has a wide beam of its own (`NEIGHBOURHOOD_BEAM`): at 100k, with Qdrant's default
+beam, in a few searches of an asker who may read 90 % at random, it missed a true
+neighbour that the walk missed too. The answer never depends on which way was taken
+beyond that, so what an asker may not read changes which way is taken (as the estimate
+always has: docs/security.md) but not what they are shown.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ PER_POINT = 4
 # The filtered walk's beam: at 100k, 400 found the true ten nearest of an asker who may
 # read 90 % at random where Qdrant's default (100) missed some (bench/filtered_search.py).
 WALK_BEAM = 400
+# The neighbourhood's own beam, at least: the proof is only as good as the neighbourhood.
+# At 100k, on a graph with links for the tenant and the audience only (store/schema.py),
+# the unfiltered search found 0.932 of the true 100 nearest with a beam of 100, 0.982
+# with 200, 0.997 with 400, in 1.03, 1.25 and 1.35 ms (docs/performance.md, round eight).
+NEIGHBOURHOOD_BEAM = 400
 
 # How a dense search runs: exact (every admitted point scored), by the neighbourhood
 # first, or a filtered graph walk alone.

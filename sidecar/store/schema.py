@@ -53,6 +53,14 @@ FLOAT_FIELDS = ("confidence",)
 # Full-text: the only field a caller's text match may read. Without an index the engine
 # matches text by scanning every point.
 TEXT_FIELDS = ("content",)
+# The fields whose index adds HNSW links of its own (Qdrant's `enable_hnsw`, on by
+# default): the tenant and the audience, whose conditions decide whether a filtered
+# walk finds the asker's records. Every other index is built without them. A datetime
+# index links the points of each block of its range, and with times that differ record
+# by record those links made an ACORN walk 5x slower and the build 1.6x longer at 100k
+# (docs/performance.md, round eight); a filter selective on any other field is searched
+# exactly anyway (store/planner.py).
+LINKED_FIELDS = frozenset((TENANT_FIELD, "audience"))
 # Where a document's own metadata is stored (writes/documents.py): a stack's own payload
 # indexes are on paths under it, beside whose's indexes of the record (store/stacks.py).
 OWN_METADATA = "document.metadata."

@@ -58,6 +58,7 @@ from sidecar.store.schema import (
     DATETIME_FIELDS,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    LINKED_FIELDS,
     TENANT_FIELD,
     TEXT_FIELDS,
     point_id,
@@ -652,20 +653,38 @@ def _point(
     return qm.PointStruct(id=point_id(tenant, payload["id"]), vector=named, payload=payload)
 
 
-_Index = qm.PayloadSchemaType | qm.KeywordIndexParams | qm.TextIndexParams
+_Index = (
+    qm.PayloadSchemaType
+    | qm.KeywordIndexParams
+    | qm.DatetimeIndexParams
+    | qm.FloatIndexParams
+    | qm.TextIndexParams
+)
 
 
 def _indexes() -> list[tuple[str, _Index]]:
-    tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+    def links(name: str) -> bool:
+        return name in LINKED_FIELDS
+
+    keyword, datetime_, float_ = (
+        qm.KeywordIndexType.KEYWORD,
+        qm.DatetimeIndexType.DATETIME,
+        qm.FloatIndexType.FLOAT,
+    )
+    tenant_index = qm.KeywordIndexParams(type=keyword, is_tenant=True)
     indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, tenant_index)]
-    indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
-    indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
-    indexes += [(name, qm.PayloadSchemaType.FLOAT) for name in FLOAT_FIELDS]
+    indexes += [
+        (n, qm.KeywordIndexParams(type=keyword, enable_hnsw=links(n))) for n in KEYWORD_FIELDS
+    ]
+    indexes += [
+        (n, qm.DatetimeIndexParams(type=datetime_, enable_hnsw=links(n))) for n in DATETIME_FIELDS
+    ]
+    indexes += [(n, qm.FloatIndexParams(type=float_, enable_hnsw=links(n))) for n in FLOAT_FIELDS]
     text = qm.TextIndexParams(
         type=qm.TextIndexType.TEXT,
         tokenizer=qm.TokenizerType.WORD,
         lowercase=True,
         phrase_matching=True,
     )
-    indexes += [(name, text) for name in TEXT_FIELDS]
+    indexes += [(n, text.model_copy(update={"enable_hnsw": links(n)})) for n in TEXT_FIELDS]
     return indexes

@@ -22,7 +22,13 @@ from qdrant_client import models as qm
 from sidecar.services import open_store
 from sidecar.settings import Settings
 from sidecar.store import StoreUnavailable
-from sidecar.store.schema import DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS, TENANT_FIELD
+from sidecar.store.schema import (
+    DATETIME_FIELDS,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    LINKED_FIELDS,
+    TENANT_FIELD,
+)
 from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from tests.acceptance.story import said_by, stored
@@ -61,6 +67,14 @@ async def test_start_creates_the_collection_with_every_index(qdrant_server: Qdra
     assert tenant.params.is_tenant
     assert all(schema[f].data_type == qm.PayloadSchemaType.DATETIME for f in DATETIME_FIELDS)
     assert all(schema[f].data_type == qm.PayloadSchemaType.FLOAT for f in FLOAT_FIELDS)
+    # HNSW's links of an index's own only for the tenant and the audience (schema.py).
+    linked = {name for name, index in schema.items() if _links(index)}
+    assert linked == LINKED_FIELDS
+
+
+def _links(index: qm.PayloadIndexInfo) -> bool:
+    """Whether the server builds HNSW links for this index's values (its default: yes)."""
+    return getattr(index.params, "enable_hnsw", None) is not False
 
 
 async def test_a_collection_without_indexes_gains_them(qdrant_server: QdrantNode) -> None:

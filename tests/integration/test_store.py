@@ -22,6 +22,7 @@ from sidecar.embed.hashing import HashingEmbedder
 from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
 from sidecar.store.edge import EdgeStore
+from sidecar.store.schema import INDEXED_FIELDS, LINKED_FIELDS
 from sidecar.store.scope import Scope
 from tests.factories import record
 from tests.integration.conftest import BACKENDS, backend
@@ -192,3 +193,19 @@ async def test_an_engine_panic_is_a_store_error_not_a_crash(tmp_path: Path, call
         assert await store.search(embed("launch"), Scope(tenant="acme"), 3)
     finally:
         await store.close()
+
+
+async def test_the_embedded_store_links_only_the_tenant_and_the_audience(tmp_path: Path) -> None:
+    """HNSW's links of an index's own (schema.py, LINKED_FIELDS), read back from the
+    engine: every other index is built without them."""
+    store = EdgeStore(tmp_path / "edge", 8, optimize_interval_s=300)
+    await store.open()
+    try:
+        schema = store.shard.info().payload_schema
+    finally:
+        await store.close()
+    assert set(schema) == INDEXED_FIELDS
+    linked = {
+        n for n, index in schema.items() if getattr(index.params, "enable_hnsw", None) is not False
+    }
+    assert linked == LINKED_FIELDS
