@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sidecar.record import iso
+
 NAMES = [
     "caroline", "melanie", "jon", "gina", "john", "maria", "joanna", "nate", "tim", "audrey",
     "andrew", "deborah", "evan", "sam", "calvin", "dave", "jolene", "james", "nina", "oscar",
@@ -382,7 +384,7 @@ def observations(conv: Conversation) -> list[dict[str, Any]]:
             "speaker": turn.speaker,
             "source_id": f"{conv.name}/{turn.id}",
             "participants": list(conv.speakers),
-            "said_at": turn.at.isoformat().replace("+00:00", "Z"),
+            "said_at": iso(turn.at),
             "claims": [{"proposition": {"text": turn.text[:2000]}, "quoted": True}],
         }
         for turn in conv.turns

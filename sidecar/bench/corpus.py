@@ -30,6 +30,8 @@ import httpx
 import numpy as np
 import orjson
 
+from sidecar.record import iso
+
 if TYPE_CHECKING:
     from sidecar.store import Store
 
@@ -178,12 +180,12 @@ async def put(store: Store, corpus: Corpus) -> None:
         await store.put("acme", items)
 
 
+_FIRST_WRITE = datetime(2026, 10, 1, tzinfo=UTC)
+
+
 def _written(i: int) -> str:
     """When `put` says record i was written: a millisecond after the one before."""
-    return (_FIRST_WRITE + timedelta(milliseconds=i)).isoformat().replace("+00:00", "Z")
-
-
-_FIRST_WRITE = datetime(2026, 10, 1, tzinfo=UTC)
+    return iso(_FIRST_WRITE + timedelta(milliseconds=i))
 
 
 def load(base: str, corpus: Corpus) -> list[str]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from sidecar.record import iso
+
 PEOPLE = ["ana", "ben", "cai", "dee", "eli", "fay", "gus", "hal"]
 THINGS = ["keys", "cake", "phone", "map", "ball", "book"]
 PLACES = ["drawer", "oven", "garden", "attic", "car", "shelf", "basket"]
@@ -145,7 +147,3 @@ def posts(room: Room, keys: Keys, presence: Presence) -> list[tuple[str, dict[st
             body["participants"] = sorted(step.hearers)
         made.append(("/v1/observations", body))
     return made
-
-
-def iso(at: datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")

@@ -670,25 +670,21 @@ _EDGE_SCHEMA = {
 
 
 def _indexes() -> list[tuple[str, _Index]]:
-    def links(name: str) -> bool:
-        return name in LINKED_FIELDS
-
     indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
-    indexes += [(n, qe.KeywordIndexParams(enable_hnsw=links(n))) for n in KEYWORD_FIELDS]
-    indexes += [(n, qe.DatetimeIndexParams(enable_hnsw=links(n))) for n in DATETIME_FIELDS]
-    indexes += [(n, qe.FloatIndexParams(enable_hnsw=links(n))) for n in FLOAT_FIELDS]
-    indexes += [
-        (
-            n,
-            qe.TextIndexParams(
-                tokenizer=qe.TokenizerType.Word,
-                lowercase=True,
-                phrase_matching=True,
-                enable_hnsw=links(n),
-            ),
+    for n in KEYWORD_FIELDS:
+        indexes.append((n, qe.KeywordIndexParams(enable_hnsw=n in LINKED_FIELDS)))
+    for n in DATETIME_FIELDS:
+        indexes.append((n, qe.DatetimeIndexParams(enable_hnsw=n in LINKED_FIELDS)))
+    for n in FLOAT_FIELDS:
+        indexes.append((n, qe.FloatIndexParams(enable_hnsw=n in LINKED_FIELDS)))
+    for n in TEXT_FIELDS:
+        text = qe.TextIndexParams(
+            tokenizer=qe.TokenizerType.Word,
+            lowercase=True,
+            phrase_matching=True,
+            enable_hnsw=n in LINKED_FIELDS,
         )
-        for n in TEXT_FIELDS
-    ]
+        indexes.append((n, text))
     return indexes
 
 

@@ -663,28 +663,28 @@ _Index = (
 
 
 def _indexes() -> list[tuple[str, _Index]]:
-    def links(name: str) -> bool:
-        return name in LINKED_FIELDS
-
-    keyword, datetime_, float_ = (
-        qm.KeywordIndexType.KEYWORD,
-        qm.DatetimeIndexType.DATETIME,
-        qm.FloatIndexType.FLOAT,
-    )
-    tenant_index = qm.KeywordIndexParams(type=keyword, is_tenant=True)
+    tenant_index = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
     indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, tenant_index)]
-    indexes += [
-        (n, qm.KeywordIndexParams(type=keyword, enable_hnsw=links(n))) for n in KEYWORD_FIELDS
-    ]
-    indexes += [
-        (n, qm.DatetimeIndexParams(type=datetime_, enable_hnsw=links(n))) for n in DATETIME_FIELDS
-    ]
-    indexes += [(n, qm.FloatIndexParams(type=float_, enable_hnsw=links(n))) for n in FLOAT_FIELDS]
-    text = qm.TextIndexParams(
-        type=qm.TextIndexType.TEXT,
-        tokenizer=qm.TokenizerType.WORD,
-        lowercase=True,
-        phrase_matching=True,
-    )
-    indexes += [(n, text.model_copy(update={"enable_hnsw": links(n)})) for n in TEXT_FIELDS]
+    for n in KEYWORD_FIELDS:
+        keyword = qm.KeywordIndexParams(
+            type=qm.KeywordIndexType.KEYWORD, enable_hnsw=n in LINKED_FIELDS
+        )
+        indexes.append((n, keyword))
+    for n in DATETIME_FIELDS:
+        instant = qm.DatetimeIndexParams(
+            type=qm.DatetimeIndexType.DATETIME, enable_hnsw=n in LINKED_FIELDS
+        )
+        indexes.append((n, instant))
+    for n in FLOAT_FIELDS:
+        number = qm.FloatIndexParams(type=qm.FloatIndexType.FLOAT, enable_hnsw=n in LINKED_FIELDS)
+        indexes.append((n, number))
+    for n in TEXT_FIELDS:
+        text = qm.TextIndexParams(
+            type=qm.TextIndexType.TEXT,
+            tokenizer=qm.TokenizerType.WORD,
+            lowercase=True,
+            phrase_matching=True,
+            enable_hnsw=n in LINKED_FIELDS,
+        )
+        indexes.append((n, text))
     return indexes

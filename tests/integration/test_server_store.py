@@ -33,7 +33,7 @@ from sidecar.store.scope import Scope
 from sidecar.store.server import ServerStore
 from tests.acceptance.story import said_by, stored
 from tests.conftest import as_, free_port, ops, start_sidecar, stop
-from tests.integration.test_store import DIM, embed, put, rec
+from tests.integration.test_store import DIM, embed, linked, put, rec
 from tests.qdrant_server import QdrantNode, start_node
 
 pytestmark = pytest.mark.filterwarnings(
@@ -68,13 +68,7 @@ async def test_start_creates_the_collection_with_every_index(qdrant_server: Qdra
     assert all(schema[f].data_type == qm.PayloadSchemaType.DATETIME for f in DATETIME_FIELDS)
     assert all(schema[f].data_type == qm.PayloadSchemaType.FLOAT for f in FLOAT_FIELDS)
     # HNSW's links of an index's own only for the tenant and the audience (schema.py).
-    linked = {name for name, index in schema.items() if _links(index)}
-    assert linked == LINKED_FIELDS
-
-
-def _links(index: qm.PayloadIndexInfo) -> bool:
-    """Whether the server builds HNSW links for this index's values (its default: yes)."""
-    return getattr(index.params, "enable_hnsw", None) is not False
+    assert linked(schema) == LINKED_FIELDS
 
 
 async def test_a_collection_without_indexes_gains_them(qdrant_server: QdrantNode) -> None:
