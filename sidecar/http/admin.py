@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from sidecar.audit import AuditPurpose, Outcome
 from sidecar.auth.identity import Identity
 from sidecar.errors import WhoseError
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.http.refusals import NATIVE_STATUS
 from sidecar.messages import (
@@ -30,7 +31,7 @@ from sidecar.messages import (
 from sidecar.record import Instant, Person
 from sidecar.services import Services
 
-router = APIRouter(tags=["security"])
+router = APIRouter(tags=["security"], route_class=JsonRoute)
 
 _errors = refusals(401, 403, 413, 422, 503)
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
 from starlette.convertors import PathConvertor, register_url_convertor
 
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
     ConversationOpening,
@@ -35,7 +36,7 @@ from sidecar.messages import (
 )
 from sidecar.record import MAX_PATH, Instant, Person
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 class _KeyConvertor(PathConvertor):

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter
 
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
     ErasureProgress,
@@ -21,7 +22,7 @@ from sidecar.messages import (
     Problem,
 )
 
-router = APIRouter(tags=["erasure"])
+router = APIRouter(tags=["erasure"], route_class=JsonRoute)
 
 _errors = refusals(401, 403, 413, 422, 503)
 

@@ -8,10 +8,11 @@ from uuid import UUID
 
 from fastapi import APIRouter
 
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import Grant, GrantList, GrantRequest, Problem
 
-router = APIRouter(tags=["consent"])
+router = APIRouter(tags=["consent"], route_class=JsonRoute)
 
 _errors = refusals(401, 403, 413, 422, 503)
 

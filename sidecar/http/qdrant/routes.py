@@ -29,6 +29,7 @@ from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
 from sidecar.http.allowed import routes_on
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.caller_filter import OwnIndexes, index_path, stored_key
 from sidecar.http.qdrant.dialect import (
@@ -46,7 +47,7 @@ from sidecar.points import Asked
 from sidecar.reads.query import legacy
 from sidecar.services import Services
 
-router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
+router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS, route_class=JsonRoute)
 RawBody = Annotated[dict[str, Any], Body()]
 M = TypeVar("M", bound=BaseModel)
 

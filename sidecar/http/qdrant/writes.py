@@ -28,6 +28,7 @@ from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
 from sidecar.errors import WhoseError
+from sidecar.http.bodies import JsonRoute
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.caller_filter import caller_filter
 from sidecar.http.qdrant.dialect import (
@@ -47,7 +48,7 @@ from sidecar.store.scope import Scope
 from sidecar.writes.eraser import MAX_IDS as MAX_IDS  # the gRPC transport bounds by it too
 from sidecar.writes.versions import Change, WrittenPoint
 
-router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS)
+router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS, route_class=JsonRoute)
 RawBody = Annotated[dict[str, Any], Body()]
 
 # What a finished update answers (Qdrant's UpdateResult); the work is done by then.
