@@ -16,8 +16,9 @@ never called with `infer=False`, and its telemetry is off.
 from __future__ import annotations
 
 import hashlib
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,20 +57,21 @@ def base(tmp_path_factory: pytest.TempPathFactory, store_backend: Backend) -> It
         yield url
 
 
+Mem0 = Callable[[str, str], Memory]
+
+
 @pytest.fixture(scope="module")
-def memories(
-    base: str, embedder: EmbedServer, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Memory]:
-    """Alice's and Bob's mem0, each with their own token, as mem0's docs configure it."""
+def mem0(base: str, embedder: EmbedServer, tmp_path_factory: pytest.TempPathFactory) -> Mem0:
+    """A person's mem0 on a collection, with their own token, as mem0's docs configure it."""
     history = tmp_path_factory.mktemp("history")
 
-    def memory(who: str) -> Memory:
+    def memory(who: str, collection: str) -> Memory:
         return Memory.from_config(
             {
                 "vector_store": {
                     "provider": "qdrant",
                     "config": {
-                        "collection_name": "mem",
+                        "collection_name": collection,
                         "url": base,  # was: Qdrant's URL
                         "api_key": token(who),
                         "embedding_model_dims": DIM,
@@ -86,11 +88,24 @@ def memories(
                 },
                 # Never called with infer=False.
                 "llm": {"provider": "openai", "config": {"api_key": "sk-never-used"}},
-                "history_db_path": str(history / f"{who}.db"),
+                "history_db_path": str(history / f"{who}-{collection}.db"),
             }
         )
 
-    return {"alice": memory("alice"), "bob": memory("bob")}
+    return memory
+
+
+@pytest.fixture
+def memories(mem0: Mem0) -> dict[str, Memory]:
+    """Alice's and Bob's mem0 on a collection of this test's own (each test stands
+    alone, whichever worker runs it), with the index mem0 filters on made once, as its
+    users must (test_a_filter_needs_the_index_mem0_does_not_make)."""
+    collection = f"mem-{uuid.uuid4().hex[:12]}"
+    alice, bob = mem0("alice", collection), mem0("bob", collection)
+    alice.vector_store.client.create_payload_index(
+        collection, "user_id", qm.PayloadSchemaType.KEYWORD
+    )
+    return {"alice": alice, "bob": bob}
 
 
 def said(text: str, who: str = "alice") -> str:
@@ -105,20 +120,26 @@ def added(memory: Memory, text: str, user_id: str) -> str:
     return memory_id
 
 
-def test_a_filter_needs_the_index_mem0_does_not_make(memories: dict[str, Memory]) -> None:
+def test_a_filter_needs_the_index_mem0_does_not_make(mem0: Mem0) -> None:
     """mem0 0.1.115 filters on user_id without making an index for it: refused, as a
     Qdrant server in strict mode refuses it, until the index is made once."""
-    alice = memories["alice"]
+    collection = f"unindexed-{uuid.uuid4().hex[:12]}"
+    alice = mem0("alice", collection)
     added(alice, LISBON, "alice")
     with pytest.raises(UnexpectedResponse) as refused:
         alice.search("where do I live?", user_id="alice")
     assert refused.value.status_code == 400
     assert b"unindexed_key" in refused.value.content
-    alice.vector_store.client.create_payload_index("mem", "user_id", qm.PayloadSchemaType.KEYWORD)
+    alice.vector_store.client.create_payload_index(
+        collection, "user_id", qm.PayloadSchemaType.KEYWORD
+    )
+    [found] = alice.search("where do I live?", user_id="alice")["results"]
+    assert found["memory"] == said(LISBON)
 
 
 def test_alice_adds_searches_and_lists_her_memories(memories: dict[str, Memory]) -> None:
     alice = memories["alice"]
+    added(alice, LISBON, "alice")
     sister = added(alice, SISTER, "alice")
     [top, *_] = alice.search("where do I live?", user_id="alice")["results"]
     assert top["memory"] == said(LISBON)
@@ -134,13 +155,15 @@ def test_alice_adds_searches_and_lists_her_memories(memories: dict[str, Memory])
     assert sorted(m["memory"] for m in listed) == sorted([said(LISBON), said(SISTER)])
     assert alice.get(sister)["memory"] == said(SISTER)
     # mem0's collection at mem0's size.
-    vectors = alice.vector_store.client.get_collection("mem").config.params.vectors
+    collection = alice.vector_store.collection_name
+    vectors = alice.vector_store.client.get_collection(collection).config.params.vectors
     assert isinstance(vectors, qm.VectorParams)
     assert vectors.size == DIM
 
 
 def test_bob_finds_nothing_of_alices(memories: dict[str, Memory]) -> None:
     bob, alice = memories["bob"], memories["alice"]
+    added(alice, LISBON, "alice")
     mine = added(bob, "I am allergic to peanuts", "bob")
     # Even naming Alice in the filter, Bob's token reads only what Bob may.
     assert bob.search("where does alice live?", user_id="alice")["results"] == []
@@ -165,6 +188,8 @@ def test_a_memory_for_someone_else_is_refused(memories: dict[str, Memory]) -> No
 
 def test_alice_deletes_a_memory(memories: dict[str, Memory]) -> None:
     alice = memories["alice"]
+    added(alice, LISBON, "alice")
+    added(alice, SISTER, "alice")
     [lisbon] = [m for m in alice.get_all(user_id="alice")["results"] if "Lisbon" in m["memory"]]
     alice.delete(lisbon["id"])
     assert alice.get(lisbon["id"]) is None
