@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from sidecar.embed.hashing import HashingEmbedder
+from sidecar.http.bodies import JsonRoute
 from sidecar.policy.contract import policy_view
 from sidecar.services import open_store
 from sidecar.settings import Settings
@@ -36,6 +37,8 @@ def passthrough_app(data_dir: Path) -> FastAPI:
         await store.close()
 
     app = FastAPI(lifespan=lifespan)
+    # The sidecar's own route class: bodies parsed as the sidecar parses them.
+    app.router.route_class = JsonRoute
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
