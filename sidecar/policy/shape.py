@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -124,12 +123,18 @@ class _Trie:
     def star(self) -> _Trie | None:
         return self.children.get(STAR)
 
+    @cached_property
+    def _merged(self) -> dict[str, _Trie]:
+        # Made once per node (a Shaper's tries never change after it is made): a key
+        # named both on its own and through `*` keeps both.
+        star = self.star
+        if star is None:
+            return {}
+        return {k: _merge(own, star) for k, own in self.children.items() if own is not star}
+
     def under(self, key: str) -> _Trie | None:
         """What is kept under `key` of an object: its own paths and every key's."""
-        own, star = self.children.get(key), self.star
-        if own is None or star is None or own is star:
-            return own or star
-        return _merge(own, star)
+        return self._merged.get(key) or self.children.get(key) or self.star
 
 
 def _merge(a: _Trie, b: _Trie) -> _Trie:
@@ -161,9 +166,15 @@ class Shaper:
             if sided is None:
                 return None
         digest = hashlib.sha256(orjson.dumps(sided, option=orjson.OPT_SORT_KEYS)).digest()
-        shape_id = str(uuid.UUID(bytes=digest[:16]))
+        shape_id = _uuid_text(digest[:16])
         # The policy keys its answer by id: the shape's, since the record's is not read.
         return Shape(digest, shape_id, {**representative, "id": shape_id})
+
+
+def _uuid_text(raw: bytes) -> str:
+    """`str(uuid.UUID(bytes=raw))`, without building the UUID (a fifth of a shape's time)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _project(node: Any, kept: _Trie) -> Any:
@@ -172,6 +183,14 @@ def _project(node: Any, kept: _Trie) -> Any:
     if kept.whole:
         return node
     if isinstance(node, dict):
+        if kept.star is None:
+            # Only the keys the policy names: a record holds many more than it reads.
+            # A path read whole (most of them) is taken as it is, without a call.
+            return {
+                key: node[key] if below.whole else _project(node[key], below)
+                for key, below in kept.children.items()
+                if key in node
+            }
         out = {}
         for key, value in node.items():
             below = kept.under(key)

@@ -4,13 +4,16 @@ given what the compiled policy reads (policy/readset.py)."""
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sidecar.policy.decider import Decider
-from sidecar.policy.readset import MalformedReadSet, ReadSet
+from sidecar.policy.readset import STAR, MalformedReadSet, ReadSet
 from sidecar.policy.shape import Instants, Shape, Shaper, rfc3339_ns
 from sidecar.settings import Settings
 
@@ -160,6 +163,49 @@ def test_a_path_read_whole_keeps_everything_below_it() -> None:
     assert other is not None
     assert one.digest != other.digest
     assert one.representative["provenance"] == view()["provenance"]
+
+
+KEYS = st.sampled_from(["a", "b", "c", STAR])
+# Integers as a store holds them: 64-bit (it turns larger ones into floats).
+JSON = st.recursive(
+    st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def projected(node: Any, paths: list[tuple[str, ...]]) -> Any:
+    """What `paths` reach of `node`, by the definition: a path's key matches the same
+    key of an object, `*` every key of an object and every item of a list, and a path
+    that ends keeps the whole value below it."""
+    if any(not p for p in paths):
+        return node
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            below = [p[1:] for p in paths if p[0] in (key, STAR)]
+            if below:
+                out[key] = projected(value, below)
+        return out
+    if isinstance(node, list) and any(p[0] == STAR for p in paths):
+        return [projected(item, [p[1:] for p in paths if p[0] == STAR]) for item in node]
+    return node
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(KEYS, min_size=1, max_size=3).map(tuple), min_size=1, max_size=5), JSON)
+def test_what_a_shape_keeps_of_a_record_is_what_the_read_paths_reach(
+    paths: list[tuple[str, ...]], record: Any
+) -> None:
+    reads = [("r", *p) for p in paths]
+    got = Shaper(ReadSet(reads=tuple(reads), instants=(), compared=())).shape_of(
+        {"r": record}, ASKED
+    )
+    assert got is not None
+    kept = {k: v for k, v in got.representative.items() if k != "id"}
+    assert kept == projected({"r": record}, reads)
+    # The shape's id is the UUID of its digest's first 16 bytes, as OPA is told it.
+    assert got.id == got.representative["id"] == str(uuid.UUID(bytes=got.digest[:16]))
 
 
 def test_a_malformed_read_set_is_refused() -> None:
