@@ -66,7 +66,9 @@ from sidecar.store.scope import (
     AnyOf,
     Condition,
     Either,
+    EmptyOrAfter,
     Exactly,
+    NotAfter,
     Scope,
     condition_to_qdrant,
 )
@@ -715,7 +717,15 @@ def _edge_condition(condition: Condition) -> qe.ConditionType:
     """One of the sidecar's own conditions in the engine's types. The small ones are
     kept: they are values (frozen dataclasses), and an asker's pushdown and the tenant
     recur in every request. Large ones (a chunk of ids, a long list of grants) are
-    translated each time rather than held, as are any holding an unhashable value."""
+    translated each time rather than held, as are any holding an unhashable value.
+    The two of `current_at` change with every request: made in the engine's types at
+    once, not through qdrant-client's models (two thirds of a filter's time)."""
+    match condition:
+        case NotAfter(key, instant):
+            return qe.FieldCondition(key, range=qe.RangeDateTime(lte=iso(instant)))
+        case EmptyOrAfter(key, instant):
+            after = qe.FieldCondition(key, range=qe.RangeDateTime(gt=iso(instant)))
+            return qe.Filter(should=[qe.IsEmptyCondition(key), after])
     if _values_in(condition) <= _KEPT_VALUES:
         try:
             return _edge_kept(condition)
@@ -727,7 +737,6 @@ def _edge_condition(condition: Condition) -> qe.ConditionType:
 _KEPT_VALUES = 64
 
 
-# The instants of `current_at` change with every request: the bound keeps the rest.
 @functools.lru_cache(maxsize=2048)
 def _edge_kept(condition: Condition) -> qe.ConditionType:
     return _edge(condition_to_qdrant(condition))
