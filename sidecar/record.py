@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -361,7 +362,7 @@ class Stored:
         if not payload:
             return None
         try:
-            record_id = str(UUID(str(payload["id"])))
+            record_id = canonical_id(payload["id"])
             valid_at = _instant(payload["valid_at"])
             ended = payload.get("invalid_at")
             invalid_at = None if ended is None else _instant(ended)
@@ -444,6 +445,18 @@ def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datet
     """Whether a claim applied at `at`: valid_at <= at < invalid_at (open-ended
     without one). The one statement of it, for reads and for supersession."""
     return valid_at <= at and (invalid_at is None or at < invalid_at)
+
+
+# A record id as the sidecar writes it; any other spelling UUID reads is made into it.
+_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def canonical_id(value: Any) -> str:
+    """`str(UUID(str(value)))` (ValueError if it is no UUID), without parsing the id
+    when it is already written so: a stored record's always is, and every record a
+    store returns is read through here."""
+    text = str(value)
+    return text if _CANONICAL_ID.fullmatch(text) else str(UUID(text))
 
 
 def _instant(value: Any) -> datetime:

@@ -4,9 +4,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sidecar.record import MemoryRecord, Stored
+from sidecar.record import MemoryRecord, Stored, canonical_id
 
 BASE = {
     "content": "Alice believes the launch is October 17",
@@ -75,3 +77,32 @@ def test_status_depends_on_when_the_record_ended() -> None:
     assert status_of(ended) == "superseded"
     ends_later = {"invalid_at": (now + timedelta(days=1)).isoformat()}
     assert status_of(ends_later) == "current"
+
+
+_spellings = st.uuids().flatmap(
+    lambda u: st.sampled_from(
+        [
+            str(u),
+            str(u).upper(),
+            u.hex,
+            "{" + str(u) + "}",
+            f"urn:uuid:{u}",
+            str(u)[:-1],
+            str(u) + "0",
+        ]
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_spellings, st.text(max_size=40), st.integers()))
+def test_a_stored_id_reads_as_uuid_spells_it_or_not_at_all(value: object) -> None:
+    try:
+        expected: str | None = str(uuid.UUID(str(value)))
+    except ValueError:
+        expected = None
+    try:
+        got: str | None = canonical_id(value)
+    except ValueError:
+        got = None
+    assert got == expected
