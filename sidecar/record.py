@@ -362,7 +362,7 @@ class Stored:
         if not payload:
             return None
         try:
-            record_id = canonical_id(payload["id"])
+            record_id = uuid_text(payload["id"])
             valid_at = _instant(payload["valid_at"])
             ended = payload.get("invalid_at")
             invalid_at = None if ended is None else _instant(ended)
@@ -447,11 +447,11 @@ def valid_time_covers(valid_at: datetime, invalid_at: datetime | None, at: datet
     return valid_at <= at and (invalid_at is None or at < invalid_at)
 
 
-# A record id as the sidecar writes it; any other spelling UUID reads is made into it.
+# A UUID as the sidecar writes it; any other spelling UUID reads is made into it.
 _CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def canonical_id(value: Any) -> str:
+def uuid_text(value: Any) -> str:
     """`str(UUID(str(value)))` (ValueError if it is no UUID), without parsing the id
     when it is already written so: a stored record's always is, and every record a
     store returns is read through here."""

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sidecar.record import MemoryRecord, Stored, canonical_id
+from sidecar.record import MemoryRecord, Stored, uuid_text
 
 BASE = {
     "content": "Alice believes the launch is October 17",
@@ -102,7 +102,7 @@ def test_a_stored_id_reads_as_uuid_spells_it_or_not_at_all(value: object) -> Non
     except ValueError:
         expected = None
     try:
-        got: str | None = canonical_id(value)
+        got: str | None = uuid_text(value)
     except ValueError:
         got = None
     assert got == expected

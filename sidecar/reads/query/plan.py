@@ -20,7 +20,7 @@ from qdrant_client.http import models as qm
 from sidecar.errors import QueryRefused, QueryTooCostly
 from sidecar.reads.query.collection import PointId, Schema
 from sidecar.reads.query.scoring import DEFAULT_RRF_K
-from sidecar.record import has_usable_length
+from sidecar.record import has_usable_length, uuid_text
 from sidecar.store.probes import Vector
 
 DEFAULT_LIMIT = 10
@@ -348,7 +348,7 @@ def canonical_id(raw: str | uuid.UUID | int) -> PointId:
     if isinstance(raw, int):
         return raw
     try:
-        return str(uuid.UUID(str(raw)))
+        return uuid_text(raw)
     except ValueError:
         raise refused(f"Format error in JSON body: unable to parse UUID: {raw}") from None
 

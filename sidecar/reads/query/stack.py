@@ -26,7 +26,7 @@ from sidecar.policy.contract import Decision
 from sidecar.reads.gate import Disclosure
 from sidecar.reads.query.collection import Hit, PointId, Schema, Where
 from sidecar.reads.query.whose import Decided, WhoseCollection, _hit
-from sidecar.record import Stored
+from sidecar.record import Stored, uuid_text
 from sidecar.store import Found
 from sidecar.store.scope import Scope
 
@@ -42,7 +42,7 @@ def chosen_key(point: PointId) -> str:
     """How an id a stack chose is stored: a UUID's canonical string (an integer's UUID)."""
     if isinstance(point, int):
         return str(uuid.UUID(int=point))
-    return str(uuid.UUID(str(point)))
+    return uuid_text(point)
 
 
 def shown_id(record: Stored) -> PointId:

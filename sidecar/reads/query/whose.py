@@ -32,7 +32,7 @@ from sidecar.policy.pushdown import Pushdown
 from sidecar.reads.gate import Disclosure
 from sidecar.reads.query.collection import Budget, Dense, Hit, Page, PointId, Schema, Where
 from sidecar.reads.reader import Reader, Shown
-from sidecar.record import Stored
+from sidecar.record import Stored, uuid_text
 from sidecar.store import Found
 from sidecar.store.probes import Probe
 from sidecar.store.schema import (
@@ -261,7 +261,7 @@ class WhoseCollection:
 def _cursor(offset: PointId) -> str:
     """A scroll offset: a point id this collection's scroll returned (a UUID)."""
     try:
-        return str(UUID(str(offset)))
+        return uuid_text(offset)
     except ValueError:
         raise QueryRefused(
             "bad_request", "offset must be a next_page_offset this endpoint returned"
