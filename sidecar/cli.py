@@ -650,8 +650,10 @@ def bench(
     variant: Annotated[
         list[str] | None,
         typer.Option(
-            help="Sweep: a configuration to measure, NAME:VAR=VALUE[,VAR=VALUE] (repeat), "
-            "e.g. server:WHOSE_LOCAL_OPA=server; each against the same passthrough."
+            help="Sweep: a configuration to measure, NAME[@REV]:VAR=VALUE[,VAR=VALUE] "
+            "(repeat), e.g. server:WHOSE_LOCAL_OPA=server; each against the same "
+            "passthrough. NAME@REV serves git revision REV of this repository: "
+            "--variant before@main: --variant after: compares two versions of the code."
         ),
     ] = None,
     peer: Annotated[

@@ -22,7 +22,10 @@ builds HNSW before serving), and per cell (layout x fraction), as that cell's as
 
 With `--variant NAME:WHOSE_VAR=VALUE,...` (repeated) several sidecar configurations
 are measured in one run, each on its own copy of the same indexed store, cell by cell
-in turn with the passthrough, so that their ratios come from the same minutes.
+in turn with the passthrough, so that their ratios come from the same minutes. A
+variant named `NAME@REV` is served from revision REV of this repository (a git
+worktree, with this tree's built `bin/`), so two versions of the code are measured
+side by side: `--variant before@main: --variant after:`.
 
 Then bench.json and bench.png. A benchmark, not a test: figures from a shared
 machine are noisy; compare the ratios within one run.
@@ -36,8 +39,10 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +59,12 @@ from sidecar.bench.measure import (
 )
 from sidecar.bench.processes import Proc, passthrough, sidecar
 from sidecar.bench.processes import peer as peer_process
-from sidecar.settings import Settings
+from sidecar.settings import REPO_ROOT, Settings
 
 IN_FLIGHT = 8
 
 
-def _sender(base: str, corpus: Corpus, who: str) -> tuple[Any, Any]:
+def sender(base: str, corpus: Corpus, who: str) -> tuple[Any, Any]:
     def body(i: int) -> dict[str, Any]:
         q = corpus.queries[i % len(corpus.queries)]
         return {"vector": q.tolist(), "limit": LIMIT}
@@ -81,7 +86,7 @@ def _whose_returned(response: httpx.Response, index: dict[str, int]) -> list[int
 def _sidecar_cell(
     proc: Proc, corpus: Corpus, who: str, n: int, index: dict[str, int]
 ) -> dict[str, Any]:
-    send, send_async = _sender(proc.base, corpus, who)
+    send, send_async = sender(proc.base, corpus, who)
     one_at_a_time(send, 10, warm_up=0)  # connections, the allow-rate estimate
     before = server_times(proc.ops)
     times, responses = one_at_a_time(send, n, warm_up=0)
@@ -99,7 +104,7 @@ def _sidecar_cell(
 def _passthrough_cell(
     proc: Proc, corpus: Corpus, who: str, n: int, index: dict[str, int]
 ) -> dict[str, Any]:
-    send, send_async = _sender(proc.base, corpus, who)
+    send, send_async = sender(proc.base, corpus, who)
     times, responses = one_at_a_time(send, n)
     cell: dict[str, Any] = summary(times)
     cell["recall_at_10"] = corpus.quality(who, [_whose_returned(r, index) for r in responses])
@@ -133,7 +138,8 @@ DEFAULT_VARIANTS: Variants = {"whose": {}}
 
 
 def parse_variants(specs: list[str]) -> Variants | None:
-    """`NAME:VAR=VALUE[,VAR=VALUE]` per configuration (`whose bench --variant`)."""
+    """`NAME[@REV]:VAR=VALUE[,VAR=VALUE]` per configuration (`whose bench --variant`);
+    REV is checked here, before minutes of measuring."""
     variants: Variants = {}
     for spec in specs:
         name, _, assignments = spec.partition(":")
@@ -142,8 +148,58 @@ def parse_variants(specs: list[str]) -> Variants | None:
             raise ValueError(f"--variant {spec!r}: a new name, then ':'")
         if not all("=" in a and a.startswith("WHOSE_") for a in settings):
             raise ValueError(f"--variant {spec!r}: settings are WHOSE_VAR=VALUE")
+        revision = _revision(name)
+        if revision is not None and _commit(revision) is None:
+            raise ValueError(f"--variant {spec!r}: {revision!r} is not a commit of this repository")
         variants[name] = dict(a.split("=", 1) for a in settings)
     return variants or None
+
+
+def _revision(name: str) -> str | None:
+    """The revision a variant named `NAME@REV` is served from (None: this tree)."""
+    _, at, revision = name.partition("@")
+    return revision if at else None
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    git = shutil.which("git")
+    if git is None:
+        raise ValueError("NAME@REV variants need git")
+    return subprocess.run(
+        [git, "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=False
+    )
+
+
+def _commit(revision: str) -> str | None:
+    found = _git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    return found.stdout.strip() if found.returncode == 0 and revision else None
+
+
+@contextlib.contextmanager
+def sources(variants: Variants, workdir: Path) -> Iterator[dict[str, Path]]:
+    """The source tree each variant is served from: this one, or for `NAME@REV` a
+    worktree of REV, removed afterwards. The worktree borrows this tree's `bin/`
+    (the linked OPA and the pinned binaries are built, not committed), and runs in
+    this interpreter: revisions compared so must share requirements.lock."""
+    trees: dict[str, Path] = {}
+    made: list[Path] = []
+    try:
+        for i, name in enumerate(variants):
+            revision = _revision(name)
+            if revision is None:
+                trees[name] = REPO_ROOT
+                continue
+            tree = workdir / f"source-{i}"
+            added = _git("worktree", "add", "--detach", str(tree), revision)
+            if added.returncode != 0:
+                raise RuntimeError(f"git worktree add {revision}: {added.stderr.strip()}")
+            made.append(tree)
+            (tree / "bin").symlink_to(REPO_ROOT / "bin", target_is_directory=True)
+            trees[name] = tree
+        yield trees
+    finally:
+        for tree in made:
+            _git("worktree", "remove", "--force", str(tree))
 
 
 def measure(
@@ -201,8 +257,9 @@ def measure(
         result["peer_load_s"] = round(time.perf_counter() - built, 1)
     cell_results: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as running:
+        trees = running.enter_context(sources(variants, workdir))
         procs = {
-            name: running.enter_context(sidecar(copies[name], env=env))
+            name: running.enter_context(sidecar(copies[name], env=env, source=trees[name]))
             for name, env in variants.items()
         }
         plain = running.enter_context(passthrough(copies["passthrough"]))

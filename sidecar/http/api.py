@@ -9,14 +9,14 @@ does not exist.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
 from starlette.convertors import PathConvertor, register_url_convertor
 
-from sidecar.http.bodies import JsonRoute
+from sidecar.http.bodies import DirectRoute, JsonRoute
 from sidecar.http.deps import Asker, Svc, refusals
 from sidecar.messages import (
     ConversationOpening,
@@ -128,10 +128,7 @@ async def write_witnessed(event: WitnessedEvent, svc: Svc, who: Asker) -> Stored
     return await svc.memory.witness(who, event)
 
 
-@router.post(
-    "/v1/recall", response_model=RecallResponse, response_model_exclude_none=True, responses=_errors
-)
-async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
+async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Response:
     """Attributed beliefs, an answer, a conflict, or an abstention; 503
     `policy_unavailable` (an abstention too) when nothing could be decided."""
     answer = await svc.memory.recall(who, request, "recall")
@@ -140,6 +137,18 @@ async def recall(request: RecallRequest, svc: Svc, who: Asker) -> Any:
     return Response(
         answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
     )
+
+
+# A recall's well-formed request skips FastAPI's dependency solving (http/bodies.py).
+router.add_api_route(
+    "/v1/recall",
+    recall,
+    methods=["POST"],
+    response_model=RecallResponse,
+    response_model_exclude_none=True,
+    responses=_errors,
+    route_class_override=DirectRoute,
+)
 
 
 @router.get(

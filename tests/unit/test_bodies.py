@@ -1,19 +1,33 @@
 """Request bodies parsed by pydantic-core's parser (sidecar/http/bodies.py) read as the
-standard library reads them: the same value, or the same error, for any bytes; and every
-route that takes a JSON body parses it that way."""
+standard library reads them: the same value, or the same error, for any bytes; every
+route that takes a JSON body parses it that way; and the recall's DirectRoute answers
+any request exactly as FastAPI's own handling does."""
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.responses import JSONResponse, Response
 
+from sidecar.auth.tokens import Authenticator
+from sidecar.http import refusals
 from sidecar.http.app import create_app
-from sidecar.http.bodies import JsonRoute, parsed
+from sidecar.http.bodies import DirectRoute, JsonRoute, parsed
+from sidecar.http.deps import Asker, Svc
+from sidecar.http.limits import BodySizeLimit
+from sidecar.http.qdrant.dialect import QDRANT, QdrantError, error_response
+from sidecar.http.qdrant.routes import RawBody
+from sidecar.messages import RecallRequest
 from sidecar.settings import Settings
 
 values = st.recursive(
@@ -83,3 +97,161 @@ def test_every_route_that_takes_a_json_body_parses_it_with_pydantic_core() -> No
     # A console form is not JSON.
     slow = sorted(r.path for r in bodied if not isinstance(r, JsonRoute))
     assert [p for p in slow if not p.startswith("/console")] == []
+
+
+# --- DirectRoute: the same answer as FastAPI's own way, for any request -------------
+
+_seen_by_fastapi: list[bool] = []
+
+
+async def _echo(request: RecallRequest, svc: Svc, who: Asker) -> Response:
+    """What the endpoint was called with, as its answer; and whether FastAPI's own
+    request handling called it."""
+    _seen_by_fastapi.append(
+        any(frame.function == "run_endpoint_function" for frame in inspect.stack())
+    )
+    called = {"asked": request.model_dump(mode="json"), "who": who.policy_view()}
+    return Response(json.dumps(called, sort_keys=True), media_type="application/json")
+
+
+async def _echo_read(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
+    """The same for a route shaped as the Qdrant dialect's reads."""
+    _seen_by_fastapi.append(
+        any(frame.function == "run_endpoint_function" for frame in inspect.stack())
+    )
+    return JSONResponse({"collection": collection, "asked": body, "who": who.policy_view()})
+
+
+def _echo_app(route_class: type[APIRoute]) -> FastAPI:
+    """An app wired as create_app wires it (body limit, the refusal mapping of both
+    dialects, a real Authenticator in dev mode), with a recall route and a route
+    shaped as the Qdrant dialect's reads, both of `route_class`."""
+    settings = Settings(dev=True, max_body_bytes=4096)
+    app = FastAPI()
+    app.router.add_api_route(
+        "/v1/recall", _echo, methods=["POST"], route_class_override=route_class
+    )
+    app.router.add_api_route(
+        "/collections/{collection}/points/query",
+        _echo_read,
+        methods=["POST"],
+        route_class_override=route_class,
+    )
+    answers = refusals.Refusals(
+        by_prefix={"/collections": QDRANT}, own={QdrantError: error_response}
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, respond=answers.respond)
+    refusals.install(app, answers)
+    app.state.services = SimpleNamespace(authenticate=Authenticator(settings))
+    return app
+
+
+_DIRECT, _FASTAPI = _echo_app(DirectRoute), _echo_app(JsonRoute)
+
+recall_bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "query": st.text(max_size=20),
+        "vector": st.lists(st.floats(width=32), min_size=1, max_size=4),
+        "limit": st.integers(min_value=-2, max_value=300),
+        "about": st.text(max_size=10),
+        "include_history": st.booleans(),
+        "audience": st.lists(st.text(max_size=6), max_size=3),
+        "path": st.lists(st.sampled_from(["bob", "carol", "", "group:x"]), max_size=3),
+        "nonsense": values,
+    },
+)
+bodies = (
+    recall_bodies.map(lambda b: json.dumps(b).encode())
+    | values.map(lambda v: json.dumps(v).encode())
+    | st.binary(max_size=40)
+    | st.just(b"")
+    | st.just(b'{"query": "' + b"x" * 5000 + b'"}')  # over the body limit
+)
+content_types = st.sampled_from(
+    [
+        None,
+        "application/json",
+        "application/json; charset=utf-8",
+        "text/plain",
+        "application/ld+json",
+        "APPLICATION/JSON",
+    ]
+)
+identities = st.sampled_from(
+    [
+        {},
+        {"x-whose-asker": "bob", "x-whose-tenant": "acme"},
+        {"x-whose-asker": "group:x", "x-whose-tenant": "acme"},
+        {"x-whose-asker": "bob", "x-whose-tenant": "acme", "authorization": "Bearer x"},
+    ]
+)
+
+
+def _answer(
+    app: FastAPI,
+    body: bytes,
+    content_type: str | None,
+    who: dict[str, str],
+    chunked: bool,
+    path: str = "/v1/recall",
+) -> tuple[int, str, str | None]:
+    headers = dict(who) | ({"content-type": content_type} if content_type else {})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        sent = iter([body[:10], body[10:]]) if chunked else body
+        answer = client.post(path, content=sent, headers=headers)
+    return answer.status_code, answer.text, answer.headers.get("content-type")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    bodies,
+    content_types,
+    identities,
+    st.booleans(),
+    st.sampled_from(
+        ["/v1/recall", "/collections/docs/points/query", "/collections/a%20b/points/query"]
+    ),
+)
+def test_a_direct_route_answers_any_request_as_fastapi_does(
+    body: bytes, content_type: str | None, who: dict[str, str], chunked: bool, path: str
+) -> None:
+    assert _answer(_DIRECT, body, content_type, who, chunked, path) == _answer(
+        _FASTAPI, body, content_type, who, chunked, path
+    )
+
+
+def test_a_well_formed_recall_skips_fastapis_request_handling_and_nothing_else_does() -> None:
+    who = {"x-whose-asker": "bob", "x-whose-tenant": "acme"}
+    _seen_by_fastapi.clear()
+    assert _answer(_DIRECT, b'{"query": "q"}', "application/json", who, False)[0] == 200
+    # Another spelling of JSON's media type, and a body the model refuses: FastAPI's way.
+    assert (
+        _answer(_DIRECT, b'{"query": "q"}', "application/json; charset=utf-8", who, False)[0] == 200
+    )
+    assert _answer(_DIRECT, b'{"limit": "q"}', "application/json", who, False)[0] == 422
+    assert _answer(_FASTAPI, b'{"query": "q"}', "application/json", who, False)[0] == 200
+    read = "/collections/docs/points/query"
+    assert _answer(_DIRECT, b'{"limit": 3}', "application/json", who, False, read)[0] == 200
+    assert _answer(_DIRECT, b"[1]", "application/json", who, False, read)[0] == 400  # Qdrant's
+    assert _seen_by_fastapi == [False, True, True, False]
+
+
+def test_a_direct_route_refuses_an_endpoint_it_cannot_call_directly() -> None:
+    async def numbered(n: int, request: RecallRequest, svc: Svc, who: Asker) -> Response:
+        return Response()
+
+    async def queried(request: RecallRequest, svc: Svc, who: Asker, page: int = 0) -> Response:
+        return Response()
+
+    async def anonymous(request: RecallRequest, svc: Svc) -> Response:
+        return Response()
+
+    refused: list[tuple[str, Callable[..., Any]]] = [
+        ("/x/{n}", numbered),
+        ("/x", queried),
+        ("/x", anonymous),
+    ]
+    for path, endpoint in refused:
+        with pytest.raises(TypeError, match="a DirectRoute endpoint takes"):
+            DirectRoute(path, endpoint, methods=["POST"])

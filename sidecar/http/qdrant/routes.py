@@ -29,7 +29,7 @@ from qdrant_client.http import models as qm
 
 from sidecar.auth.identity import Identity
 from sidecar.http.allowed import routes_on
-from sidecar.http.bodies import JsonRoute
+from sidecar.http.bodies import DirectRoute, JsonRoute
 from sidecar.http.deps import Asker, Svc
 from sidecar.http.qdrant.caller_filter import OwnIndexes, index_path, stored_key
 from sidecar.http.qdrant.dialect import (
@@ -50,6 +50,19 @@ from sidecar.services import Services
 router = APIRouter(tags=["Qdrant-compatible"], responses=ERRORS, route_class=JsonRoute)
 RawBody = Annotated[dict[str, Any], Body()]
 M = TypeVar("M", bound=BaseModel)
+# An endpoint (`_read`).
+E = TypeVar("E", bound=Callable[..., Awaitable[JSONResponse]])
+
+
+def _read(path: str) -> Callable[[E], E]:
+    """POST `path` for a read: its well-formed requests skip FastAPI's dependency
+    solving (http/bodies.py `DirectRoute`); the rest is answered as by `router.post`."""
+
+    def add(endpoint: E) -> E:
+        router.add_api_route(path, endpoint, methods=["POST"], route_class_override=DirectRoute)
+        return endpoint
+
+    return add
 
 
 async def _collection(name: str, svc: Services, who: Identity) -> None:
@@ -197,7 +210,7 @@ async def _index(
 # --- the query API ------------------------------------------------------------------
 
 
-@router.post("/collections/{collection}/points/query")
+@_read("/collections/{collection}/points/query")
 async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.QueryRequest, body)
@@ -207,7 +220,7 @@ async def query_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     return ok({"points": points}, started)
 
 
-@router.post("/collections/{collection}/points/query/batch")
+@_read("/collections/{collection}/points/query/batch")
 async def query_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     batch = parse(qm.QueryRequestBatch, body)
@@ -220,7 +233,7 @@ async def query_batch(collection: str, body: RawBody, svc: Svc, who: Asker) -> J
     return ok(result, started)
 
 
-@router.post("/collections/{collection}/points/query/groups")
+@_read("/collections/{collection}/points/query/groups")
 async def query_groups(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.QueryGroupsRequest, body)
@@ -296,7 +309,14 @@ def _older_route(kind: str, shape: str, answer: Callable[..., Any]) -> None:
     name = f"{kind}_{shape}" if shape else f"{kind}_points"
     endpoint.__name__ = name
     path = f"/collections/{{collection}}/points/{kind}" + (f"/{shape}" if shape else "")
-    router.add_api_route(path, endpoint, methods=["POST"], name=name, operation_id=name)
+    router.add_api_route(
+        path,
+        endpoint,
+        methods=["POST"],
+        name=name,
+        operation_id=name,
+        route_class_override=DirectRoute,
+    )
 
 
 for _kind in ("search", "recommend", "discover"):
@@ -309,7 +329,7 @@ for _kind in ("search", "recommend", "discover"):
 # --- scans and reads by id ----------------------------------------------------------
 
 
-@router.post("/collections/{collection}/points/scroll")
+@_read("/collections/{collection}/points/scroll")
 async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """A page of disclosable points (in id order, or by a field), and where the next
     page starts: never at a point the asker may not see."""
@@ -322,7 +342,7 @@ async def scroll_points(collection: str, body: RawBody, svc: Svc, who: Asker) ->
     return ok({"points": points, "next_page_offset": page.next_offset}, started)
 
 
-@router.post("/collections/{collection}/points/count")
+@_read("/collections/{collection}/points/count")
 async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """How many current points the asker may see, among the first `max_count_scan`
     points that match: a bounded count, exact below that bound."""
@@ -333,7 +353,7 @@ async def count_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> 
     return ok({"count": counted.count}, started)
 
 
-@router.post("/collections/{collection}/facet")
+@_read("/collections/{collection}/facet")
 async def facet(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     """The values of a field among the points the asker may see, each with how many."""
     started = time.perf_counter()
@@ -360,7 +380,7 @@ async def _by_ids(
     return [as_point(p, with_payload) for p in points]
 
 
-@router.post("/collections/{collection}/points")
+@_read("/collections/{collection}/points")
 async def retrieve_points(collection: str, body: RawBody, svc: Svc, who: Asker) -> JSONResponse:
     started = time.perf_counter()
     request = parse(qm.PointRequest, body)
