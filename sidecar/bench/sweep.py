@@ -151,8 +151,18 @@ def parse_variants(specs: list[str]) -> Variants | None:
         revision = _revision(name)
         if revision is not None and _commit(revision) is None:
             raise ValueError(f"--variant {spec!r}: {revision!r} is not a commit of this repository")
+        if revision is not None and _git("diff", "--quiet", revision, "--", *_SHARED).returncode:
+            raise ValueError(
+                f"--variant {spec!r}: {revision} differs from this tree in "
+                f"{' or '.join(_SHARED)}, which a worktree borrows from it"
+            )
         variants[name] = dict(a.split("=", 1) for a in settings)
     return variants or None
+
+
+# What a revision's worktree takes from this tree (its interpreter and packages, its
+# built bin/): the two must not differ there.
+_SHARED = ("requirements.lock", "pyproject.toml", "native", "Makefile")
 
 
 def _revision(name: str) -> str | None:
@@ -178,9 +188,11 @@ def _commit(revision: str) -> str | None:
 @contextlib.contextmanager
 def sources(variants: Variants, workdir: Path) -> Iterator[dict[str, Path]]:
     """The source tree each variant is served from: this one, or for `NAME@REV` a
-    worktree of REV, removed afterwards. The worktree borrows this tree's `bin/`
-    (the linked OPA and the pinned binaries are built, not committed), and runs in
-    this interpreter: revisions compared so must share requirements.lock."""
+    worktree of REV (the commit it names now), removed afterwards. The worktree
+    borrows this tree's `bin/` (the linked OPA and the pinned binaries are built, not
+    committed) and runs in this interpreter, so `parse_variants` refuses a revision
+    that differs from this tree in `_SHARED`; it serves a copy of a store this tree
+    wrote (the store's format is the engine's own)."""
     trees: dict[str, Path] = {}
     made: list[Path] = []
     try:
@@ -190,16 +202,17 @@ def sources(variants: Variants, workdir: Path) -> Iterator[dict[str, Path]]:
                 trees[name] = REPO_ROOT
                 continue
             tree = workdir / f"source-{i}"
-            added = _git("worktree", "add", "--detach", str(tree), revision)
+            made.append(tree)
+            added = _git("worktree", "add", "--detach", str(tree), _commit(revision) or revision)
             if added.returncode != 0:
                 raise RuntimeError(f"git worktree add {revision}: {added.stderr.strip()}")
-            made.append(tree)
             (tree / "bin").symlink_to(REPO_ROOT / "bin", target_is_directory=True)
             trees[name] = tree
         yield trees
     finally:
         for tree in made:
             _git("worktree", "remove", "--force", str(tree))
+        _git("worktree", "prune")  # whatever a failed removal left listed
 
 
 def measure(

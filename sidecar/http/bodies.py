@@ -22,10 +22,13 @@ so every refusal is FastAPI's, word for word.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi import routing
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from pydantic_core import from_json
 from starlette.requests import Request
@@ -67,66 +70,124 @@ class JsonRoute(APIRoute):
 class DirectRoute(JsonRoute):
     """A JSON route whose well-formed requests skip FastAPI's dependency solving.
 
-    Its endpoint takes its path's parameters (as `str`), one JSON body, `svc: Svc` and
-    `who: Asker` (http/deps.py), and returns a `Response`; any other endpoint is
-    refused when the route is made. A request with `Content-Type: application/json`
-    whose body pydantic-core parses and the body's own field (FastAPI's, so its
-    validation) accepts is answered as FastAPI would answer it: the caller
-    authenticated (a refusal raised into the same exception handlers), then the
-    endpoint called. FastAPI reads the JSON before it solves dependencies and
-    validates the body after, so for a body that parses and validates the order
-    makes no difference. Every other request is handed to FastAPI's own handling,
-    with what reading its body gave."""
+    Its endpoint is an `async def` taking its path's parameters (plain `str`), one
+    JSON body, `svc: Svc` and `who: Asker` (http/deps.py), and returning a `Response`;
+    any other endpoint, or one the including router gives further dependencies, is
+    refused (TypeError) when FastAPI builds its handler. A request with
+    `Content-Type: application/json` is answered in FastAPI's order: its body parsed
+    (pydantic-core), the caller authenticated (a refusal raised into the same exception
+    handlers), the body validated by its own FastAPI field, the endpoint called. A body
+    that does not parse or validate, another content type, a body that failed to
+    arrive, dependency overrides, FastAPI's native telemetry: handed to FastAPI's own
+    handling with what reading the body gave, so the answer is FastAPI's."""
 
     def get_route_handler(self) -> Handler:
-        # APIRoute's constructor calls this once its dependant is known.
-        handle = super().get_route_handler()
-        dependant = self.dependant
-        calls = [(str(d.name), d.call) for d in dependant.dependencies]
-        if (
-            len(dependant.body_params) != 1
-            or getattr(dependant.body_params[0].field_info, "embed", False)
-            or [call for _, call in calls] != [services, asker]
-            or any(p.field_info.annotation is not str for p in dependant.path_params)
-            or dependant.query_params
-            or dependant.header_params
-            or dependant.cookie_params
-            or dependant.request_param_name
-            or dependant.response_param_name
-            or dependant.background_tasks_param_name
-        ):
+        # FastAPI's own handler, for the route as included (with the including
+        # router's settings: APIRoute's constructor and include_router call this).
+        handle = APIRoute.get_route_handler(self)
+        route = _as_included(self)
+        dependant = route.dependant
+        if not _callable_directly(dependant):
             raise TypeError(
-                f"{self.path}: a DirectRoute endpoint takes str path parameters, a body, "
-                "Svc and Asker"
+                f"{self.path}: a DirectRoute endpoint is async and takes plain str path "
+                "parameters, a body, Svc and Asker, and nothing else"
             )
         [field] = dependant.body_params
         endpoint, path = self.endpoint, self.path
         path_names = [p.name for p in dependant.path_params]
-        (svc_name, _), (who_name, _) = calls
+        svc_name, who_name = (str(d.name) for d in dependant.dependencies)
+        overrides = route.dependency_overrides_provider
 
-        async def handler(request: Request) -> Response:
-            if request.headers.get("content-type") != "application/json":
-                return await handle(request)
-            try:
-                sent = await request.body()
-            except Exception as failed:  # FastAPI decides what that answers
-                return await handle(Request(request.scope, _replay(failed, request)))
+        async def direct(request: Request, sent: bytes) -> Response | None:
+            """The endpoint's answer, or None for FastAPI's own handling to answer."""
             try:
                 read = from_json(sent)
             except ValueError:  # not JSON to pydantic-core: FastAPI's own parse decides
-                return await handle(Request(request.scope, _replay(sent, request)))
-            value, errors = field.validate(read, loc=("body",))
-            if errors:
-                return await handle(Request(request.scope, _replay(sent, request)))
+                return None
             svc = await services(request)
+            who = await asker(request, svc)
+            value, errors = field.validate(read, loc=("body",))
+            if errors:  # FastAPI refuses it (authenticating again, as it does)
+                return None
             arguments = {name: request.path_params[name] for name in path_names}
-            arguments |= {field.name: value, svc_name: svc, who_name: await asker(request, svc)}
+            arguments |= {field.name: value, svc_name: svc, who_name: who}
             answer = await endpoint(**arguments)
             if not isinstance(answer, Response):
                 raise TypeError(f"{path}: a DirectRoute endpoint returns a Response")
             return answer
 
+        async def handler(request: Request) -> Response:
+            receive = request.receive
+            if (
+                request.headers.get("content-type") == "application/json"
+                and not getattr(overrides, "dependency_overrides", None)
+                and request.scope.get("fastapi.telemetry") is None
+            ):
+                try:
+                    sent = await request.body()
+                except Exception as failed:  # FastAPI decides what that answers
+                    receive = _replay(failed, request)
+                else:
+                    answer = await direct(request, sent)
+                    if answer is not None:
+                        return answer
+                    receive = _replay(sent, request)
+            # Outside any `except`, and one frame deep as JsonRoute's: a refusal is
+            # raised with the same context, and a body deep enough to exhaust the
+            # stack exhausts it at the same depth.
+            return await handle(_JsonRequest(request.scope, receive))
+
         return handler
+
+
+def _as_included(route: APIRoute) -> Any:
+    """The route with the settings of the router that includes it, as FastAPI's own
+    handler sees it (FastAPI passes them in a context variable while it builds it)."""
+    included = routing._effective_route_context_var.get()
+    return included if included is not None and included.original_route is route else route
+
+
+def _callable_directly(dependant: Dependant) -> bool:
+    """Whether `DirectRoute` may call the endpoint: async; plain `str` path parameters
+    under their own names; one body, not embedded; the dependencies `services` and
+    `asker` exactly as http/deps.py declares them; nothing else FastAPI would supply."""
+    if len(dependant.dependencies) != 2 or len(dependant.body_params) != 1:
+        return False
+    svc_dep, who_dep = dependant.dependencies
+    return (
+        inspect.iscoroutinefunction(dependant.call)
+        and not getattr(dependant.body_params[0].field_info, "embed", False)
+        and svc_dep.call is services
+        and who_dep.call is asker
+        and _only_request(svc_dep, [])
+        and _only_request(who_dep, [services])
+        and all(
+            p.field_info.annotation is str and p.alias == p.name and not p.field_info.metadata
+            for p in dependant.path_params
+        )
+        and _only_request(dependant, [services, asker], body=True, path=True)
+        and dependant.request_param_name is None
+    )
+
+
+def _only_request(
+    dependant: Dependant, calls: list[Any], *, body: bool = False, path: bool = False
+) -> bool:
+    """`dependant` takes nothing but what is named: the request (unless it is the
+    endpoint), these dependencies, and a body and path parameters where allowed."""
+    return (
+        [d.call for d in dependant.dependencies] == calls
+        and (body or not dependant.body_params)
+        and (path or not dependant.path_params)
+        and not dependant.query_params
+        and not dependant.header_params
+        and not dependant.cookie_params
+        and dependant.websocket_param_name is None
+        and dependant.http_connection_param_name is None
+        and dependant.response_param_name is None
+        and dependant.background_tasks_param_name is None
+        and dependant.security_scopes_param_name is None
+    )
 
 
 def _replay(read: bytes | Exception, request: Request) -> Receive:

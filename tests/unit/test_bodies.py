@@ -9,21 +9,24 @@ import inspect
 import json
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Path
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
+from sidecar.auth.identity import dev_identity
 from sidecar.auth.tokens import Authenticator
+from sidecar.errors import Unauthenticated
 from sidecar.http import refusals
 from sidecar.http.app import create_app
 from sidecar.http.bodies import DirectRoute, JsonRoute, parsed
-from sidecar.http.deps import Asker, Svc
+from sidecar.http.deps import Asker, Svc, asker
 from sidecar.http.limits import BodySizeLimit
 from sidecar.http.qdrant.dialect import QDRANT, QdrantError, error_response
 from sidecar.http.qdrant.routes import RawBody
@@ -122,21 +125,21 @@ async def _echo_read(collection: str, body: RawBody, svc: Svc, who: Asker) -> JS
     return JSONResponse({"collection": collection, "asked": body, "who": who.policy_view()})
 
 
-def _echo_app(route_class: type[APIRoute]) -> FastAPI:
-    """An app wired as create_app wires it (body limit, the refusal mapping of both
-    dialects, a real Authenticator in dev mode), with a recall route and a route
-    shaped as the Qdrant dialect's reads, both of `route_class`."""
+def _echo_app(route_class: type[APIRoute], **included: Any) -> FastAPI:
+    """An app wired as create_app wires it (a router included, the body limit, the
+    refusal mapping of both dialects, a real Authenticator in dev mode), with a recall
+    route and a route shaped as the Qdrant dialect's reads, both of `route_class`."""
     settings = Settings(dev=True, max_body_bytes=4096)
-    app = FastAPI()
-    app.router.add_api_route(
-        "/v1/recall", _echo, methods=["POST"], route_class_override=route_class
-    )
-    app.router.add_api_route(
+    router = APIRouter(route_class=JsonRoute)
+    router.add_api_route("/v1/recall", _echo, methods=["POST"], route_class_override=route_class)
+    router.add_api_route(
         "/collections/{collection}/points/query",
         _echo_read,
         methods=["POST"],
         route_class_override=route_class,
     )
+    app = FastAPI()
+    app.include_router(router, **included)
     answers = refusals.Refusals(
         by_prefix={"/collections": QDRANT}, own={QdrantError: error_response}
     )
@@ -241,17 +244,84 @@ def test_a_direct_route_refuses_an_endpoint_it_cannot_call_directly() -> None:
     async def numbered(n: int, request: RecallRequest, svc: Svc, who: Asker) -> Response:
         return Response()
 
+    async def short(
+        c: Annotated[str, Path(max_length=1)], request: RecallRequest, svc: Svc, who: Asker
+    ) -> Response:
+        return Response()
+
+    async def aliased(
+        c: Annotated[str, Path(alias="x")], request: RecallRequest, svc: Svc, who: Asker
+    ) -> Response:
+        return Response()
+
     async def queried(request: RecallRequest, svc: Svc, who: Asker, page: int = 0) -> Response:
+        return Response()
+
+    async def connected(
+        request: RecallRequest, svc: Svc, who: Asker, connection: HTTPConnection
+    ) -> Response:
         return Response()
 
     async def anonymous(request: RecallRequest, svc: Svc) -> Response:
         return Response()
 
+    def waiting(request: RecallRequest, svc: Svc, who: Asker) -> Response:
+        return Response()
+
     refused: list[tuple[str, Callable[..., Any]]] = [
         ("/x/{n}", numbered),
+        ("/x/{c}", short),
+        ("/x/{x}", aliased),
         ("/x", queried),
+        ("/x", connected),
         ("/x", anonymous),
+        ("/x", waiting),
     ]
     for path, endpoint in refused:
-        with pytest.raises(TypeError, match="a DirectRoute endpoint takes"):
+        with pytest.raises(TypeError, match="a DirectRoute endpoint is async and takes"):
             DirectRoute(path, endpoint, methods=["POST"])
+
+
+def test_a_direct_route_keeps_what_the_including_router_and_the_app_add() -> None:
+    """A dependency the including router adds, or an override of `asker`, is FastAPI's
+    to apply: the direct path never answers in their place."""
+    who = {"x-whose-asker": "bob", "x-whose-tenant": "acme"}
+
+    async def closed() -> None:
+        raise Unauthenticated("closed")
+
+    guarded = _echo_app(DirectRoute, dependencies=[Depends(closed)])
+    assert _answer(guarded, b'{"query": "q"}', "application/json", who, False)[0] != 200
+    overridden = _echo_app(DirectRoute)
+    fastapi_way = _echo_app(JsonRoute)
+    for app in (overridden, fastapi_way):
+        app.dependency_overrides[asker] = lambda: dev_identity("someone", "elsewhere")
+    assert _answer(overridden, b'{"query": "q"}', "application/json", {}, False) == _answer(
+        fastapi_way, b'{"query": "q"}', "application/json", {}, False
+    )
+
+
+def _too_deep_from(app: FastAPI, who: dict[str, str]) -> tuple[int, tuple[int, str, str | None]]:
+    """The least nesting of a JSON array that the app refuses as too deep, and how."""
+
+    def answer(depth: int) -> tuple[int, str, str | None]:
+        return _answer(app, b"[" * depth + b"]" * depth, "application/json", who, False)
+
+    # Within the app's body limit (4096 bytes): 2 000 levels are 4 000 bytes.
+    shallow, deep = 2, 2_000
+    assert "nested too deep" in answer(deep)[1]
+    while deep - shallow > 1:
+        middle = (shallow + deep) // 2
+        if "nested too deep" in answer(middle)[1]:
+            deep = middle
+        else:
+            shallow = middle
+    return deep, answer(deep)
+
+
+def test_a_body_that_exhausts_the_stack_does_so_at_the_depth_it_does_for_fastapi() -> None:
+    # The standard library's parser (after pydantic-core's refuses) recurses once a
+    # level: one more frame on the way in would refuse one level sooner, and refuse an
+    # anonymous caller's body where FastAPI asks who is calling first.
+    for who in ({}, {"x-whose-asker": "bob", "x-whose-tenant": "acme"}):
+        assert _too_deep_from(_DIRECT, who) == _too_deep_from(_FASTAPI, who)
