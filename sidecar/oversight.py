@@ -259,6 +259,7 @@ def _asked(entry: AuditEntry) -> Iterable[Question]:
             now=entry.time,
             as_of=entry.as_of or entry.time,
             audited_allow=allowed,
+            grants=tuple(entry.grants or ()),
         )
 
 
@@ -341,6 +342,7 @@ class _Replay:
             purpose=question.purpose,
             now=question.now,
             as_of=question.as_of,
+            grants=question.grants,
         )
         (now, now_answer), (then, then_answer) = await asyncio.gather(
             self.oversight.policy.explain(asked, record), self.candidate.explain(asked, record)

@@ -253,6 +253,7 @@ class Disclosure:
             error=error,
             as_of=question.at,
             claims=(question.asker.groups, question.asker.roles, question.asker.scopes),
+            grants=question.grants,
         )
 
 

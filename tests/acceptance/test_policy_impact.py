@@ -427,3 +427,86 @@ def test_console_in_a_browser(world: dict[str, Any], tmp_path: Path) -> None:
     forged = httpx.post(f"{console}/impact", cookies=cookies, files={"bundle": ("b.tar.gz", b"x")})
     assert forged.status_code == 422
     assert "csrf_token_mismatch" in forged.text
+
+
+# --- reads a grant disclosed to: replayed with the grants they applied ---------------------
+
+
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A sidecar of its own (the world above stays as its oracle reads it): quinn's
+    appointment, disclosed to sam by quinn's grant alone, read by sam, and the grant
+    then revoked."""
+    folder = tmp_path_factory.mktemp("granted")
+    env = {"WHOSE_JWT_HS256_SECRET": SECRET}
+    base, process = start_sidecar(folder / "sidecar", env, dev=False)
+    try:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            stored = http.post(
+                "/v1/memories",
+                headers=bearer("quinn"),
+                json={
+                    "content": "quinn says the dentist appointment is Thursday at 10",
+                    "proposition": {"text": "the dentist appointment is Thursday at 10"},
+                    "observer_id": "quinn",
+                    "source_id": "quinn-diary",
+                    "source": {"kind": "conversation", "speaker": "quinn"},
+                    "modality": "believed",
+                    "audience": ["quinn"],
+                    "categories": ["appointments"],
+                },
+            )
+            assert stored.status_code == 201, stored.text
+            record = stored.json()["records"][0]["id"]
+            assert http.get(f"/v1/memories/{record}", headers=bearer("sam")).status_code == 404
+            given = http.post(
+                "/v1/grants",
+                headers=bearer("quinn"),
+                json={"reader": "sam", "categories": ["appointments"]},
+            )
+            assert given.status_code == 201, given.text
+            read = http.get(f"/v1/memories/{record}", headers=bearer("sam"))
+            assert read.status_code == 200, read.text
+            grant = given.json()["grant_id"]
+            revoked = http.delete(f"/v1/grants/{grant}", headers=bearer("quinn"))
+            assert revoked.status_code == 200, revoked.text
+            yield {"base": base, "record": record, "grant": grant}
+    finally:
+        stop(process)
+
+
+def without_grants_for_gets(into: Path) -> Path:
+    """The shipped policy, with grants applied to recalls only: sam's get would be
+    withheld."""
+    policy = into / "rego"
+    shutil.copytree(POLICY_DIR, policy)
+    rules = policy / "whose" / "disclosure" / "disclosure.rego"
+    head = "granted(record, member) if {\n"
+    text = rules.read_text()
+    assert text.count(head) == 1
+    rules.write_text(text.replace(head, head + '\tinput.purpose != "get"\n'))
+    return policy
+
+
+def test_a_read_a_grant_disclosed_is_replayed_with_that_grant(
+    granted: dict[str, Any], tmp_path: Path
+) -> None:
+    # Sam's get was allowed by the grant alone. The grant is revoked now, yet the
+    # replay decides the read as it was: an edit that stops grants reaching gets
+    # would withhold it. Replayed without the grant, both policies withhold it, and
+    # the report would say the edit changes nothing.
+    with httpx.Client(base_url=granted["base"], timeout=30) as http:
+        audit = http.get("/v1/audit", params={"asker": "sam"}, headers=ADMIN).json()
+    gets = [e for e in audit["entries"] if e["purpose"] == "get" and e["allowed"]]
+    assert [g["id"] for g in gets[0]["grants"]] == [granted["grant"]]
+    answered = impact(granted["base"], without_grants_for_gets(tmp_path))
+    assert answered.status_code == 200, answered.text
+    report = answered.json()
+    assert report["flips"] == {"newly_disclosed": 0, "newly_withheld": 1, "changed_use": 0}
+    assert report["records"]["newly_withheld"] == [granted["record"]]
+    flip = report["examples"][0]
+    assert (flip["asker"], flip["entry"]) == ("sam", gets[0]["decision_id"])
+    assert flip["current"]["allow"] is True
+    assert flip["candidate"]["allow"] is False
+    # The read withheld before the grant was given is no flip: it applied none.
+    assert report["decisions"] == 2
