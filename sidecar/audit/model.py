@@ -217,7 +217,7 @@ class AuditEntry(BaseModel):
     erasure: AuditedErasure | None = None
     # Reads only, so a policy edit's impact can re-decide them: the instant the read
     # asked about (absent: `time`), the asker's token claims (absent: none), and the
-    # subjects' grants the read applied, as the disclosure policy read them
+    # subjects' grants the read passed to the disclosure policy, as it read them
     # (`input.grants`; absent: none). A grant revoked or ended since still applies
     # to the reads it disclosed to when they are decided again.
     as_of: datetime | None = None
@@ -297,7 +297,7 @@ def read_entry(
     - `pending`: ids whose decision never came (the policy failed): withheld.
     - `pushdown`: the store filter the policy implied, as described to auditors.
     - `as_of`, `claims`, `grants`: the instant asked about, the asker's (groups,
-      roles, scopes) and the grants the read applied, kept so that the read can be
+      roles, scopes) and the grants the read passed, kept so that the read can be
       decided again as it was (policy impact).
 
     Never the claim: ids, uses and reasons only. `time` is now.

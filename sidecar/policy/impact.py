@@ -78,8 +78,8 @@ class Question:
     as_of: datetime
     # What the read decided then: allowed or not.
     audited_allow: bool
-    # The grants the read applied (policy/grants.py `live`, as its audit entry keeps
-    # them): the same input again, whatever was revoked or has ended since.
+    # The grants the read passed to the policy (policy/grants.py `live`), as its audit
+    # entry keeps them: the same input again, whatever was revoked or has ended since.
     grants: tuple[dict[str, Any], ...] = ()
 
 
