@@ -1374,7 +1374,7 @@ def check(
         raise WorldDiverged(f"{shared_a} != {shared_b}")
     for record_id in b.ids.hidden if verify_hidden else []:
         stored = b.stored.get(record_id)
-        assert stored is None or not case.asker.may_see(tenant, stored, case.grants), (
+        assert stored is None or not case.asker.may_see(tenant, stored, case.grants_in_play()), (
             f"generator bug: hidden record {stored} is visible to {case.asker!r}"
         )
     a.ids.hidden = list(b.ids.hidden)

@@ -846,7 +846,11 @@ def cases(draw: st.DrawFn, plan: Plan, with_hidden: bool = True) -> Case:
     grants = tuple(draw(st.lists(grant_draws(asker), max_size=3)))
     labels = st.lists(st.sampled_from(CATEGORIES), max_size=2, unique=True).map(tuple)
     shared = tuple(replace(r, categories=draw(labels)) for r in shared)
+    # What the asker's own grant requests give counts too: alice's grant of her
+    # appointments to group:team, which she is in, shows her own appointment whose
+    # audience left her out.
+    in_play = Case(asker, shared, (), numbered, data, grants).grants_in_play()
     hidden = tuple(
-        (at, _unrevealed(asker, replace(r, categories=draw(labels)), grants)) for at, r in hidden
+        (at, _unrevealed(asker, replace(r, categories=draw(labels)), in_play)) for at, r in hidden
     )
     return Case(asker, shared, hidden, numbered, data, grants)

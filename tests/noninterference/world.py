@@ -413,6 +413,17 @@ class Case:
     # Grants given before the world is written, in both stores (Plan.grants).
     grants: tuple[GrantDraw, ...] = ()
 
+    def grants_in_play(self) -> tuple[GrantDraw, ...]:
+        """The world's grants and those the asker's own requests give (of the asker's
+        records: a grant to a group the asker is in shows the asker what its audience
+        did not, from that request on)."""
+        given = tuple(
+            GrantDraw(self.asker.id, op.args["reader"], op.args["categories"], op.args["purpose"])
+            for op in self.ops
+            if op.kind == "grant"
+        )
+        return self.grants + given
+
     def steps(self, with_hidden: bool) -> list[tuple[str, int, Rec]]:
         """The build order: ("base", i, record) and, with_hidden, ("hidden", j, record)."""
         order: list[tuple[str, int, Rec]] = []
