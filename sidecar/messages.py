@@ -908,6 +908,10 @@ class Skipped(BaseModel):
     # Not in the whose collection (a view derived at read time, a stack collection's
     # document) and never erased.
     not_stored: int = 0
+    # The read passed subjects' grants that cannot be rebuilt as they were (their
+    # consent entries are no longer in the audit log, or one was dropped): deciding
+    # it without them would not be deciding the same read.
+    grants_unknown: int = 0
 
 
 class ImpactWindow(BaseModel):

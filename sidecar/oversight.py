@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from sidecar.audit import (
     AuditedImpact,
     AuditedRecord,
@@ -32,13 +34,19 @@ from sidecar.audit.sink import SINK_ERRORS
 from sidecar.audit.writer import AuditLog
 from sidecar.auth.identity import Identity
 from sidecar.door import door
-from sidecar.errors import AuditUnavailable, CandidateRefused, Forbidden, NotFound
-from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse
+from sidecar.errors import (
+    AuditUnavailable,
+    CandidateRefused,
+    Forbidden,
+    GrantsUnavailable,
+    NotFound,
+)
+from sidecar.messages import AuditPage, ExplainRequest, ExplainResponse, Grant
 from sidecar.policy import impact
 from sidecar.policy.candidate import Candidates
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
-from sidecar.policy.grants import GrantSource
+from sidecar.policy.grants import GrantSource, digest, passed
 from sidecar.policy.impact import ImpactReport, ImpactSide, ImpactWindow, Question
 from sidecar.store import Store
 
@@ -53,6 +61,8 @@ _REPLAYED = frozenset({"recall", "get", "history"})
 # enough that the time bound is checked often.
 _CHUNK = 16
 _PAGE = 500
+# Consent entries read, at most, to rebuild the grants audited reads passed.
+_HISTORY = 10_000
 # Store reads per call when fetching a window's records.
 _FETCH = 256
 
@@ -166,6 +176,40 @@ class Oversight:
             until = min(e.time for e in page)
         return found[: window.max_decisions], read
 
+    async def grant_history(self, tenant: str) -> list[Grant]:
+        """Every grant of the tenant known to have been given, with its revocation: the
+        grants held now, and those the consent entries of the audit log name (the most
+        recent `_HISTORY`). A grant given before the oldest entry kept and revoked or
+        ended since is not known: the reads that passed it cannot be replayed."""
+        given: dict[str, Grant] = {}
+        if self.grants is not None:
+            with contextlib.suppress(GrantsUnavailable):
+                given = {str(g.grant_id): g for g in await self.grants.held(tenant)}
+        revoked: dict[str, datetime] = {}
+        until: datetime | None = None
+        seen: set[str] = set()
+        while len(seen) < _HISTORY:
+            query = AuditQuery(tenant=tenant, purpose="consent", until=until, limit=_PAGE)
+            try:
+                page = await self.audit_log.query(query)
+            except SINK_ERRORS as exc:
+                raise AuditUnavailable(str(exc)) from exc
+            fresh = [e for e in page if str(e.decision_id) not in seen]
+            for entry in fresh:
+                seen.add(str(entry.decision_id))
+                grant = _given(entry)
+                if grant is not None:
+                    given.setdefault(str(grant.grant_id), grant)
+                elif (ended := _revoked(entry)) is not None:
+                    revoked[ended[0]] = min(ended[1], revoked.get(ended[0], ended[1]))
+            if len(page) < _PAGE or not fresh:
+                break
+            until = min(e.time for e in page)
+        return [
+            g.model_copy(update={"revoked_at": revoked[i]}) if i in revoked else g
+            for i, g in given.items()
+        ]
+
     async def audit(
         self,
         who: Identity,
@@ -242,6 +286,35 @@ class Oversight:
         return response
 
 
+def _given(entry: AuditEntry) -> Grant | None:
+    """The grant a consent entry gave (its instant is the grant's own), else None."""
+    audited = entry.grant
+    if audited is None or audited.action != "grant" or audited.refused_because:
+        return None
+    try:
+        return Grant(
+            grant_id=uuid.UUID(str(audited.grant_id)),
+            tenant=entry.tenant,
+            subject=audited.subject,
+            reader=audited.reader,
+            categories=audited.categories,
+            purpose=audited.purpose,
+            until=audited.until,
+            granted_by=entry.asker,
+            granted_at=entry.time,
+        )
+    except (ValueError, ValidationError):
+        return None
+
+
+def _revoked(entry: AuditEntry) -> tuple[str, datetime] | None:
+    """The grant a consent entry revoked, and when, else None."""
+    audited = entry.grant
+    if audited is None or audited.action != "revoke" or audited.refused_because:
+        return None
+    return (str(audited.grant_id), entry.time) if audited.grant_id else None
+
+
 def _asked(entry: AuditEntry) -> Iterable[Question]:
     claims = entry.claims
     for record, allowed in [(r, True) for r in entry.allowed] + [
@@ -259,7 +332,7 @@ def _asked(entry: AuditEntry) -> Iterable[Question]:
             now=entry.time,
             as_of=entry.as_of or entry.time,
             audited_allow=allowed,
-            grants=tuple(entry.grants or ()),
+            grants_digest=entry.grants_digest,
         )
 
 
@@ -284,14 +357,19 @@ class _Replay:
         self.tally = impact.Tally(window.max_examples)
         self._erased: set[str] = set()
         self.revisions: tuple[str | None, str | None] = (None, None)
+        # The grants each audited read passed, by entry, as rebuilt (`_grants`).
+        self.grants: dict[str, tuple[dict[str, Any], ...]] = {}
 
     async def run(
         self, questions: list[Question], entries_read: int, started: float
     ) -> ImpactReport:
         records, recorded, skipped = await self._records({q.record_id for q in questions})
-        pairs = [q for q in questions if q.record_id in records]
+        stored = [q for q in questions if q.record_id in records]
         skipped.erased = sum(1 for q in questions if q.record_id in self._erased)
-        skipped.not_stored = len(questions) - len(pairs) - skipped.erased
+        skipped.not_stored = len(questions) - len(stored) - skipped.erased
+        self.grants = await self._grants(stored)
+        pairs = [q for q in stored if q.entry in self.grants]
+        skipped.grants_unknown = len(stored) - len(pairs)
         truncated: impact.Truncation | None = None
         if len(questions) >= self.window.max_decisions:
             truncated = "max_decisions"
@@ -327,10 +405,9 @@ class _Replay:
             skipped=skipped,
         )
 
-    async def _decide(
-        self, question: Question, record: dict[str, Any]
-    ) -> tuple[ImpactSide, ImpactSide]:
-        asked = DisclosureQuestion(
+    def _asked(self, question: Question) -> DisclosureQuestion:
+        """The audited read's question, without its grants."""
+        return DisclosureQuestion(
             asker=Identity(
                 id=question.asker,
                 tenant=self.tenant,
@@ -342,13 +419,37 @@ class _Replay:
             purpose=question.purpose,
             now=question.now,
             as_of=question.as_of,
-            grants=question.grants,
         )
+
+    async def _decide(
+        self, question: Question, record: dict[str, Any]
+    ) -> tuple[ImpactSide, ImpactSide]:
+        asked = replace(self._asked(question), grants=self.grants[question.entry])
         (now, now_answer), (then, then_answer) = await asyncio.gather(
             self.oversight.policy.explain(asked, record), self.candidate.explain(asked, record)
         )
         self.revisions = (now_answer.revision, then_answer.revision)
         return ImpactSide.of(now), ImpactSide.of(then)
+
+    async def _grants(self, questions: list[Question]) -> dict[str, tuple[dict[str, Any], ...]]:
+        """The grants each read passed, by audit entry, for the entries whose grants
+        are known: none for a read that passed none (or was audited before reads kept
+        a digest of them); else those rebuilt from the grant history that hash to the
+        entry's digest (policy/grants.py `digest`)."""
+        known: dict[str, tuple[dict[str, Any], ...]] = {}
+        history: list[Grant] | None = None
+        for question in questions:
+            if question.entry in known:
+                continue
+            if question.grants_digest is None:
+                known[question.entry] = ()
+                continue
+            if history is None:
+                history = await self.oversight.grant_history(self.tenant)
+            rebuilt = passed(history, self._asked(question))
+            if digest(rebuilt) == question.grants_digest:
+                known[question.entry] = rebuilt
+        return known
 
     async def _records(
         self, ids: set[str]

@@ -216,13 +216,13 @@ class AuditEntry(BaseModel):
     # Erasures only: what was asked for, and why.
     erasure: AuditedErasure | None = None
     # Reads only, so a policy edit's impact can re-decide them: the instant the read
-    # asked about (absent: `time`), the asker's token claims (absent: none), and the
-    # subjects' grants the read passed to the disclosure policy, as it read them
-    # (`input.grants`; absent: none). A grant revoked or ended since still applies
-    # to the reads it disclosed to when they are decided again.
+    # asked about (absent: `time`), the asker's token claims (absent: none), and a
+    # digest of the subjects' grants the read passed to the disclosure policy
+    # (policy/grants.py `digest`; absent: none), which the replay rebuilds from the
+    # consent entries and the grants held, a grant revoked or ended since included.
     as_of: datetime | None = None
     claims: AuditedClaims | None = None
-    grants: list[dict[str, Any]] | None = None
+    grants_digest: str | None = None
     # Impact analyses only: what the policy admin (`asker`) replayed, and its counts.
     impact: AuditedImpact | None = None
     # Consent only: the grant given, revoked or refused.
@@ -287,7 +287,7 @@ def read_entry(
     error: str | None = None,
     as_of: datetime | None = None,
     claims: tuple[Sequence[str], Sequence[str], Sequence[str]] = ((), (), ()),
-    grants: Sequence[dict[str, Any]] = (),
+    grants_digest: str | None = None,
 ) -> AuditEntry:
     """The audit entry for one disclosure (reads/gate.py), to hand to `AuditLog.record`.
 
@@ -296,9 +296,9 @@ def read_entry(
       record decided; allowed ones are listed with the use they were disclosed as.
     - `pending`: ids whose decision never came (the policy failed): withheld.
     - `pushdown`: the store filter the policy implied, as described to auditors.
-    - `as_of`, `claims`, `grants`: the instant asked about, the asker's (groups,
-      roles, scopes) and the grants the read passed, kept so that the read can be
-      decided again as it was (policy impact).
+    - `as_of`, `claims`, `grants_digest`: the instant asked about, the asker's
+      (groups, roles, scopes) and the digest of the grants the read passed, kept so
+      that the read can be decided again as it was (policy impact).
 
     Never the claim: ids, uses and reasons only. `time` is now.
     """
@@ -336,7 +336,7 @@ def read_entry(
             "claims": dict(zip(("groups", "roles", "scopes"), map(list, claims), strict=True))
             if any(claims)
             else None,
-            "grants": list(grants) or None,
+            "grants_digest": grants_digest,
         }
     )
 

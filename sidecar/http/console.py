@@ -398,7 +398,14 @@ def _report(built: ImpactReport) -> str:
         + (f", stopped by {e(built.truncated)}" if built.truncated else "")
         + "</p>"
         + _table(
-            ["newly disclosed", "newly withheld", "changed use", "erased (skipped)", "not stored"],
+            [
+                "newly disclosed",
+                "newly withheld",
+                "changed use",
+                "erased (skipped)",
+                "not stored",
+                "grants unknown",
+            ],
             [
                 [
                     e(flips.newly_disclosed),
@@ -406,6 +413,7 @@ def _report(built: ImpactReport) -> str:
                     e(flips.changed_use),
                     e(built.skipped.erased),
                     e(built.skipped.not_stored),
+                    e(built.skipped.grants_unknown),
                 ]
             ],
             "counts",

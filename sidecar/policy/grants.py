@@ -56,9 +56,12 @@ def _utcnow() -> datetime:
 
 class GrantSource(Protocol):
     """Where the grants in force for a question come from (`Grants.live`): a read
-    (reads/gate.py) and explain (oversight.py) apply them alike."""
+    (reads/gate.py) and explain (oversight.py) apply them alike; and the grants held
+    now (`held`), from which a policy edit's impact rebuilds those a read passed."""
 
     async def live(self, question: DisclosureQuestion) -> tuple[dict[str, Any], ...]: ...
+
+    async def held(self, tenant: str) -> list[Grant]: ...
 
 
 class GrantStore(Protocol):
@@ -172,11 +175,44 @@ def _parsed(documents: Iterable[Any]) -> dict[str, Grant]:
 
 
 def in_force(grant: Grant, now: datetime) -> bool:
-    """Begun and not ended at `now`. Decided here, not in Rego: the disclosure's read
-    set analysis (policy/readset.py) turns the decision cache off for a rule that
-    compares the instant asked about with anything but a record's times, and the
-    cache keys on the grants passed, so a grant stops at its end exactly."""
-    return grant.granted_at <= now and (grant.until is None or now < grant.until)
+    """Begun, not ended and not revoked at `now` (a held grant is never revoked: a
+    revocation removes it; one rebuilt from the audit may be). Decided here, not in
+    Rego: the disclosure's read set analysis (policy/readset.py) turns the decision
+    cache off for a rule that compares the instant asked about with anything but a
+    record's times, and the cache keys on the grants passed, so a grant stops at its
+    end exactly."""
+    return (
+        grant.granted_at <= now
+        and (grant.until is None or now < grant.until)
+        and (grant.revoked_at is None or now < grant.revoked_at)
+    )
+
+
+def passed(grants: Iterable[Grant], question: DisclosureQuestion) -> tuple[dict[str, Any], ...]:
+    """The grants a read passes to the disclosure policy (`input.grants`), as it reads
+    them: in force at the question's `now`, for its purpose, whose reader is a hearer
+    or a group (the policy knows who is in one), in grant id order."""
+    hearers = {question.asker.id, *question.audience}
+    return tuple(
+        policy_view(g)
+        for g in sorted(grants, key=lambda g: str(g.grant_id))
+        if in_force(g, question.now)
+        and (g.purpose is None or g.purpose == question.purpose)
+        and (g.reader in hearers or g.reader.startswith(GROUP))
+    )
+
+
+def digest(views: Iterable[dict[str, Any]]) -> str | None:
+    """What a read's audit entry keeps of the grants it passed (None: it passed none).
+    A digest, not the grants: a read passes every group grant of its tenant, and any
+    subject may give a hundred, so a copy in every entry would let one user grow every
+    read's entry; a policy edit's impact rebuilds the grants from the consent audit
+    and the grants held, and replays a read only when they hash to its digest."""
+    listed = list(views)
+    if not listed:
+        return None
+    text = json.dumps(listed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def policy_view(grant: Grant) -> dict[str, Any]:
@@ -283,20 +319,16 @@ class Grants:
         is a hearer or a group (the policy knows who is in one), as the policy reads
         them; none when the store cannot be read (a grant then discloses nothing:
         deny by default)."""
-        asker = question.asker
-        hearers = {asker.id, *question.audience}
         try:
-            grants = await self.store.load(asker.tenant)
+            grants = await self.store.load(question.asker.tenant)
         except GrantsUnavailable:
             log.warning("grants cannot be read: this read applies none")
             return ()
-        return tuple(
-            policy_view(g)
-            for g in sorted(grants, key=lambda g: str(g.grant_id))
-            if in_force(g, question.now)
-            and (g.purpose is None or g.purpose == question.purpose)
-            and (g.reader in hearers or g.reader.startswith(GROUP))
-        )
+        return passed(grants, question)
+
+    async def held(self, tenant: str) -> list[Grant]:
+        """The grants the store holds now (GrantsUnavailable when it cannot be read)."""
+        return await self.store.load(tenant)
 
     async def _decide(
         self,

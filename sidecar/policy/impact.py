@@ -78,9 +78,9 @@ class Question:
     as_of: datetime
     # What the read decided then: allowed or not.
     audited_allow: bool
-    # The grants the read passed to the policy (policy/grants.py `live`), as its audit
-    # entry keeps them: the same input again, whatever was revoked or has ended since.
-    grants: tuple[dict[str, Any], ...] = ()
+    # The digest of the grants the read passed to the policy (policy/grants.py
+    # `digest`; None: it passed none), which the replay's rebuilt grants must match.
+    grants_digest: str | None = None
 
 
 def flip_kind(current: ImpactSide, candidate: ImpactSide) -> FlipKind | None:
@@ -263,7 +263,7 @@ def summary(built: ImpactReport, groups: int = 5) -> list[str]:
         + (f", stopped by {built.truncated}" if built.truncated else ""),
         f"newly disclosed: {flips.newly_disclosed}, newly withheld: {flips.newly_withheld}, "
         f"changed use: {flips.changed_use}; skipped: {built.skipped.erased} erased, "
-        f"{built.skipped.not_stored} not stored",
+        f"{built.skipped.not_stored} not stored, {built.skipped.grants_unknown} grants unknown",
     ]
     for title, found in (
         ("by rule", built.by_rule),

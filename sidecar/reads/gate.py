@@ -32,7 +32,7 @@ from sidecar.policy.cache import DecisionCache
 from sidecar.policy.contract import Decision, DisclosureQuestion
 from sidecar.policy.decider import Consultation, Decider, Ruling
 from sidecar.policy.engine import PolicyEngine
-from sidecar.policy.grants import GrantSource
+from sidecar.policy.grants import GrantSource, digest
 from sidecar.policy.pushdown import Compiler, Pushdown
 from sidecar.reads.allow_rate import AllowRates, LocalAllowRates, rate_key
 from sidecar.record import Stored
@@ -253,7 +253,7 @@ class Disclosure:
             error=error,
             as_of=question.at,
             claims=(question.asker.groups, question.asker.roles, question.asker.scopes),
-            grants=question.grants,
+            grants_digest=digest(question.grants),
         )
 
 

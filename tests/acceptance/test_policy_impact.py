@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -432,14 +433,13 @@ def test_console_in_a_browser(world: dict[str, Any], tmp_path: Path) -> None:
 # --- reads a grant disclosed to: replayed with the grants they applied ---------------------
 
 
-@pytest.fixture(scope="module")
-def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def granted_read(env: dict[str, str], folder: Path) -> Iterator[dict[str, Any]]:
     """A sidecar of its own (the world above stays as its oracle reads it): quinn's
     appointment, disclosed to sam by quinn's grant alone, read by sam, and the grant
     then revoked."""
-    folder = tmp_path_factory.mktemp("granted")
-    env = {"WHOSE_JWT_HS256_SECRET": SECRET}
-    base, process = start_sidecar(folder / "sidecar", env, dev=False)
+    base, process = start_sidecar(
+        folder / "sidecar", env | {"WHOSE_JWT_HS256_SECRET": SECRET}, dev=False
+    )
     try:
         with httpx.Client(base_url=base, timeout=30) as http:
             stored = http.post(
@@ -475,6 +475,11 @@ def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         stop(process)
 
 
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield from granted_read({}, tmp_path_factory.mktemp("granted"))
+
+
 def without_grants_for_gets(into: Path) -> Path:
     """The shipped policy, with grants applied to recalls only: sam's get would be
     withheld."""
@@ -497,11 +502,16 @@ def test_a_read_a_grant_disclosed_is_replayed_with_that_grant(
     # the report would say the edit changes nothing.
     with httpx.Client(base_url=granted["base"], timeout=30) as http:
         audit = http.get("/v1/audit", params={"asker": "sam"}, headers=ADMIN).json()
-    gets = [e for e in audit["entries"] if e["purpose"] == "get" and e["allowed"]]
-    assert [g["id"] for g in gets[0]["grants"]] == [granted["grant"]]
+    gets = [e for e in audit["entries"] if e["purpose"] == "get"]
+    # Newest first: the read the grant disclosed to keeps a digest of the grant it
+    # passed, not the grant; the read before the grant passed none.
+    assert [bool(e["allowed"]) for e in gets] == [True, False]
+    assert re.fullmatch("[0-9a-f]{64}", gets[0]["grants_digest"])
+    assert gets[1]["grants_digest"] is None
     answered = impact(granted["base"], without_grants_for_gets(tmp_path))
     assert answered.status_code == 200, answered.text
     report = answered.json()
+    assert report["skipped"]["grants_unknown"] == 0
     assert report["flips"] == {"newly_disclosed": 0, "newly_withheld": 1, "changed_use": 0}
     assert report["records"]["newly_withheld"] == [granted["record"]]
     flip = report["examples"][0]
@@ -510,3 +520,24 @@ def test_a_read_a_grant_disclosed_is_replayed_with_that_grant(
     assert flip["candidate"]["allow"] is False
     # The read withheld before the grant was given is no flip: it applied none.
     assert report["decisions"] == 2
+
+
+@pytest.fixture(scope="module")
+def forgotten(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    # An audit log that keeps two entries: sam's read and the revocation outlive the
+    # entry that gave the grant.
+    yield from granted_read({"WHOSE_AUDIT_MAX_ENTRIES": "2"}, tmp_path_factory.mktemp("forgot"))
+
+
+def test_a_read_whose_grants_cannot_be_rebuilt_is_skipped_and_counted(
+    forgotten: dict[str, Any], tmp_path: Path
+) -> None:
+    # The grant was revoked, and the entry that gave it is gone: what sam's read
+    # passed cannot be known, so it is counted, not decided without the grant (which
+    # would report no flip where there is one).
+    answered = impact(forgotten["base"], without_grants_for_gets(tmp_path))
+    assert answered.status_code == 200, answered.text
+    report = answered.json()
+    assert report["skipped"]["grants_unknown"] == 1
+    assert report["decisions"] == 0
+    assert sum(report["flips"].values()) == 0
