@@ -14,7 +14,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -150,15 +150,27 @@ class Oversight:
         """The audited (record, question) pairs of the window, newest first, at most
         max_decisions; and how many entries were read for them."""
         found: list[Question] = []
-        seen: set[str] = set()
-        until = window.until
         read = 0
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.audit_log.flushed(), timeout=0.5)
-        while len(found) < window.max_decisions:
-            query = AuditQuery(
-                tenant=tenant, asker=window.asker, since=window.since, until=until, limit=_PAGE
-            )
+        query = AuditQuery(
+            tenant=tenant, asker=window.asker, since=window.since, until=window.until, limit=_PAGE
+        )
+        async with contextlib.aclosing(self._newest_first(query)) as entries:
+            async for entry in entries:
+                read += 1
+                if entry.purpose in _REPLAYED:
+                    found.extend(_asked(entry))
+                if len(found) >= window.max_decisions:
+                    break
+        return found[: window.max_decisions], read
+
+    async def _newest_first(self, query: AuditQuery) -> AsyncGenerator[AuditEntry]:
+        """Every entry `query` matches, newest first, each once, a page at a time: the
+        next page ends where the last did (entries at that very instant come again and
+        are dropped)."""
+        seen: set[str] = set()
+        while True:
             try:
                 page = await self.audit_log.query(query)
             except SINK_ERRORS as exc:
@@ -166,15 +178,10 @@ class Oversight:
             fresh = [e for e in page if str(e.decision_id) not in seen]
             for entry in fresh:
                 seen.add(str(entry.decision_id))
-                read += 1
-                if entry.purpose in _REPLAYED:
-                    found.extend(_asked(entry))
-            if len(page) < _PAGE or not fresh:
-                break
-            # Newest first: the next page ends where this one did (entries at that very
-            # instant come again and are dropped above).
-            until = min(e.time for e in page)
-        return found[: window.max_decisions], read
+                yield entry
+            if len(page) < query.limit or not fresh:
+                return
+            query = query.model_copy(update={"until": min(e.time for e in page)})
 
     async def grant_history(self, tenant: str) -> list[Grant]:
         """Every grant of the tenant known to have been given, with its revocation: the
@@ -186,25 +193,18 @@ class Oversight:
             with contextlib.suppress(GrantsUnavailable):
                 given = {str(g.grant_id): g for g in await self.grants.held(tenant)}
         revoked: dict[str, datetime] = {}
-        until: datetime | None = None
-        seen: set[str] = set()
-        while len(seen) < _HISTORY:
-            query = AuditQuery(tenant=tenant, purpose="consent", until=until, limit=_PAGE)
-            try:
-                page = await self.audit_log.query(query)
-            except SINK_ERRORS as exc:
-                raise AuditUnavailable(str(exc)) from exc
-            fresh = [e for e in page if str(e.decision_id) not in seen]
-            for entry in fresh:
-                seen.add(str(entry.decision_id))
+        read = 0
+        query = AuditQuery(tenant=tenant, purpose="consent", limit=_PAGE)
+        async with contextlib.aclosing(self._newest_first(query)) as entries:
+            async for entry in entries:
                 grant = _given(entry)
                 if grant is not None:
                     given.setdefault(str(grant.grant_id), grant)
                 elif (ended := _revoked(entry)) is not None:
                     revoked[ended[0]] = min(ended[1], revoked.get(ended[0], ended[1]))
-            if len(page) < _PAGE or not fresh:
-                break
-            until = min(e.time for e in page)
+                read += 1
+                if read >= _HISTORY:
+                    break
         return [
             g.model_copy(update={"revoked_at": revoked[i]}) if i in revoked else g
             for i, g in given.items()
