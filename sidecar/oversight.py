@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 import uuid
@@ -46,9 +47,11 @@ from sidecar.policy import impact
 from sidecar.policy.candidate import Candidates
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
-from sidecar.policy.grants import GrantSource, digest, passed
+from sidecar.policy.grants import GrantSource, digest, policy_view, reaches
 from sidecar.policy.impact import ImpactReport, ImpactSide, ImpactWindow, Question
 from sidecar.store import Store
+
+log = logging.getLogger(__name__)
 
 AUDITOR = "auditor"
 POLICY_ADMIN = "policy-admin"
@@ -61,8 +64,10 @@ _REPLAYED = frozenset({"recall", "get", "history"})
 # enough that the time bound is checked often.
 _CHUNK = 16
 _PAGE = 500
-# Consent entries read, at most, to rebuild the grants audited reads passed.
+# Grants and revocations read, at most, to rebuild the grants audited reads passed,
+# and consent entries (refusals too) scanned for them.
 _HISTORY = 10_000
+_HISTORY_SCAN = 100_000
 # Store reads per call when fetching a window's records.
 _FETCH = 256
 
@@ -183,27 +188,33 @@ class Oversight:
                 return
             query = query.model_copy(update={"until": min(e.time for e in page)})
 
-    async def grant_history(self, tenant: str) -> list[Grant]:
-        """Every grant of the tenant known to have been given, with its revocation: the
-        grants held now, and those the consent entries of the audit log name (the most
-        recent `_HISTORY`). A grant given before the oldest entry kept and revoked or
-        ended since is not known: the reads that passed it cannot be replayed."""
+    async def grant_history(self, tenant: str, until: datetime | None) -> list[Grant]:
+        """Every grant of the tenant known to have been given by `until` (None: now),
+        with its revocation by then: the grants held now, and those the consent entries
+        of the audit log name, newest first, at most `_HISTORY` grants and revocations
+        among at most `_HISTORY_SCAN` entries (refusals are entries too). A read that
+        passed a grant this does not know (given before the oldest entry reached, and
+        revoked or ended since) cannot be replayed: counted, never decided without it."""
         given: dict[str, Grant] = {}
         if self.grants is not None:
-            with contextlib.suppress(GrantsUnavailable):
+            try:
                 given = {str(g.grant_id): g for g in await self.grants.held(tenant)}
+            except GrantsUnavailable:
+                log.warning("grants cannot be read: the replay rebuilds them from the audit")
         revoked: dict[str, datetime] = {}
-        read = 0
-        query = AuditQuery(tenant=tenant, purpose="consent", limit=_PAGE)
+        counted = scanned = 0
+        query = AuditQuery(tenant=tenant, purpose="consent", until=until, limit=_PAGE)
         async with contextlib.aclosing(self._newest_first(query)) as entries:
             async for entry in entries:
+                scanned += 1
                 grant = _given(entry)
                 if grant is not None:
                     given.setdefault(str(grant.grant_id), grant)
+                    counted += 1
                 elif (ended := _revoked(entry)) is not None:
                     revoked[ended[0]] = min(ended[1], revoked.get(ended[0], ended[1]))
-                read += 1
-                if read >= _HISTORY:
+                    counted += 1
+                if counted >= _HISTORY or scanned >= _HISTORY_SCAN:
                     break
         return [
             g.model_copy(update={"revoked_at": revoked[i]}) if i in revoked else g
@@ -367,12 +378,16 @@ class _Replay:
         stored = [q for q in questions if q.record_id in records]
         skipped.erased = sum(1 for q in questions if q.record_id in self._erased)
         skipped.not_stored = len(questions) - len(stored) - skipped.erased
-        self.grants = await self._grants(stored)
+        self.grants, tried = await self._grants(stored)
         pairs = [q for q in stored if q.entry in self.grants]
-        skipped.grants_unknown = len(stored) - len(pairs)
+        skipped.grants_unknown = sum(
+            q.entry in tried and q.entry not in self.grants for q in stored
+        )
         truncated: impact.Truncation | None = None
         if len(questions) >= self.window.max_decisions:
             truncated = "max_decisions"
+        if len(tried) < len({q.entry for q in stored}):
+            truncated = "max_seconds"
         done = 0
         for at in range(0, len(pairs), _CHUNK):
             if time.monotonic() >= self.deadline:
@@ -431,25 +446,43 @@ class _Replay:
         self.revisions = (now_answer.revision, then_answer.revision)
         return ImpactSide.of(now), ImpactSide.of(then)
 
-    async def _grants(self, questions: list[Question]) -> dict[str, tuple[dict[str, Any], ...]]:
+    async def _grants(
+        self, questions: list[Question]
+    ) -> tuple[dict[str, tuple[dict[str, Any], ...]], set[str]]:
         """The grants each read passed, by audit entry, for the entries whose grants
         are known: none for a read that passed none (or was audited before reads kept
         a digest of them); else those rebuilt from the grant history that hash to the
-        entry's digest (policy/grants.py `digest`)."""
+        entry's digest (policy/grants.py `digest`). And the entries tried before the
+        time bound."""
         known: dict[str, tuple[dict[str, Any], ...]] = {}
-        history: list[Grant] | None = None
+        tried: set[str] = set()
+        history: list[tuple[Grant, dict[str, Any]]] | None = None
         for question in questions:
-            if question.entry in known:
+            if question.entry in tried:
                 continue
+            tried.add(question.entry)
             if question.grants_digest is None:
                 known[question.entry] = ()
                 continue
             if history is None:
-                history = await self.oversight.grant_history(self.tenant)
-            rebuilt = passed(history, self._asked(question))
-            if digest(rebuilt) == question.grants_digest:
-                known[question.entry] = rebuilt
-        return known
+                grants = await self.oversight.grant_history(self.tenant, self.window.until)
+                history = [
+                    (g, policy_view(g)) for g in sorted(grants, key=lambda g: str(g.grant_id))
+                ]
+            # The read chose its grants when it began; its entry's time is when it
+            # ended, and its as_of (when none was asked for) when it began: either may
+            # be the instant, and only the very grants it passed hash to its digest.
+            for at in dict.fromkeys((question.as_of, question.now)):
+                asked = replace(self._asked(question), now=at)
+                rebuilt = tuple(view for g, view in history if reaches(g, asked))
+                if digest(rebuilt) == question.grants_digest:
+                    known[question.entry] = rebuilt
+                    break
+            # Many reads over many grants: the event loop serves requests meanwhile.
+            await asyncio.sleep(0)
+            if time.monotonic() >= self.deadline:
+                break
+        return known, tried
 
     async def _records(
         self, ids: set[str]

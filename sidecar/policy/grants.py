@@ -92,8 +92,14 @@ class FileGrants:
         known = self._known.get(tenant)
         if known is None:
             path = self._path(tenant)
-            text = await asyncio.to_thread(lambda: path.read_text() if path.exists() else "{}")
-            known = self._known[tenant] = _parsed(json.loads(text).values())
+            try:
+                text = await asyncio.to_thread(lambda: path.read_text() if path.exists() else "{}")
+                documents = json.loads(text)
+                known = self._known[tenant] = _parsed(documents.values())
+            except (OSError, ValueError, AttributeError) as exc:
+                # An unreadable file fails as Redis does: a read applies no grant (deny
+                # by default), a grant route answers 503; not a 500 on every read.
+                raise GrantsUnavailable(f"grants file {path.name}: {exc}") from exc
         return known
 
     async def add(self, grant: Grant, expired: Iterable[uuid.UUID]) -> None:
@@ -190,15 +196,24 @@ def in_force(grant: Grant, now: datetime) -> bool:
 
 def passed(grants: Iterable[Grant], question: DisclosureQuestion) -> tuple[dict[str, Any], ...]:
     """The grants a read passes to the disclosure policy (`input.grants`), as it reads
-    them: in force at the question's `now`, for its purpose, whose reader is a hearer
-    or a group (the policy knows who is in one), in grant id order."""
-    hearers = {question.asker.id, *question.audience}
+    them, in grant id order: those that `reach` the question."""
     return tuple(
         policy_view(g)
         for g in sorted(grants, key=lambda g: str(g.grant_id))
-        if in_force(g, question.now)
-        and (g.purpose is None or g.purpose == question.purpose)
-        and (g.reader in hearers or g.reader.startswith(GROUP))
+        if reaches(g, question)
+    )
+
+
+def reaches(grant: Grant, question: DisclosureQuestion) -> bool:
+    """Whether a read passes `grant`: in force at the question's `now`, for its
+    purpose, and its reader a hearer or a group (the policy knows who is in one)."""
+    return (
+        in_force(grant, question.now)
+        and (grant.purpose is None or grant.purpose == question.purpose)
+        and (
+            grant.reader in (question.asker.id, *question.audience)
+            or grant.reader.startswith(GROUP)
+        )
     )
 
 

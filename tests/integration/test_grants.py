@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sidecar.auth.identity import Identity
-from sidecar.errors import ConsentRefused, NotFound
-from sidecar.messages import GrantRequest
+from sidecar.errors import ConsentRefused, GrantsUnavailable, NotFound
+from sidecar.messages import Grant, GrantRequest
 from sidecar.policy.cache import LocalCache
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
@@ -199,3 +199,25 @@ async def test_only_the_subject_or_an_agent_grants_within_the_vocabulary(
     listed = await consent.grants.listed(Identity("alice", "acme"))
     assert [(g.granted_by, g.reader) for g in listed.grants] == [("dpo", "beth")]
     assert (await consent.grants.listed(Identity("carol", "acme"))).grants == []
+
+
+async def test_an_unreadable_grants_file_fails_as_the_store_being_down(tmp_path: Path) -> None:
+    # Deny by default, as when Redis is down: a read applies no grant and a grant route
+    # answers 503, where a file that does not parse used to raise through every read.
+    folder = tmp_path / "grants"
+    grant = Grant(
+        grant_id=uuid.uuid4(),
+        tenant="acme",
+        subject="alice",
+        reader="bob",
+        categories=["appointments"],
+        granted_by="alice",
+        granted_at=datetime.now(UTC),
+    )
+    await FileGrants(folder).add(grant, [])
+    (written,) = folder.iterdir()
+    assert [g.grant_id for g in await FileGrants(folder).load("acme")] == [grant.grant_id]
+    for garbage in (b"{", b"[1, 2]", b"\xff"):
+        written.write_bytes(garbage)
+        with pytest.raises(GrantsUnavailable):
+            await FileGrants(folder).load("acme")
