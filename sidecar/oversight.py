@@ -188,7 +188,7 @@ class Oversight:
                 return
             query = query.model_copy(update={"until": min(e.time for e in page)})
 
-    async def grant_history(self, tenant: str, until: datetime | None) -> list[Grant]:
+    async def _grant_history(self, tenant: str, until: datetime | None) -> list[Grant]:
         """Every grant of the tenant known to have been given by `until` (None: now),
         with its revocation by then: the grants held now, and those the consent entries
         of the audit log name, newest first, at most `_HISTORY` grants and revocations
@@ -465,7 +465,7 @@ class _Replay:
                 known[question.entry] = ()
                 continue
             if history is None:
-                grants = await self.oversight.grant_history(self.tenant, self.window.until)
+                grants = await self.oversight._grant_history(self.tenant, self.window.until)
                 history = [
                     (g, policy_view(g)) for g in sorted(grants, key=lambda g: str(g.grant_id))
                 ]
