@@ -211,8 +211,9 @@ def reaches(grant: Grant, question: DisclosureQuestion) -> bool:
         in_force(grant, question.now)
         and (grant.purpose is None or grant.purpose == question.purpose)
         and (
-            grant.reader in (question.asker.id, *question.audience)
-            or grant.reader.startswith(GROUP)
+            grant.reader.startswith(GROUP)
+            or grant.reader == question.asker.id
+            or grant.reader in question.audience
         )
     )
 
