@@ -14,6 +14,14 @@ task waits until the sidecar has been quiet: no request in flight (health probes
 and metric scrapes aside), none for `optimize_interval_s`. Under constant traffic
 new points stay unindexed until a quiet moment or the next start: searches stay
 correct, only slower (the payload indexes still narrow them).
+
+A stack collection's shard is made on its first use, inside a request, and each
+payload index the engine makes flushes every index made before it: all of whose's
+took 0.6-0.8 s with the process standing still (docs/design.md, "Stack
+collections"). So it is made with the indexes an answer depends on (MADE_WITH) and
+the rest join at the next quiet moment, before the optimize; until then the engine
+checks their conditions on the payload itself, with the same results, and an
+ordering by one of them has its index made first.
 """
 
 from __future__ import annotations
@@ -167,6 +175,10 @@ class EdgeStore:
         self._optimizer: asyncio.Task[None] | None = None
         self._optimizing: asyncio.Future[None] | None = None
         self._claim: int | None = None
+        # Payload indexes still to make (a stack shard's, MADE_WITH aside), and one
+        # made at a time: the background and an ordering may both want one.
+        self._unindexed: set[str] = set()
+        self._indexing = asyncio.Lock()
 
     async def open(self) -> None:
         self._claim = claim(self.path)
@@ -176,6 +188,8 @@ class EdgeStore:
             self._release()
             raise
         self._optimizer = asyncio.create_task(self._optimize_after_writes())
+        if self._unindexed:
+            self._dirty.set()
         # Whatever an earlier process stored but did not index, indexed before serving
         # (nothing to do, and instant, when it is all indexed).
         try:
@@ -191,11 +205,16 @@ class EdgeStore:
         else:
             shard = self._open_whose_shard()
         # On a new store the indexes go in before any data, so every segment is built
-        # with them; a store made by an earlier version gains the ones added since.
+        # with them; a store made by an earlier version gains the ones added since. A
+        # stack shard, opened inside a request, gets MADE_WITH now and the rest when
+        # the server is quiet (see above).
         indexed = shard.info().payload_schema
-        for name, schema in _indexes():
-            if name not in indexed:
+        missing = [(name, schema) for name, schema in _indexes() if name not in indexed]
+        for name, schema in missing:
+            if self.vectors.computes_lexical or name in MADE_WITH:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
+            else:
+                self._unindexed.add(name)
         return shard
 
     def _open_stack_shard(self) -> qe.EdgeShard:
@@ -349,6 +368,9 @@ class EdgeStore:
         )
         raw = order_by.start_from
         start = raw.isoformat() if isinstance(raw, datetime | date) else raw
+        if order_by.key in self._unindexed:
+            # The engine orders by an index only.
+            await self._make_index(order_by.key)
         request = qe.ScrollRequest(
             limit=limit,
             filter=_edge_filter(scope, exclude),
@@ -558,13 +580,25 @@ class EdgeStore:
         """Build HNSW and merge segments now (the whole process waits: see above)."""
         await self._run(self.shard.optimize)
 
+    async def _make_index(self, name: str) -> None:
+        async with self._indexing:
+            if name in self._unindexed:
+                operation = qe.UpdateOperation.create_field_index(name, _INDEXES[name])
+                await self._run(self.shard.update, operation)
+                self._unindexed.discard(name)
+
+    async def _complete_then_optimize(self) -> None:
+        for name in sorted(self._unindexed):
+            await self._make_index(name)
+        await self.optimize()
+
     async def _optimize_after_writes(self) -> None:
         while True:
             await self._dirty.wait()
             waited = await self._until_quiet()
             self._dirty.clear()
             log.info("optimizing the store after %.0f s of waiting for quiet", waited)
-            self._optimizing = asyncio.ensure_future(self.optimize())
+            self._optimizing = asyncio.ensure_future(self._complete_then_optimize())
             try:
                 await asyncio.shield(self._optimizing)
             except StoreUnavailable:
@@ -671,6 +705,13 @@ _EDGE_SCHEMA = {
 }
 
 
+# What a stack shard is made with (see above): the indexes that change an answer or
+# the graph, not only its speed. The tenant's and the audience's add HNSW links of
+# their own (LINKED_FIELDS); without its index the engine matches `content` as a
+# substring, not by words.
+MADE_WITH = LINKED_FIELDS | frozenset(TEXT_FIELDS)
+
+
 def _indexes() -> list[tuple[str, _Index]]:
     indexes: list[tuple[str, _Index]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
     for n in KEYWORD_FIELDS:
@@ -688,6 +729,10 @@ def _indexes() -> list[tuple[str, _Index]]:
         )
         indexes.append((n, text))
     return indexes
+
+
+# By name: the index an ordering needs, or the background makes, for a stack shard.
+_INDEXES = dict(_indexes())
 
 
 def _edge_filter(scope: Scope, exclude: Collection[str]) -> qe.Filter:
