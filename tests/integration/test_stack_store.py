@@ -26,7 +26,7 @@ from sidecar.errors import CollectionExists, CollectionRefused, QueryMissing, Qu
 from sidecar.http.request_metrics import Traffic
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import MemoryWrite
-from sidecar.store import Store
+from sidecar.store import Store, Vectors
 from sidecar.store.edge import EdgeStore
 from sidecar.store.layout import VectorLayout
 from sidecar.store.probes import Nearest, Recommend
@@ -370,10 +370,32 @@ async def test_an_embedded_stack_is_made_with_what_answers_need_and_completed_at
         await stacks.close()
 
 
+async def test_a_stack_filled_at_once_gets_its_indexes_before_it_grows(tmp_path: Path) -> None:
+    """An index made later is built over every point there is, the process standing
+    still the while: writes that keep a new stack busy (the task waits for a pause)
+    make the remaining indexes before it holds LATE_INDEXES_UNDER points."""
+    from sidecar.store.edge import LATE_INDEXES_UNDER
+
+    store = EdgeStore(tmp_path / "kb", DIM, vectors=kb(), optimize_interval_s=60)
+    await store.open()
+    try:
+        batch: list[tuple[dict[str, Any], Vectors]] = [
+            (record(f"page {i}"), {"": dense(i % DIM), SPARSE: sparse({i: 1.0})})
+            for i in range(LATE_INDEXES_UNDER + 1)
+        ]
+        await store.put("acme", batch[:1])
+        assert set(store.shard.info().payload_schema) != INDEXED_FIELDS
+        await store.put("acme", batch[1:])
+        assert set(store.shard.info().payload_schema) == INDEXED_FIELDS
+    finally:
+        await store.close()
+
+
 def test_the_indexes_made_after_a_stack_change_no_answer(tmp_path: Path) -> None:
-    """Every index a stack's shard gets after it is made (all but MADE_WITH): each
-    condition a caller's filter may put on its field selects the same points with the
-    index and without it, whatever the field holds (records hold strings)."""
+    """Every index a stack's shard gets after it is made (all but MADE_WITH): each kind
+    of single test a caller's filter may put on its field (http/qdrant/caller_filter.py
+    refuses two in one condition) selects the same points with the index and without
+    it, whatever the field holds (records hold strings)."""
     import qdrant_edge as qe
 
     from sidecar.store.edge import _indexes
@@ -414,11 +436,18 @@ def test_the_indexes_made_after_a_stack_change_no_answer(tmp_path: Path) -> None
         field = functools.partial(qe.FieldCondition, name)
         return [
             field(match=qe.MatchValue("x")),
+            field(match=qe.MatchValue(5)),
+            field(match=qe.MatchValue(True)),
             field(match=qe.MatchAny(["x", "z"])),
+            field(match=qe.MatchAny([])),
             field(match=qe.MatchExcept(["x"])),
+            field(match=qe.MatchExcept([])),
             field(values_count=qe.ValuesCount(gte=2)),
+            field(values_count=qe.ValuesCount(lt=1)),
             field(range=qe.RangeFloat(gt=0)),
             field(range=qe.RangeDateTime(gt="2026-01-01T00:00:00Z")),
+            field(is_empty=True),
+            field(is_null=False),
             qe.IsEmptyCondition(name),
             qe.IsNullCondition(name),
         ]
@@ -430,7 +459,12 @@ def test_the_indexes_made_after_a_stack_change_no_answer(tmp_path: Path) -> None
     try:
         for name in later:
             for condition in conditions(name):
-                for flt in (qe.Filter(must=[condition]), qe.Filter(must_not=[condition])):
+                tenant = qe.FieldCondition("tenant", match=qe.MatchValue("acme"))
+                for flt in (
+                    qe.Filter(must=[condition]),
+                    qe.Filter(must_not=[condition]),
+                    qe.Filter(must=[tenant], should=[condition]),
+                ):
                     assert selected(without, flt) == selected(indexed, flt), (name, flt)
     finally:
         without.close()

@@ -188,3 +188,21 @@ def test_a_record_field_comes_before_a_stacks_key_of_the_same_name() -> None:
     assert stored_key("metadata.source", OWN) == "document.metadata.source"
     assert stored_key("metadata.team", OWN) == "metadata.team"
     assert stored_key("doc_id", OWN) == "document.id"
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"key": "source_id", "match": {"value": "s1"}, "is_empty": True},
+        {"key": "confidence", "range": {"gt": 0.5}, "is_null": False},
+        {"key": "categories", "values_count": {"gte": 1}, "match": {"any": ["x"]}},
+        {"key": "source_id", "is_empty": False, "is_null": False},
+    ],
+)
+def test_a_field_condition_tests_one_thing(condition: dict[str, Any]) -> None:
+    # The engine decides one with two tests by its index where there is one and by the
+    # payload otherwise, and the two disagree: `source_id` value s1 and is_empty
+    # selected nothing unindexed, every s1 point indexed (a stack's shard is indexed
+    # soon after it is made; store/edge.py).
+    assert refused({"must": [condition]}) == "invalid_filter"
+    assert caller_filter({"must": [{"key": "source_id", "is_empty": False}]}, "acme")

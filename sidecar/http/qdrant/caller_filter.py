@@ -239,6 +239,16 @@ def _checked_field(
 ) -> qm.FieldCondition:
     if condition.geo_bounding_box or condition.geo_radius or condition.geo_polygon:
         raise FilterRefused("unsupported_filter", "geo conditions are not supported")
+    parts = (condition.match, condition.range, condition.values_count)
+    tests = sum(p is not None for p in parts) + (condition.is_empty is not None)
+    if tests + (condition.is_null is not None) > 1:
+        # The engine decides such a condition by its index when there is one and by
+        # the payload otherwise, and the two disagree (docs/rag-proxy.md).
+        raise FilterRefused(
+            "invalid_filter",
+            "a field condition tests one thing: match, range, values_count, is_empty or"
+            " is_null; put several in `must`",
+        )
     key = _indexed(condition.key, budget, nested)
     if condition.values_count is not None:
         if nested or "[" in key:
