@@ -239,9 +239,14 @@ def _checked_field(
 ) -> qm.FieldCondition:
     if condition.geo_bounding_box or condition.geo_radius or condition.geo_polygon:
         raise FilterRefused("unsupported_filter", "geo conditions are not supported")
-    parts = (condition.match, condition.range, condition.values_count)
-    tests = sum(p is not None for p in parts) + (condition.is_empty is not None)
-    if tests + (condition.is_null is not None) > 1:
+    tests = (
+        condition.match,
+        condition.range,
+        condition.values_count,
+        condition.is_empty,
+        condition.is_null,
+    )
+    if sum(test is not None for test in tests) > 1:
         # The engine decides such a condition by its index when there is one and by
         # the payload otherwise, and the two disagree (docs/rag-proxy.md).
         raise FilterRefused(
