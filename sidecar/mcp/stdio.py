@@ -4,9 +4,7 @@ identity held to the rules of a token's claims."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from mcp.server.mcpserver import Context
+from typing import TYPE_CHECKING, Any
 
 from sidecar.auth.identity import (
     Identity,
@@ -14,9 +12,10 @@ from sidecar.auth.identity import (
 )
 from sidecar.auth.tokens import Authenticator
 from sidecar.errors import Unauthenticated
-from sidecar.mcp.tools import build
-from sidecar.services import open_services
 from sidecar.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
 
 
 async def serve_stdio(settings: Settings, token: str | None, dev: Identity | None) -> None:
@@ -46,6 +45,12 @@ async def serve_stdio(settings: Settings, token: str | None, dev: Identity | Non
 
     else:
         raise ValueError("no identity: set WHOSE_TOKEN to a token, or use --dev with --asker")
+    # Imported once the identity holds: the SDK, the store's client and the services
+    # take seconds to load (about 5 s on two busy cores), and a host started without an
+    # identity should hear so at once.
+    from sidecar.mcp.tools import build
+    from sidecar.services import open_services
+
     async with open_services(settings, authenticate) as services:
         server = build(lambda: services, identity_of)
         await server.run_stdio_async()
