@@ -61,6 +61,21 @@ TEXT_FIELDS = ("content",)
 # (docs/performance.md, round eight); a filter selective on any other field is searched
 # exactly anyway (store/planner.py).
 LINKED_FIELDS = frozenset((TENANT_FIELD, "audience"))
+# What a collection is made with, before the rest of INDEXED_FIELDS: the indexes that
+# change an answer or the graph, not only its speed. The tenant's and the audience's
+# add HNSW links of their own (LINKED_FIELDS). Without its index the engine matches
+# `content` as a substring, not by words; compares a number range with a datetime
+# field, or a datetime range with a float one, differently; and checks `is_empty`
+# inside a `nested` condition per element, not per point. Every index costs its
+# making a flush of all made before it, so a stack's collection is made with these
+# and gets the others later (store/edge.py; store/server.py: on its first use).
+MADE_WITH = (
+    LINKED_FIELDS
+    | frozenset(TEXT_FIELDS)
+    | frozenset(DATETIME_FIELDS)
+    | frozenset(FLOAT_FIELDS)
+    | frozenset(n for n in KEYWORD_FIELDS if "[]." in n)
+)
 # Where a document's own metadata is stored (writes/documents.py): a stack's own payload
 # indexes are on paths under it, beside whose's indexes of the record (store/stacks.py).
 OWN_METADATA = "document.metadata."
