@@ -417,6 +417,7 @@ async def open_services(
             else FileRules(settings.data_dir / "forget-rules"),
             policy,
             audit,
+            per_setter=settings.forget_rules_per_setter,
         )
         writer = Writer(store, policy, embedder, locks, audit, rules)
         eraser = Eraser(store, policy, locks, reader, audit)

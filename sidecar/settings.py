@@ -211,6 +211,9 @@ class Settings(BaseSettings):
     # Grants (policy/grants.py): how many one subject may have at once (each read
     # passes the grants that may reach its hearers to the policy).
     grants_per_subject: int = Field(default=100, ge=1, le=1000)
+    # Forget rules (writes/forget_rules.py): how many standing rules one person may have
+    # set (every write of the tenant is matched against them all).
+    forget_rules_per_setter: int = Field(default=100, ge=1, le=1000)
     # Retention (writes/retention.py): seconds between two sweeps in the server (0: no
     # sweep; `whose sweep` still runs one), and the records one sweep may erase and
     # examine in all.

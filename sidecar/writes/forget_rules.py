@@ -51,9 +51,6 @@ from sidecar.writes.forgetting import Matcher, carried, concealed, redacted
 
 log = logging.getLogger(__name__)
 
-# Standing rules one tenant may hold: every write of the tenant is matched against
-# them all, so their number bounds a write's cost.
-MAX_RULES = 1000
 # Why a write was refused, whichever rule: the same reason for every rule, so the
 # refusal names no rule, subject or value (the writer sent the value; it learns that
 # something it sent is kept out, nothing more).
@@ -195,11 +192,18 @@ class Rules:
         policy: PolicyEngine,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        per_setter: int = 100,
     ) -> None:
         self.store = store
         self.policy = policy
         self.audit = audit
         self.clock = clock
+        # Standing rules one person may have set (Settings.forget_rules_per_setter).
+        # Every write of the tenant is matched against all of them, so this bounds a
+        # write's cost per person who sets rules. Not a bound on the tenant's total: a
+        # refusal once the tenant held so many would tell a setter how many rules the
+        # others had set, which they may not see.
+        self.per_setter = per_setter
         # Set once the erasure requests exist (services.py): a rule's erasure now.
         self.erasures: ErasureRequests | None = None
 
@@ -227,8 +231,12 @@ class Rules:
         decision = await self.policy.forget_rule(who, "set", _view(rule))
         if not decision.allow:
             raise ErasureRefused("forget rule refused", sorted(decision.reasons))
-        if len(await self.standing(who.tenant)) >= MAX_RULES:
-            raise InvalidRequest("forget rules", [f"at_most_{MAX_RULES}_standing_rules"])
+        theirs = [r for r in await self.standing(who.tenant) if r.set_by == who.id]
+        if len(theirs) >= self.per_setter:
+            raise InvalidRequest(
+                "too many forget rules",
+                [f"forget_rules_per_setter:{self.per_setter}: lift one first"],
+            )
         await self.store.save(rule)
         self._audit(who, rule, "set")
         if self.erasures is None:

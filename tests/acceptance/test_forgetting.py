@@ -367,3 +367,34 @@ def test_a_rule_stands_across_restarts_and_replicas(
         )
         client.close()
         assert rule["rule_id"].encode() in values
+
+
+def test_the_bound_on_rules_is_the_setters_own(tmp_path: Path) -> None:
+    """The rules one person may have set are bounded, not the tenant's: a bound on the
+    tenant's count would refuse bob once alice had set enough, telling him how many rules
+    she set, which he may not list. Bob's answers are the same whatever alice set."""
+    bound = {"WHOSE_FORGET_RULES_PER_SETTER": "2"}
+
+    def bobs_answers(alices_rules: int) -> list[tuple[int, Any]]:
+        base, process = start_sidecar(tmp_path / f"alice-set-{alices_rules}", env=bound)
+        try:
+            with httpx.Client(base_url=base, timeout=60) as http:
+                for n in range(alices_rules):
+                    made = forget(http, "alice", {"kind": "value", "value": f"alice-{n}"})
+                    assert made.status_code == 201, made.text
+                answers = []
+                for value in ("bob-0", "bob-1", "bob-2"):
+                    answer = forget(http, "bob", {"kind": "value", "value": value})
+                    body = answer.json()
+                    told = body["reasons"] if "reasons" in body else body["rule"]["kind"]
+                    answers.append((answer.status_code, told))
+                listed = http.get("/v1/forget-rules", headers=as_("bob")).json()["rules"]
+                answers.append((len(listed), sorted(r["value_length"] for r in listed)))
+                return answers
+        finally:
+            stop(process)
+
+    alone = bobs_answers(0)
+    assert [status for status, _ in alone[:3]] == [201, 201, 422]
+    assert alone[2][1] == ["forget_rules_per_setter:2: lift one first"]
+    assert bobs_answers(2) == alone
