@@ -483,6 +483,7 @@ async def open_services(
                     else FileEvents(settings.data_dir / "conversations"),
                     policy,
                     audit,
+                    max_events=settings.conversation_max_events,
                 ),
                 rules,
             ),

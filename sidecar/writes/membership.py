@@ -45,7 +45,8 @@ from sidecar.policy.contract import ConversationsInput, PolicyMembershipEvent
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
 
-# Events one conversation may hold: reading them all bounds every observation's cost.
+# Events one conversation may hold (Settings.conversation_max_events): reading them
+# all bounds every observation's cost.
 MAX_EVENTS = 10_000
 
 
@@ -150,9 +151,16 @@ def members_at(events: Sequence[MembershipEvent], at: datetime) -> list[str]:
 class Membership:
     """Membership events recorded through the policy, and the hearers they give."""
 
-    def __init__(self, log: EventLog, policy: PolicyEngine, audit: AuditLog | None = None) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        policy: PolicyEngine,
+        audit: AuditLog | None = None,
+        max_events: int = MAX_EVENTS,
+    ) -> None:
         self.log = log
         self.policy = policy
+        self.max_events = max_events
         # Every batch stored or refused by policy is audited: who was said to be present,
         # and by whom, decides who hears what (a security team reviews it like a write).
         self.audit = audit
@@ -171,8 +179,6 @@ class Membership:
         lock = self._locks.setdefault((who.tenant, conversation), asyncio.Lock())
         async with lock:
             known = await self.log.events(who.tenant, conversation)
-            if len(known) + len(changes) > MAX_EVENTS:
-                raise InvalidRequest("membership", [f"at_most_{MAX_EVENTS}_events"])
             by_id = {e.id: e for e in known}
             unknown = [
                 i
@@ -199,6 +205,11 @@ class Membership:
             if refusals:
                 self._audit(who, conversation, changes, now, refused=refusals)
                 raise WriteRefused([{"index": i, "reasons": r} for i, r in refusals.items()])
+            # After the policy: a writer it refuses learns nothing of how many events
+            # others recorded (asked before it, the bound told anyone naming the
+            # conversation whether it held nearly 10 000).
+            if len(known) + len(changes) > self.max_events:
+                raise InvalidRequest("membership", [f"at_most_{self.max_events}_events"])
             events = [
                 MembershipEvent(
                     **change.model_dump(),

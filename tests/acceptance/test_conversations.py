@@ -10,6 +10,7 @@ what each thinks the others heard is askable to any depth.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ import pytest
 
 from sidecar.bench import rooms
 from sidecar.client import DevIdentity, WhoseClient
-from tests.conftest import as_
+from tests.conftest import as_, start_sidecar, stop
 
 EXTRACTOR = "extractor-bot"
 
@@ -426,3 +427,39 @@ def test_membership_events_answer_as_listed_participants(http: httpx.Client, see
             )
             items = recall(http, by_membership, person, observed=other, heard=True, limit=100)
             assert turns_in(items) == room.thinks_heard(person, other), (person, other)
+
+
+def test_a_refused_writer_learns_nothing_of_a_full_conversation(tmp_path: Path) -> None:
+    """The bound on a conversation's events is checked after the policy: carol, who may
+    not record a join, is refused alike in a conversation that is full and in one that
+    is empty (asked before the policy, the bound told her the first was full)."""
+    tenant = f"conv-{uuid.uuid4().hex[:8]}"
+    base, process = start_sidecar(tmp_path, env={"WHOSE_CONVERSATION_MAX_EVENTS": "2"})
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            full = members(
+                http,
+                tenant,
+                "hall",
+                change("alice", "join", "2026-03-01T10:00:00Z"),
+                change("bob", "join", "2026-03-01T10:00:00Z"),
+            )
+            assert full.status_code == 201, full.text
+            more = members(http, tenant, "hall", change("dan", "join", "2026-03-01T10:01:00Z"))
+            assert more.json() == {"error": "invalid_request", "reasons": ["at_most_2_events"]}
+            carols = [
+                members(
+                    http,
+                    tenant,
+                    room,
+                    change("carol", "join", "2026-03-01T10:02:00Z"),
+                    writer="carol",
+                    roles="",
+                )
+                for room in ("hall", "attic")
+            ]
+    finally:
+        stop(process)
+    answers = [(r.status_code, r.json()) for r in carols]
+    assert answers[0] == answers[1]
+    assert answers[0][1]["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]
