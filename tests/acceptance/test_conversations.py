@@ -207,6 +207,17 @@ def change(person: str, kind: str, at: str, **extra: Any) -> dict[str, Any]:
     return {"person": person, "change": kind, "at": at, **extra}
 
 
+def alice_and_bob_join(http: httpx.Client, tenant: str) -> httpx.Response:
+    """A relay records alice and bob joining the hall at 10:00."""
+    return members(
+        http,
+        tenant,
+        "hall",
+        change("alice", "join", "2026-03-01T10:00:00Z"),
+        change("bob", "join", "2026-03-01T10:00:00Z"),
+    )
+
+
 def heard_by(http: httpx.Client, tenant: str, who: str) -> list[str]:
     """The words of every turn `who` heard anyone say."""
     return sorted(
@@ -255,13 +266,7 @@ def test_members_hear_what_is_said_while_they_are_in_the_room(
 
 
 def test_membership_is_attested_and_corrections_are_policy(http: httpx.Client, tenant: str) -> None:
-    opened = members(
-        http,
-        tenant,
-        "hall",
-        change("alice", "join", "2026-03-01T10:00:00Z"),
-        change("bob", "join", "2026-03-01T10:00:00Z"),
-    )
+    opened = alice_and_bob_join(http, tenant)
     assert opened.status_code == 201, opened.text
     wrong = members(http, tenant, "hall", change("bob", "leave", "2026-03-01T10:01:00Z"))
     [wrong_leave] = wrong.json()["events"]
@@ -437,13 +442,7 @@ def test_a_refused_writer_learns_nothing_of_a_full_conversation(tmp_path: Path) 
     base, process = start_sidecar(tmp_path, env={"WHOSE_CONVERSATION_MAX_EVENTS": "2"})
     try:
         with httpx.Client(base_url=base, timeout=60) as http:
-            full = members(
-                http,
-                tenant,
-                "hall",
-                change("alice", "join", "2026-03-01T10:00:00Z"),
-                change("bob", "join", "2026-03-01T10:00:00Z"),
-            )
+            full = alice_and_bob_join(http, tenant)
             assert full.status_code == 201, full.text
             more = members(http, tenant, "hall", change("dan", "join", "2026-03-01T10:01:00Z"))
             assert more.json() == {"error": "invalid_request", "reasons": ["at_most_2_events"]}
