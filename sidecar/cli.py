@@ -89,7 +89,7 @@ def serve(
     import asyncio
 
     from sidecar import logs
-    from sidecar.serving import serve as run
+    from sidecar.auth.tokens import identity_provider
 
     settings = settings_from_environment(
         host=host,
@@ -106,6 +106,12 @@ def serve(
         typer.echo(f"refusing --dev on non-loopback host {settings.host}", err=True)
         raise typer.Exit(code=2)
     logs.configure(settings)
+    # Before the server's modules load (about 5 s on two busy cores): the most common
+    # misconfiguration is one line at once, and the same for every worker count.
+    try:
+        identity_provider(settings)
+    except ValueError as exc:
+        raise refuse("configuration error", exc) from None
     if settings.workers > 1:
         from sidecar.workers import serve_workers
 
@@ -118,6 +124,8 @@ def serve(
         if status:
             typer.echo("cannot serve: a worker failed to start (see the log above)", err=True)
         raise typer.Exit(code=status)
+    from sidecar.serving import serve as run
+
     try:
         asyncio.run(run(settings))
     except ValueError as exc:

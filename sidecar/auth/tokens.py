@@ -156,14 +156,7 @@ class Authenticator:
         self.issuer = settings.jwt_issuer
         self.audience = settings.jwt_audience
         self.max_token_bytes = settings.jwt_max_token_bytes
-        self.keys = _key_source(settings)
-        if not self.dev and self.keys is None:
-            raise ValueError(
-                "no identity provider: set one of WHOSE_JWT_HS256_SECRET, "
-                "WHOSE_JWT_PUBLIC_KEY_FILE, WHOSE_JWT_JWKS_FILE, WHOSE_JWT_JWKS_URL or "
-                "WHOSE_JWT_OIDC=true (with WHOSE_JWT_ISSUER), or run `whose serve --dev` "
-                "on loopback"
-            )
+        self.keys = identity_provider(settings)
         if self.keys is not None and self.issuer is None and self.audience is None:
             log.warning(
                 "neither WHOSE_JWT_ISSUER nor WHOSE_JWT_AUDIENCE is set: any token the key "
@@ -232,6 +225,20 @@ class Authenticator:
             # A library error on hostile input is still a refusal, never a 500.
             log.warning("token verification failed unexpectedly: %s", type(exc).__name__)
             raise Refused("invalid_token") from None
+
+
+def identity_provider(settings: Settings) -> KeySource | None:
+    """The key source tokens are verified with (None: --dev without one); ValueError
+    when there is none to serve with, or more than one, or it is unusable."""
+    keys = _key_source(settings)
+    if not settings.dev and keys is None:
+        raise ValueError(
+            "no identity provider: set one of WHOSE_JWT_HS256_SECRET, "
+            "WHOSE_JWT_PUBLIC_KEY_FILE, WHOSE_JWT_JWKS_FILE, WHOSE_JWT_JWKS_URL or "
+            "WHOSE_JWT_OIDC=true (with WHOSE_JWT_ISSUER), or run `whose serve --dev` "
+            "on loopback"
+        )
+    return keys
 
 
 def _key_source(settings: Settings) -> KeySource | None:
