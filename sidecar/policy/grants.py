@@ -279,9 +279,19 @@ class Grants:
         await self._decide(who, "grant", asked, None, request.reason, now)
         grants = await self.store.load(who.tenant)
         # Ended grants are dropped as a new one is written: the store holds what is in
-        # force, or soon will be, and is bounded by the subject's limit.
+        # force, or soon will be, and is bounded by the subject's limit. The subject's
+        # own count is of every grant about them (they list them all); someone acting
+        # for them counts only those they gave, since the others' grants are not theirs
+        # to list and a refusal must not count them. So a subject holds at most the
+        # limit once for themselves and once for each who may act for them.
         expired = [g.grant_id for g in grants if g.until is not None and g.until <= now]
-        theirs = [g for g in grants if g.subject == subject and g.grant_id not in expired]
+        theirs = [
+            g
+            for g in grants
+            if g.subject == subject
+            and g.grant_id not in expired
+            and who.id in (subject, g.granted_by)
+        ]
         if len(theirs) >= self.per_subject:
             raise InvalidRequest(
                 "too many grants", [f"grants_per_subject:{self.per_subject}: revoke one first"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 
 from sidecar.client import DevIdentity, WhoseClient
 from sidecar.errors import ConsentRefused, NotFound
-from tests.conftest import as_
+from tests.conftest import as_, start_sidecar, stop
 from tests.factories import mcp_call
 
 
@@ -161,3 +162,44 @@ def test_the_python_client_grants_and_revokes(base: str, http: httpx.Client) -> 
             assert times not in {str(i.id) for i in reader.recall("vet appointment").items}
         with pytest.raises(NotFound):
             owner.revoke_grant(grant.grant_id)
+
+
+def test_one_acting_for_a_subject_is_bounded_by_the_grants_they_gave(
+    tmp_path: Path,
+) -> None:
+    """Someone acting for the subject (`config.consent.act_for_roles`) may not list the
+    grants the subject gave, so their bound does not count them: their answers are the
+    same whether the subject gave grants or not. The subject's own bound counts all."""
+    bound = {"WHOSE_GRANTS_PER_SUBJECT": "1"}
+    officer = {"roles": "data_protection"}
+
+    def answers(subject_gave: bool) -> list[tuple[int, Any]]:
+        base, process = start_sidecar(tmp_path / f"gave-{subject_gave}", env=bound)
+        try:
+            with httpx.Client(base_url=base, timeout=30) as http:
+                if subject_gave:
+                    own = http.post(
+                        "/v1/grants",
+                        json={"reader": "sam", "categories": ["appointments"]},
+                        headers=as_("pat"),
+                    )
+                    assert own.status_code == 201, own.text
+                told = []
+                for reader in ("ray", "roy"):
+                    given = http.post(
+                        "/v1/grants",
+                        json={"subject": "pat", "reader": reader, "categories": ["clinical"]},
+                        headers=as_("dora", **officer),
+                    )
+                    body = given.json()
+                    told.append((given.status_code, body.get("reasons") or body["reader"]))
+                listed = http.get("/v1/grants", headers=as_("dora", **officer)).json()
+                told.append((len(listed["grants"]), sorted(g["reader"] for g in listed["grants"])))
+                return told
+        finally:
+            stop(process)
+
+    alone = answers(subject_gave=False)
+    assert alone[0] == (201, "ray")
+    assert alone[1] == (422, ["grants_per_subject:1: revoke one first"])
+    assert answers(subject_gave=True) == alone
