@@ -112,6 +112,8 @@ def serve(
         identity_provider(settings)
     except ValueError as exc:
         raise refuse("configuration error", exc) from None
+    except OSError as exc:  # a key file that cannot be read
+        raise refuse("cannot serve", exc) from None
     if settings.workers > 1:
         from sidecar.workers import serve_workers
 

@@ -214,8 +214,8 @@ class Settings(BaseSettings):
     # Forget rules (writes/forget_rules.py): how many standing rules one person may have
     # set (every write of the tenant is matched against them all).
     forget_rules_per_setter: int = Field(default=100, ge=1, le=1000)
-    # Conversations (writes/membership.py): the membership events one may hold (every
-    # observation in it reads them all).
+    # Conversations (writes/membership.py): the membership events one writer may record
+    # in one conversation (every observation in it reads them all).
     conversation_max_events: int = Field(default=10_000, ge=1, le=100_000)
     # Retention (writes/retention.py): seconds between two sweeps in the server (0: no
     # sweep; `whose sweep` still runs one), and the records one sweep may erase and

@@ -45,8 +45,9 @@ from sidecar.policy.contract import ConversationsInput, PolicyMembershipEvent
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
 
-# Events one conversation may hold (Settings.conversation_max_events): reading them
-# all bounds every observation's cost.
+# Events one writer may record in one conversation (Settings.conversation_max_events):
+# every observation reads all of a conversation's events, so this bounds its cost per
+# writer of membership.
 MAX_EVENTS = 10_000
 
 
@@ -205,10 +206,12 @@ class Membership:
             if refusals:
                 self._audit(who, conversation, changes, now, refused=refusals)
                 raise WriteRefused([{"index": i, "reasons": r} for i, r in refusals.items()])
-            # After the policy: a writer it refuses learns nothing of how many events
-            # others recorded (asked before it, the bound told anyone naming the
-            # conversation whether it held nearly 10 000).
-            if len(known) + len(changes) > self.max_events:
+            # The writer's own events, not the conversation's: the policy lets anyone
+            # record their own leaving, so a bound on the conversation's count told
+            # anyone naming it how many events others had recorded (and let one
+            # account fill it for everyone).
+            theirs = sum(1 for e in known if e.writer == who.id)
+            if theirs + len(changes) > self.max_events:
                 raise InvalidRequest("membership", [f"at_most_{self.max_events}_events"])
             events = [
                 MembershipEvent(

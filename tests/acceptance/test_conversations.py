@@ -434,10 +434,11 @@ def test_membership_events_answer_as_listed_participants(http: httpx.Client, see
             assert turns_in(items) == room.thinks_heard(person, other), (person, other)
 
 
-def test_a_refused_writer_learns_nothing_of_a_full_conversation(tmp_path: Path) -> None:
-    """The bound on a conversation's events is checked after the policy: carol, who may
-    not record a join, is refused alike in a conversation that is full and in one that
-    is empty (asked before the policy, the bound told her the first was full)."""
+def test_a_writer_learns_nothing_of_the_events_others_recorded(tmp_path: Path) -> None:
+    """The bound on membership events is the writer's own in the conversation: carol's
+    own leaving (which the policy lets anyone record) is stored, and her join refused,
+    alike in a hall the relay filled and an empty attic (a bound on the conversation's
+    count told her the hall was full)."""
     tenant = f"conv-{uuid.uuid4().hex[:8]}"
     base, process = start_sidecar(tmp_path, env={"WHOSE_CONVERSATION_MAX_EVENTS": "2"})
     try:
@@ -446,19 +447,16 @@ def test_a_refused_writer_learns_nothing_of_a_full_conversation(tmp_path: Path) 
             assert full.status_code == 201, full.text
             more = members(http, tenant, "hall", change("dan", "join", "2026-03-01T10:01:00Z"))
             assert more.json() == {"error": "invalid_request", "reasons": ["at_most_2_events"]}
+            tries = (("leave", "2026-03-01T10:02:00Z"), ("join", "2026-03-01T10:03:00Z"))
             carols = [
-                members(
-                    http,
-                    tenant,
-                    room,
-                    change("carol", "join", "2026-03-01T10:02:00Z"),
-                    writer="carol",
-                    roles="",
-                )
+                members(http, tenant, room, change("carol", kind, at), writer="carol", roles="")
+                for kind, at in tries
                 for room in ("hall", "attic")
             ]
     finally:
         stop(process)
-    answers = [(r.status_code, r.json()) for r in carols]
-    assert answers[0] == answers[1]
-    assert answers[0][1]["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]
+    left_hall, left_attic, joined_hall, joined_attic = carols
+    assert (left_hall.status_code, left_attic.status_code) == (201, 201), left_hall.text
+    joins = [(r.status_code, r.json()) for r in (joined_hall, joined_attic)]
+    assert joins[0] == joins[1]
+    assert joins[0][1]["reasons"] == [{"index": 0, "reasons": ["presence_not_attested"]}]

@@ -60,6 +60,14 @@ def test_serve_without_identity_provider_refuses_to_start() -> None:
     assert one_line(result).startswith("configuration error: no identity provider")
 
 
+def test_serve_with_a_key_file_it_cannot_read_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-key.pem"
+    result = whose("serve", "--port", "1", env={"WHOSE_JWT_PUBLIC_KEY_FILE": str(missing)})
+    assert result.returncode == 2, result.stderr
+    assert one_line(result).startswith("cannot serve: ")
+    assert str(missing) in result.stderr
+
+
 @pytest.mark.parametrize(("taken", "setting"), [("ops", "WHOSE_OPS_PORT"), ("api", "WHOSE_PORT")])
 def test_serve_on_a_port_in_use_says_which_setting_in_one_line(
     tmp_path: Path, taken: str, setting: str
