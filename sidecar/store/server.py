@@ -208,22 +208,21 @@ class ServerStore:
         # The indexes `create` did not make (a stack's collection: all but MADE_WITH),
         # and those a collection made by an earlier version lacks (a server in strict
         # mode refuses filters on fields without one).
-        await self._make_indexes([n for n, _ in _indexes() if n not in info.payload_schema])
+        await self._make_indexes([i for i in _indexes() if i[0] not in info.payload_schema])
         self._ensured = True
 
-    async def _make_indexes(self, names: list[str]) -> None:
+    async def _make_indexes(self, indexes: list[tuple[str, _Index]]) -> None:
         """Asked all at once: Qdrant makes them one after another anyway, each with a
         flush of those made before it (whose's 34 on an empty collection: 0.75 s
         together, 0.99 s one by one; about half of it the disk's)."""
-        schemas = dict(_indexes())
         await asyncio.gather(
             *(
                 self._call(
-                    lambda c, name=name: c.create_payload_index(  # type: ignore[misc]
-                        self.collection, name, schemas[name], wait=True
+                    lambda c, name=name, schema=schema: c.create_payload_index(  # type: ignore[misc]
+                        self.collection, name, schema, wait=True
                     )
                 )
-                for name in names
+                for name, schema in indexes
             )
         )
 
@@ -288,7 +287,7 @@ class ServerStore:
             # request bears all 34 (1 s here, past qdrant-client's 5 s on a loaded
             # machine). Left to the first use if Qdrant fails them now.
             try:
-                await self._make_indexes([n for n, _ in _indexes() if n in MADE_WITH])
+                await self._make_indexes([i for i in _indexes() if i[0] in MADE_WITH])
             except StoreUnavailable as exc:
                 log.warning("indexes of %s left to its first use: %s", self.collection, exc)
         return created
