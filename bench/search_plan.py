@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.bench.corpus import DIM, asker, build, cells, put  # noqa: E402
-from sidecar.store import Search  # noqa: E402
+from sidecar.store import Search, planner  # noqa: E402
 from sidecar.store.edge import EdgeStore, _edge_filter  # noqa: E402
 from sidecar.store.planner import way  # noqa: E402
 from sidecar.store.scope import Scope  # noqa: E402
@@ -49,23 +49,34 @@ async def main() -> None:
         help="admitted points above which the planner reads the neighbourhood (repeat: "
         "one plan each; default the shipped Search.neighbourhood_above)",
     )
+    parser.add_argument(
+        "--beam",
+        type=int,
+        action="append",
+        help="the neighbourhood search's beam (repeat: one plan each; default the shipped one)",
+    )
     args = parser.parse_args()
     aboves = args.neighbourhood_above or [Search.neighbourhood_above]
+    beams = args.beam or [planner.NEIGHBOURHOOD_BEAM]
     corpus = build(args.records, args.queries)
     folder = Path(tempfile.mkdtemp(prefix="whose-plan-"))
     store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
     await store.open()
     await put(store, corpus)
     await store.optimize()
-    plans = {
-        f"planner@{above}": Search(
-            exact_below=args.exact_below,
-            neighbourhood=True,
-            unproven_exact_below=200_000,
-            neighbourhood_above=above,
-        )
-        for above in aboves
-    } | {"exact_below_only": Search(exact_below=args.exact_below)}
+    plans: dict[str, Search] = {}
+    beam_of: dict[str, int] = {}
+    for above in aboves:
+        for beam in beams:
+            name = f"planner@{above}" + (f"/beam{beam}" if args.beam else "")
+            plans[name] = Search(
+                exact_below=args.exact_below,
+                neighbourhood=True,
+                unproven_exact_below=200_000,
+                neighbourhood_above=above,
+            )
+            beam_of[name] = beam
+    plans["exact_below_only"] = Search(exact_below=args.exact_below)
     report: dict[str, dict[str, object]] = {}
     for layout, fraction in cells():
         who = asker(layout, fraction)
@@ -80,6 +91,7 @@ async def main() -> None:
             order = list(plans.items())
             for name, plan in order if q % 2 else order[::-1]:
                 store.search_tuning = plan
+                planner.NEIGHBOURHOOD_BEAM = beam_of.get(name, beams[0])
                 started = time.perf_counter()
                 hits = await store.search(vector, scope, args.limit)
                 times[name].append(time.perf_counter() - started)
@@ -88,6 +100,7 @@ async def main() -> None:
             flt = _edge_filter(scope, ())
             for name in proven:
                 store.search_tuning = plans[name]
+                planner.NEIGHBOURHOOD_BEAM = beam_of[name]
                 looked = way(plans[name], args.limit, store._estimate(flt)) == "neighbourhood"
                 proven[name] += looked and (
                     store._nearest_by_neighbourhood(vector, flt, "acme", args.limit, None, False)

@@ -49,10 +49,12 @@ class Search:
     neighbourhood: bool = False
     threads: int = 1
     unproven_exact_below: int = 0
-    # At or below it, exact search at once: 20 000 points cost about 11 ms at 100k
-    # records of 384 dimensions (served, bench machine), and a filtered walk there was
-    # proven in only about half the searches (docs/performance.md, round seven).
-    neighbourhood_above: int = 20_000
+    # At or below it, exact search at once: scoring 10 000 points costs about what the
+    # neighbourhood and its proof cost at 100k records of 384 dimensions (2 ms in
+    # process on the bench machine; 1.4 ms at 10k, where exact search of 9 000 points
+    # costs 1.8 ms), and where the asker's points lie far from the query the
+    # neighbourhood is paid for nothing (docs/performance.md, round twelve).
+    neighbourhood_above: int = 10_000
 
 
 @dataclass(frozen=True)

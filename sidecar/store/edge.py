@@ -442,8 +442,8 @@ class EdgeStore:
         score_threshold: float | None,
         with_vector: bool,
     ) -> list[Any] | None:
-        """The `limit` nearest points `flt` admits, found on the graph and proven by
-        the query's own neighbourhood (planner.py), else None."""
+        """The `limit` nearest points `flt` admits, scored exactly among the query's
+        own neighbourhood and proven by it (planner.py), else None."""
         tuning = self.search_tuning
         nearest = qe.Query.Nearest(vector)
         size = planner.neighbourhood(limit)
@@ -462,44 +462,24 @@ class EdgeStore:
         )
         if len(around) < size:
             return None
-        # Before walking: a walk under a filter that admits few of the neighbours wanders
-        # far (tens of milliseconds at 100k) and cannot be proven; count them first.
-        among = qe.Filter(must=[flt, qe.HasIdCondition({str(p.id) for p in around})])
-        if self.shard.count(qe.CountRequest(exact=True, filter=among)) < limit:
-            return None
-        walked = self.shard.query(
+        # The ids first: Qdrant then scores only those points, whatever else the filter
+        # admits.
+        among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in around}), flt])
+        admitted = self.shard.query(
             qe.QueryRequest(
                 limit=limit,
                 query=nearest,
-                filter=flt,
-                params=qe.SearchParams(hnsw_ef=max(planner.WALK_BEAM, tuning.hnsw_ef or 0)),
-                score_threshold=score_threshold,
-                with_payload=True,
-                with_vector=with_vector,
-            )
-        )
-        if len(walked) < limit:
-            return None
-        neighbours = [(str(p.id), p.score) for p in around]
-        suspects = planner.suspects([(str(p.id), p.score) for p in walked], neighbours, size)
-        if suspects is None:
-            return None
-        if not suspects:
-            return list(walked)
-        # Neighbours nearer than the walk's worst that it did not return: any the filter
-        # admits was missed by the walk, and belongs in the answer.
-        missed = self.shard.query(
-            qe.QueryRequest(
-                limit=len(suspects),
-                query=nearest,
-                filter=qe.Filter(must=[flt, qe.HasIdCondition(set(suspects))]),
+                filter=among,
                 params=qe.SearchParams(exact=True),
                 score_threshold=score_threshold,
                 with_payload=True,
                 with_vector=with_vector,
             )
         )
-        return sorted([*walked, *missed], key=lambda p: -p.score)[:limit]
+        scores = [p.score for p in admitted]
+        if planner.proven(scores, [p.score for p in around], size, limit, score_threshold):
+            return list(admitted)
+        return None
 
     def _estimate(self, flt: qe.Filter) -> int:
         """The points `flt` matches, as the payload indexes estimate them (no scan)."""

@@ -12,10 +12,12 @@ tests/integration/test_search_tuning.py).
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,8 +115,8 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
 ) -> None:
     # Noninterference on the planner's path: records hidden from the asker, written
     # right beside every query (nearer than anything the asker may read), fill the
-    # neighbourhood the proof reads and the graph the walk takes; the answer must
-    # stay the true nearest of what the asker may read, record for record.
+    # neighbourhood the proof reads; the answer must stay the true nearest of what
+    # the asker may read, record for record.
     store.search_tuning = PLANNED
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
@@ -138,7 +140,8 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
         after = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
         assert after == before
         # The hidden records did reach the planner: they are the nearest of the
-        # neighbourhood (suspects the proof had to rule out), and it still proves.
+        # neighbourhood (a third of it, which the filter then refuses), and it still
+        # proves.
         everyone = Scope(tenant="acme", current_at=datetime.now(UTC))
         for q in range(QUERIES):
             nearest = await store.search(corpus.queries[q].tolist(), everyone, 30)
@@ -164,3 +167,41 @@ async def test_what_the_neighbourhood_cannot_prove_is_exact_above_the_scan_bound
     for q in range(QUERIES):
         assert _proof(store, corpus, FAR, q) is None, q
         assert corpus.recall_at_10(FAR, q, await _searched(store, corpus, FAR, q)) == 1.0, q
+
+
+class _Counted:
+    """The engine's shard, its searches and counts counted on the way through."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard, self.calls = shard, Counter[str]()
+
+    def query(self, request: Any) -> Any:
+        self.calls["query"] += 1
+        return self.shard.query(request)
+
+    def count(self, request: Any) -> Any:
+        self.calls["count"] += 1
+        return self.shard.count(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard, name)
+
+
+async def test_a_proven_search_costs_the_neighbourhood_and_one_small_exact_search(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    # The cost the planner is for: whatever the filter admits, a proven answer reads
+    # the engine twice (the neighbourhood, then the admitted among it, scored exactly),
+    # besides the estimate; no walk of the graph under the filter and no count.
+    store.search_tuning = PLANNED
+    engine = store._shard
+    counted = _Counted(engine)
+    store._shard = counted  # type: ignore[assignment]
+    try:
+        for q in range(QUERIES):
+            counted.calls.clear()
+            found = await _searched(store, corpus, NEAR, q)
+            assert corpus.recall_at_10(NEAR, q, found) == 1.0, q
+            assert counted.calls == {"count": 1, "query": 2}, (q, counted.calls)
+    finally:
+        store._shard = engine

@@ -1,34 +1,38 @@
-"""The planner's proof (store/planner.py `suspects`): when a graph walk's answer can be
-proven from the query's neighbourhood, and what still has to be ruled out."""
+"""The planner's proof (store/planner.py `proven`): when the nearest admitted points of
+the query's neighbourhood are the nearest admitted points of the whole tenant."""
 
 from __future__ import annotations
 
 from sidecar.store import Search
-from sidecar.store.planner import neighbourhood, suspects, unproven, way
+from sidecar.store.planner import neighbourhood, proven, unproven, way
 
-AROUND = [(f"n{i}", 1.0 - i / 100) for i in range(100)]  # scores 1.00 down to 0.01
-
-
-def test_a_walk_inside_the_neighbourhood_that_returned_every_nearer_point_is_proven() -> None:
-    assert suspects(AROUND[:10], AROUND, 100) == []
+AROUND = [1.0 - i / 100 for i in range(100)]  # the neighbourhood's scores, 1.00 to 0.01
 
 
-def test_neighbours_nearer_than_the_walks_worst_it_skipped_are_suspects() -> None:
-    walked = [p for p in AROUND[:12] if p[0] not in ("n3", "n7")]
-    assert suspects(walked, AROUND, 100) == ["n3", "n7"]
-    # A neighbour tied with the walk's worst is a suspect too: the filter may admit it.
-    twin = [*AROUND[:5], ("twin", AROUND[4][1]), *AROUND[5:99]]
-    assert suspects(AROUND[:5], twin, 100) == ["twin"]
+def test_enough_admitted_points_nearer_than_the_neighbourhoods_edge_are_proven() -> None:
+    assert proven(AROUND[3:13], AROUND, 100, 10)
+    # Scattered through the neighbourhood, as long as the last is inside its edge.
+    assert proven(AROUND[::9][:10], AROUND, 100, 10)
 
 
-def test_nothing_proves_a_walk_that_reaches_the_edge_or_a_thin_neighbourhood() -> None:
-    # Its worst is as far as the neighbourhood's farthest: a point outside may tie.
-    assert suspects(AROUND[90:], AROUND, 100) is None
-    far = [("x", 0.001)]
-    assert suspects(far, AROUND, 100) is None
+def test_nothing_proves_an_answer_that_reaches_the_edge_or_a_thin_neighbourhood() -> None:
+    # The last admitted point is as far as the neighbourhood's farthest: one outside
+    # may tie it.
+    assert not proven(AROUND[90:], AROUND, 100, 10)
+    # Too few admitted: the rest of the answer lies outside, unseen.
+    assert not proven(AROUND[:9], AROUND, 100, 10)
+    assert not proven([], AROUND, 100, 10)
     # The tenant has fewer points than the neighbourhood holds: not a neighbourhood.
-    assert suspects(AROUND[:10], AROUND[:50], 100) is None
-    assert suspects([], AROUND, 100) is None
+    assert not proven(AROUND[:10], AROUND[:50], 100, 10)
+    assert not proven([], [], 100, 10)
+
+
+def test_a_score_threshold_beyond_the_edge_proves_a_shorter_answer() -> None:
+    # Every point outside scores at most 0.01, below the threshold: none would be shown.
+    assert proven(AROUND[:3], AROUND, 100, 10, score_threshold=0.5)
+    # Not when a point outside could still reach the threshold.
+    assert not proven(AROUND[:3], AROUND, 100, 10, score_threshold=0.01)
+    assert not proven(AROUND[:3], AROUND, 100, 10, score_threshold=0.005)
 
 
 def test_the_neighbourhood_is_looked_at_only_above_the_scan_bound_and_when_on() -> None:
