@@ -8,6 +8,7 @@ production backend through the real qdrant-client against a real Qdrant server
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -21,9 +22,10 @@ import pytest
 from sidecar.embed.hashing import HashingEmbedder
 from sidecar.http.request_metrics import Traffic
 from sidecar.store import Store
-from sidecar.store.edge import EdgeStore
+from sidecar.store.edge import EdgeStore, edge_config
 from sidecar.store.schema import INDEXED_FIELDS, LINKED_FIELDS
 from sidecar.store.scope import Scope
+from sidecar.store.vectors import SPEC_KEY, IndexSpec
 from tests.factories import record
 from tests.integration.conftest import BACKENDS, backend
 
@@ -147,10 +149,27 @@ async def test_edge_store_indexes_only_once_the_server_is_quiet(tmp_path: Path) 
     """qdrant-edge holds the GIL while it builds HNSW, stalling every request in the
     process (an OPA call caught in the stall times out): the background optimize
     must wait while a request is in flight, and run once the server is quiet."""
+    import qdrant_edge as qe
+
     traffic = Traffic()
     traffic.in_flight = 1
-    dim, n = 384, 8000  # enough 384-dim points for the engine to build an HNSW index
-    store = EdgeStore(tmp_path / "edge", dim, optimize_interval_s=0.2, quiet_for=traffic.quiet_for)
+    dim, n = 384, 1000
+    # The engine builds HNSW for a segment above its indexing threshold (about 8 000
+    # points of 384 dimensions by default, a minute of this test on a busy machine):
+    # the shard is made here with a lower one, which the store keeps when it opens
+    # it (a setting the store does not give resolves to the persisted one).
+    made = edge_config(IndexSpec.hashing(dim))
+    folder = tmp_path / "edge"
+    qe.EdgeShard.create(
+        str(folder),
+        qe.EdgeConfig(
+            vectors=made.vectors,
+            sparse_vectors=made.sparse_vectors,
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=100),
+        ),
+    ).close()
+    (folder / f"{SPEC_KEY}.json").write_text(json.dumps(IndexSpec.hashing(dim).as_json()))
+    store = EdgeStore(folder, dim, optimize_interval_s=0.2, quiet_for=traffic.quiet_for)
     await store.open()
     try:
         vectors = np.random.default_rng(1).normal(size=(n, dim)).tolist()
