@@ -383,10 +383,14 @@ async def open_services(
         audit = audit_log(settings, redis)
         await audit.start()
         stack.push_async_callback(audit.close)
+        # One set of locks for every path that changes a chain (writes, erasures) or
+        # counts before it adds (grants, forget rules, membership).
+        locks = chain_locks(settings, redis)
         grants = Grants(
             RedisGrants(redis) if redis is not None else FileGrants(settings.data_dir / "grants"),
             policy,
             audit,
+            locks,
             per_subject=settings.grants_per_subject,
         )
         gate = Gate(
@@ -408,14 +412,13 @@ async def open_services(
             settings.max_count_scan,
         )
         reader = Reader(store, gate, bounds)
-        # One set of locks for every path that changes a chain (writes, erasures).
-        locks = chain_locks(settings, redis)
         # Standing forget rules stand in front of every writer, the stacks' too.
         rules = Rules(
             RedisRules(redis)
             if redis is not None
             else FileRules(settings.data_dir / "forget-rules"),
             policy,
+            locks,
             audit,
             per_setter=settings.forget_rules_per_setter,
         )
@@ -482,6 +485,7 @@ async def open_services(
                     if redis is not None
                     else FileEvents(settings.data_dir / "conversations"),
                     policy,
+                    locks,
                     audit,
                     max_events=settings.conversation_max_events,
                 ),

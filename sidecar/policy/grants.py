@@ -42,6 +42,7 @@ from sidecar.messages import Grant, GrantList, GrantRequest
 from sidecar.policy.contract import ConsentAction, ConsentGrant, DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
+from sidecar.writes.locks import ChainLocks
 
 log = logging.getLogger(__name__)
 
@@ -256,12 +257,14 @@ class Grants:
         store: GrantStore,
         policy: PolicyEngine,
         audit: AuditLog,
+        locks: ChainLocks,
         per_subject: int = 100,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.store = store
         self.policy = policy
         self.audit = audit
+        self.locks = locks
         self.per_subject = per_subject
         self.clock = clock
 
@@ -277,37 +280,42 @@ class Grants:
             until=iso(request.until) if request.until is not None else None,
         )
         await self._decide(who, "grant", asked, None, request.reason, now)
-        grants = await self.store.load(who.tenant)
-        # Ended grants are dropped as a new one is written: the store holds what is in
-        # force, or soon will be, and is bounded by the subject's limit. The subject's
-        # own count is of every grant about them (they list them all); someone acting
-        # for them counts only those they gave, since the others' grants are not theirs
-        # to list and a refusal must not count them. So a subject holds at most the
-        # limit once for themselves and once for each who may act for them.
-        expired = [g.grant_id for g in grants if g.until is not None and g.until <= now]
-        theirs = [
-            g
-            for g in grants
-            if g.subject == subject
-            and g.grant_id not in expired
-            and who.id in (subject, g.granted_by)
-        ]
-        if len(theirs) >= self.per_subject:
-            raise InvalidRequest(
-                "too many grants", [f"grants_per_subject:{self.per_subject}: revoke one first"]
+        # Counted and added under one lock per subject (every replica's, with Redis):
+        # grants given at once would each count without the others and all pass.
+        async with self.locks.hold([f"grants\x00{who.tenant}\x00{subject}"]) as held:
+            grants = await self.store.load(who.tenant)
+            # Ended grants are dropped as a new one is written: the store holds what is
+            # in force, or soon will be, and is bounded by the subject's limit. The
+            # subject's own count is of every grant about them (they list them all);
+            # someone acting for them counts only those they gave, since the others'
+            # grants are not theirs to list and a refusal must not count them. So a
+            # subject holds at most the limit once for themselves and once for each who
+            # may act for them.
+            expired = [g.grant_id for g in grants if g.until is not None and g.until <= now]
+            theirs = [
+                g
+                for g in grants
+                if g.subject == subject
+                and g.grant_id not in expired
+                and who.id in (subject, g.granted_by)
+            ]
+            if len(theirs) >= self.per_subject:
+                raise InvalidRequest(
+                    "too many grants", [f"grants_per_subject:{self.per_subject}: revoke one first"]
+                )
+            grant = Grant(
+                grant_id=uuid.uuid4(),
+                tenant=who.tenant,
+                subject=subject,
+                reader=request.reader,
+                categories=asked.categories,
+                purpose=request.purpose,
+                until=request.until,
+                granted_by=who.id,
+                granted_at=now,
             )
-        grant = Grant(
-            grant_id=uuid.uuid4(),
-            tenant=who.tenant,
-            subject=subject,
-            reader=request.reader,
-            categories=asked.categories,
-            purpose=request.purpose,
-            until=request.until,
-            granted_by=who.id,
-            granted_at=now,
-        )
-        await self.store.add(grant, expired)
+            await held.confirm()
+            await self.store.add(grant, expired)
         self._audit(who, "grant", asked, grant.grant_id, [], request.reason, now)
         return grant
 

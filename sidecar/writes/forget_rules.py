@@ -48,6 +48,7 @@ from sidecar.policy.contract import ErasureRequestView, ForgetRuleView
 from sidecar.policy.engine import PolicyEngine
 from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.forgetting import Matcher, carried, concealed, redacted
+from sidecar.writes.locks import ChainLocks
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +191,13 @@ class Rules:
         self,
         store: RuleStore,
         policy: PolicyEngine,
+        locks: ChainLocks,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = _utcnow,
         per_setter: int = 100,
     ) -> None:
         self.store = store
+        self.locks = locks
         self.policy = policy
         self.audit = audit
         self.clock = clock
@@ -231,13 +234,17 @@ class Rules:
         decision = await self.policy.forget_rule(who, "set", _view(rule))
         if not decision.allow:
             raise ErasureRefused("forget rule refused", sorted(decision.reasons))
-        theirs = [r for r in await self.standing(who.tenant) if r.set_by == who.id]
-        if len(theirs) >= self.per_setter:
-            raise InvalidRequest(
-                "too many forget rules",
-                [f"forget_rules_per_setter:{self.per_setter}: lift one first"],
-            )
-        await self.store.save(rule)
+        # Counted and saved under one lock per setter (every replica's, with Redis):
+        # rules set at once would each count without the others and all pass.
+        async with self.locks.hold([f"forget-rules\x00{who.tenant}\x00{who.id}"]) as held:
+            theirs = [r for r in await self.standing(who.tenant) if r.set_by == who.id]
+            if len(theirs) >= self.per_setter:
+                raise InvalidRequest(
+                    "too many forget rules",
+                    [f"forget_rules_per_setter:{self.per_setter}: lift one first"],
+                )
+            await held.confirm()
+            await self.store.save(rule)
         self._audit(who, rule, "set")
         if self.erasures is None:
             raise RuntimeError("forget rules are used before the erasure requests are set")

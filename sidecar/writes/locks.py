@@ -1,9 +1,12 @@
-"""Write locks for supersession: one holder of a belief chain at a time.
+"""Write locks: one holder of a key at a time, on every replica.
 
 Two updates of one belief must never both see the same "current" version and
-both replace it. In one process an asyncio lock per chain is enough; several
-sidecar replicas share a Redis lock per chain (SET NX with a token and a TTL,
-released by compare-and-delete, as redis-py implements it).
+both replace it, so supersession holds its belief chain's key. The writes that
+count before they add (a subject's grants, a setter's forget rules, a writer's
+membership events) hold theirs too, or requests sent at once would each count
+without the others and all pass the bound. In one process an asyncio lock per key
+is enough; several sidecar replicas share a Redis lock per key (SET NX with a token
+and a TTL, released by compare-and-delete, as redis-py implements it).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from sidecar.messages import MembershipChange, MembershipEvent, Observation
 from sidecar.policy.contract import ConversationsInput, PolicyMembershipEvent
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
+from sidecar.writes.locks import ChainLocks
 
 # Events one writer may record in one conversation (Settings.conversation_max_events):
 # every observation reads all of a conversation's events, so this bounds its cost per
@@ -156,17 +157,19 @@ class Membership:
         self,
         log: EventLog,
         policy: PolicyEngine,
+        locks: ChainLocks,
         audit: AuditLog | None = None,
         max_events: int = MAX_EVENTS,
     ) -> None:
         self.log = log
+        # Appends to one conversation are serialised, on every replica with Redis: a
+        # correction reads what it names, and a writer's bound counts what is there.
+        self.locks = locks
         self.policy = policy
         self.max_events = max_events
         # Every batch stored or refused by policy is audited: who was said to be present,
         # and by whom, decides who hears what (a security team reviews it like a write).
         self.audit = audit
-        # Appends to one conversation are serialised (a correction reads what it names).
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def record(
         self,
@@ -177,8 +180,7 @@ class Membership:
     ) -> list[MembershipEvent]:
         """Store every change, or (WriteRefused with every reason per change,
         InvalidRequest) none."""
-        lock = self._locks.setdefault((who.tenant, conversation), asyncio.Lock())
-        async with lock:
+        async with self.locks.hold([f"membership\x00{who.tenant}\x00{conversation}"]) as held:
             known = await self.log.events(who.tenant, conversation)
             by_id = {e.id: e for e in known}
             unknown = [
@@ -223,6 +225,7 @@ class Membership:
                 )
                 for change in changes
             ]
+            await held.confirm()
             await self.log.append(who.tenant, conversation, events)
             self._audit(who, conversation, changes, now, events=events)
         return events

@@ -27,6 +27,7 @@ from sidecar.policy.grants import FileGrants, Grants
 from sidecar.reads.gate import Gate
 from sidecar.reads.reader import Bounds, Reader
 from sidecar.store.scope import Scope
+from sidecar.writes.locks import LocalLocks
 from tests.integration.conftest import policy_client
 from tests.integration.lifecycle import Core, belief, embedder, ids, own_opa, world
 
@@ -41,7 +42,9 @@ class Consent:
 
     def __init__(self, core: Core, folder: Path, policy: PolicyEngine) -> None:
         self.core = core
-        self.grants = Grants(FileGrants(folder / "grants"), policy, core.audit, clock=core.clock)
+        self.grants = Grants(
+            FileGrants(folder / "grants"), policy, core.audit, LocalLocks(), clock=core.clock
+        )
         gate = Gate(
             policy, LocalCache(10_000, ttl_s=3600), core.audit, bucket_s=600, grants=self.grants
         )

@@ -15,6 +15,7 @@ from sidecar.errors import GrantsUnavailable
 from sidecar.messages import Grant
 from sidecar.policy.contract import DisclosureQuestion
 from sidecar.policy.grants import Grants, RedisGrants, in_force
+from sidecar.writes.locks import LocalLocks
 
 
 def grant(tenant: str, subject: str, reader: str, **more: object) -> Grant:
@@ -79,7 +80,7 @@ async def test_a_read_applies_no_grant_when_the_store_fails() -> None:
     client = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
     try:
         # policy and audit are not reached on this path: a read only loads grants.
-        grants = Grants(RedisGrants(client), policy=None, audit=None)  # type: ignore[arg-type]
+        grants = Grants(RedisGrants(client), policy=None, audit=None, locks=LocalLocks())  # type: ignore[arg-type]
         question = DisclosureQuestion(Identity("ana", "acme"), [], "recall", datetime.now(UTC))
         assert await grants.live(question) == ()
     finally:
