@@ -42,7 +42,7 @@ from sidecar.messages import Grant, GrantList, GrantRequest
 from sidecar.policy.contract import ConsentAction, ConsentGrant, DisclosureQuestion
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
-from sidecar.writes.locks import ChainLocks
+from sidecar.writes.locks import ChainLocks, bound_key
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class Grants:
         await self._decide(who, "grant", asked, None, request.reason, now)
         # Counted and added under one lock per subject (every replica's, with Redis):
         # grants given at once would each count without the others and all pass.
-        async with self.locks.hold([f"grants\x00{who.tenant}\x00{subject}"]) as held:
+        async with self.locks.hold([bound_key("grants", who.tenant, subject)]) as held:
             grants = await self.store.load(who.tenant)
             # Ended grants are dropped as a new one is written: the store holds what is
             # in force, or soon will be, and is bounded by the subject's limit. The

@@ -465,9 +465,10 @@ class EdgeStore:
         # The ids first: Qdrant then scores only those points, whatever else the filter
         # admits.
         among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in around}), flt])
+        # One more than wanted: a tie at the cut is declined (planner.proven).
         admitted = self.shard.query(
             qe.QueryRequest(
-                limit=limit,
+                limit=limit + 1,
                 query=nearest,
                 filter=among,
                 params=qe.SearchParams(exact=True),
@@ -478,7 +479,7 @@ class EdgeStore:
         )
         scores = [p.score for p in admitted]
         if planner.proven(scores, [p.score for p in around], size, limit, score_threshold):
-            return list(admitted)
+            return list(admitted)[:limit]
         return None
 
     def _estimate(self, flt: qe.Filter) -> int:

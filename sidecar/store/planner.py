@@ -31,6 +31,7 @@ taken (as the estimate always has: docs/security.md) but not what they are shown
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal
 
 from sidecar.store import Search
@@ -80,17 +81,26 @@ def proven(
     limit: int,
     score_threshold: float | None = None,
 ) -> bool:
-    """Whether `admitted` (the scores, nearest first, of the neighbourhood's points the
-    filter admits: at most `limit`) are the `limit` nearest admitted points of the
-    whole tenant, given `neighbours` (the scores of the tenant's `size` nearest
-    points, unfiltered). Not when the neighbourhood is not full (the graph search
-    found fewer points than asked: an exact search is cheap there anyway), nor when
-    the last admitted point is as far as the neighbourhood's farthest (a point
-    outside may tie it). Fewer than `limit` admitted prove the answer only when a
-    score threshold already excludes everything outside."""
+    """Whether the first `limit` of `admitted` (the scores, nearest first, of the
+    neighbourhood's points the filter admits: at most `limit + 1`) are the `limit`
+    nearest admitted points of the whole tenant, in the order an exact search gives,
+    given `neighbours` (the scores of the tenant's `size` nearest points, unfiltered).
+
+    Not when the neighbourhood is not full (the graph search found fewer points than
+    asked: an exact search is cheap there anyway), nor when the last of them is as far
+    as the neighbourhood's farthest (a point outside may tie it). Fewer than `limit`
+    prove the answer only when a score threshold already excludes everything outside.
+    And not when two of them tie, or the last ties the next admitted point: which of
+    several equal points an engine returns, and in what order, depends on the order it
+    visits them, which differs between a search of the neighbourhood and a scan, so
+    records the asker may not read, by deciding which way is taken, would decide which
+    of them the asker is shown (identical texts embed identically). A scan decides."""
     if len(neighbours) < size or not neighbours:
         return False
     edge = min(neighbours)
-    if len(admitted) >= limit:
-        return min(admitted) > edge
+    kept = list(admitted[: limit + 1])
+    if any(nearer == farther for nearer, farther in pairwise(kept)):
+        return False
+    if len(kept) >= limit:
+        return kept[limit - 1] > edge
     return score_threshold is not None and edge < score_threshold

@@ -48,7 +48,7 @@ from sidecar.policy.contract import ErasureRequestView, ForgetRuleView
 from sidecar.policy.engine import PolicyEngine
 from sidecar.writes.erasure_requests import ErasureRequests
 from sidecar.writes.forgetting import Matcher, carried, concealed, redacted
-from sidecar.writes.locks import ChainLocks
+from sidecar.writes.locks import ChainLocks, bound_key
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class Rules:
             raise ErasureRefused("forget rule refused", sorted(decision.reasons))
         # Counted and saved under one lock per setter (every replica's, with Redis):
         # rules set at once would each count without the others and all pass.
-        async with self.locks.hold([f"forget-rules\x00{who.tenant}\x00{who.id}"]) as held:
+        async with self.locks.hold([bound_key("forget-rules", who.tenant, who.id)]) as held:
             theirs = [r for r in await self.standing(who.tenant) if r.set_by == who.id]
             if len(theirs) >= self.per_setter:
                 raise InvalidRequest(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import weakref
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -112,3 +113,10 @@ async def _release(lock: aioredis.lock.Lock) -> None:
 
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def bound_key(kind: str, *names: str) -> str:
+    """The key of a count-then-add bound: what is counted (`kind`), and whose
+    (`names`: tenant first). JSON, so never a belief chain's key, which holds a raw
+    NUL (JSON escapes it), nor a predecessor's, a bare record id."""
+    return json.dumps(["bound", kind, *names])

@@ -44,7 +44,7 @@ from sidecar.messages import MembershipChange, MembershipEvent, Observation
 from sidecar.policy.contract import ConversationsInput, PolicyMembershipEvent
 from sidecar.policy.engine import PolicyEngine
 from sidecar.record import iso
-from sidecar.writes.locks import ChainLocks
+from sidecar.writes.locks import ChainLocks, bound_key
 
 # Events one writer may record in one conversation (Settings.conversation_max_events):
 # every observation reads all of a conversation's events, so this bounds its cost per
@@ -162,8 +162,7 @@ class Membership:
         max_events: int = MAX_EVENTS,
     ) -> None:
         self.log = log
-        # Appends to one conversation are serialised, on every replica with Redis: a
-        # correction reads what it names, and a writer's bound counts what is there.
+        # A writer's events in a conversation are counted and appended under one lock.
         self.locks = locks
         self.policy = policy
         self.max_events = max_events
@@ -180,54 +179,56 @@ class Membership:
     ) -> list[MembershipEvent]:
         """Store every change, or (WriteRefused with every reason per change,
         InvalidRequest) none."""
-        async with self.locks.hold([f"membership\x00{who.tenant}\x00{conversation}"]) as held:
-            known = await self.log.events(who.tenant, conversation)
-            by_id = {e.id: e for e in known}
-            unknown = [
-                i
-                for i, c in enumerate(changes)
-                if c.corrects is not None and c.corrects not in by_id
-            ]
-            if unknown:
-                # Ids are the writer's tenant's; a stranger's guess finds nothing.
-                raise InvalidRequest("changes", [f"{i}.corrects_no_event" for i in unknown])
-            refusals: dict[int, list[str]] = {}
-            for index, change in enumerate(changes):
-                corrected = by_id.get(change.corrects) if change.corrects else None
-                decision = await self.policy.conversation(
-                    ConversationsInput(
-                        writer=who.policy_view(),
-                        action="record",
-                        conversation=conversation,
-                        event=_policy_event(change),
-                        corrected=_policy_event(corrected, corrected.writer) if corrected else None,
-                    )
+        # What a correction names is read first, outside any lock: events are only ever
+        # appended, so it is still there when the batch is.
+        known = await self.log.events(who.tenant, conversation) if _corrects(changes) else []
+        by_id = {e.id: e for e in known}
+        unknown = [
+            i for i, c in enumerate(changes) if c.corrects is not None and c.corrects not in by_id
+        ]
+        if unknown:
+            # Ids are the writer's tenant's; a stranger's guess finds nothing.
+            raise InvalidRequest("changes", [f"{i}.corrects_no_event" for i in unknown])
+        refusals: dict[int, list[str]] = {}
+        for index, change in enumerate(changes):
+            corrected = by_id.get(change.corrects) if change.corrects else None
+            decision = await self.policy.conversation(
+                ConversationsInput(
+                    writer=who.policy_view(),
+                    action="record",
+                    conversation=conversation,
+                    event=_policy_event(change),
+                    corrected=_policy_event(corrected, corrected.writer) if corrected else None,
                 )
-                if not decision.allow:
-                    refusals[index] = list(decision.reasons)
-            if refusals:
-                self._audit(who, conversation, changes, now, refused=refusals)
-                raise WriteRefused([{"index": i, "reasons": r} for i, r in refusals.items()])
-            # The writer's own events, not the conversation's: the policy lets anyone
-            # record their own leaving, so a bound on the conversation's count told
-            # anyone naming it how many events others had recorded (and let one
-            # account fill it for everyone).
-            theirs = sum(1 for e in known if e.writer == who.id)
+            )
+            if not decision.allow:
+                refusals[index] = list(decision.reasons)
+        if refusals:
+            self._audit(who, conversation, changes, now, refused=refusals)
+            raise WriteRefused([{"index": i, "reasons": r} for i, r in refusals.items()])
+        events = [
+            MembershipEvent(
+                **change.model_dump(),
+                id=uuid.uuid4(),
+                source_id=conversation,
+                writer=who.id,
+                recorded_at=now,
+            )
+            for change in changes
+        ]
+        # Counted and appended under the conversation's lock (every replica's, with
+        # Redis), and only that: the policy's calls stay outside it. The writer's own
+        # events, not the conversation's: the policy lets anyone record their own
+        # leaving, so a bound on the conversation's count told anyone naming it how many
+        # events others had recorded (and let one account fill it for everyone).
+        async with self.locks.hold([bound_key("membership", who.tenant, conversation)]) as held:
+            present = await self.log.events(who.tenant, conversation)
+            theirs = sum(1 for e in present if e.writer == who.id)
             if theirs + len(changes) > self.max_events:
                 raise InvalidRequest("membership", [f"at_most_{self.max_events}_events"])
-            events = [
-                MembershipEvent(
-                    **change.model_dump(),
-                    id=uuid.uuid4(),
-                    source_id=conversation,
-                    writer=who.id,
-                    recorded_at=now,
-                )
-                for change in changes
-            ]
             await held.confirm()
             await self.log.append(who.tenant, conversation, events)
-            self._audit(who, conversation, changes, now, events=events)
+        self._audit(who, conversation, changes, now, events=events)
         return events
 
     def _audit(
@@ -303,3 +304,7 @@ def _policy_event(change: MembershipChange, writer: str | None = None) -> Policy
     return PolicyMembershipEvent(
         person=change.person, change=change.change, at=iso(change.at), writer=writer
     )
+
+
+def _corrects(changes: Sequence[MembershipChange]) -> bool:
+    return any(change.corrects is not None for change in changes)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
@@ -205,3 +206,48 @@ async def test_a_proven_search_costs_the_neighbourhood_and_one_small_exact_searc
             assert counted.calls == {"count": 1, "query": 2}, (q, counted.calls)
     finally:
         store._shard = engine
+
+
+async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    """Identical texts embed identically: twenty of the asker's records hold the
+    query's own vector. Which ten of them the asker is shown, and in what order, must
+    not depend on the way the search takes, which records hidden from them decide."""
+    q, first = 0, N + 5_000
+    hidden_from = first + 100
+
+    def at(number: int, vector: Any, audience: list[str]) -> tuple[dict[str, Any], Any]:
+        payload = {
+            "id": str(uuid.UUID(int=number + 1)),
+            "tenant": "acme",
+            "valid_at": "2026-10-01T00:00:00Z",
+            "audience": audience,
+            "index": number,
+        }
+        return payload, {"": vector.tolist()}
+
+    twins = [at(first + k, corpus.queries[q], [NEAR]) for k in range(20)]
+    # Nearer than anything else but the twins, and hidden: enough of them fill the
+    # neighbourhood that no proof holds, and the search scans.
+    rng = np.random.default_rng(5)
+    nudged = corpus.queries[q] + 0.02 * rng.standard_normal((95, DIM))
+    hidden = [
+        at(hidden_from + k, v / np.linalg.norm(v), ["someone-else"]) for k, v in enumerate(nudged)
+    ]
+    await store.put("acme", twins)
+    await store.optimize()
+    try:
+        store.search_tuning = PLANNED
+        planned = await _searched(store, corpus, NEAR, q)
+        assert set(planned) <= {first + k for k in range(20)}
+        store.search_tuning = replace(PLANNED, neighbourhood=False)
+        assert await _searched(store, corpus, NEAR, q) == planned
+        await store.put("acme", hidden)
+        await store.optimize()
+        store.search_tuning = PLANNED
+        assert await _searched(store, corpus, NEAR, q) == planned
+    finally:
+        gone = [uuid.UUID(str(p["id"])) for p, _ in [*twins, *hidden]]
+        await store.delete("acme", gone)
+        await store.optimize()

@@ -27,6 +27,19 @@ def test_nothing_proves_an_answer_that_reaches_the_edge_or_a_thin_neighbourhood(
     assert not proven([], [], 100, 10)
 
 
+def test_ties_are_left_to_a_scan() -> None:
+    # Which of two equal points comes first, or makes the cut, is the engine's visiting
+    # order, which differs between the two ways: records the asker may not read would
+    # choose, by choosing the way.
+    assert proven(AROUND[3:14], AROUND, 100, 10)  # the eleventh only tells the cut
+    tied_inside = [*AROUND[3:7], AROUND[6], *AROUND[7:12]]
+    assert not proven(tied_inside, AROUND, 100, 10)
+    tied_at_the_cut = [*AROUND[3:13], AROUND[12]]
+    assert not proven(tied_at_the_cut, AROUND, 100, 10)
+    # Beyond the cut, a tie decides nothing.
+    assert proven([*AROUND[3:14], AROUND[13]], AROUND, 100, 10)
+
+
 def test_a_score_threshold_beyond_the_edge_proves_a_shorter_answer() -> None:
     # Every point outside scores at most 0.01, below the threshold: none would be shown.
     assert proven(AROUND[:3], AROUND, 100, 10, score_threshold=0.5)

@@ -533,3 +533,22 @@ def test_a_nested_view_is_a_chain_of_its_whole_chain_of_minds() -> None:
     # the versions of this very chain.
     swapped = rec(observed_id="bob", observed_path=["bob", "bob", "carol"])
     assert of_chain(chain, [reordered, swapped]) == [reordered]
+
+
+@given(st.text(), st.text(), st.text())
+def test_a_bounds_lock_is_never_a_chains_nor_a_predecessors(
+    kind: str, tenant: str, whose: str
+) -> None:
+    # Both kinds of lock share one set of keys (writes/locks.py): a chain's key holds a
+    # raw NUL between its parts, whatever the names; a bound's never does (JSON escapes
+    # it), and it is no bare record id.
+    from sidecar.writes.locks import bound_key
+    from sidecar.writes.supersession import predecessor_lock_key
+
+    chain = chain_of(rec())
+    assert chain is not None
+    assert "\x00" in chain.lock_key()
+    key = bound_key(kind, tenant, whose)
+    assert "\x00" not in key
+    assert key.startswith('["bound"')
+    assert key != predecessor_lock_key(str(uuid.uuid4()))
