@@ -4,10 +4,14 @@ search of each sweep cell as served (the planner on: the neighbourhood first abo
 and without it (exact up to WHOSE_SEARCH_EXACT_BELOW, HNSW above), interleaved query by
 query, so load on the machine falls on both alike; medians, recall@10 and how often the
 neighbourhood proved the answer. `--neighbourhood-above N` (repeat) measures the planner
-with that threshold instead, one plan each.
+with that threshold instead, one plan each; `--beam N` (repeat) with that beam for the
+neighbourhood's own search (planner.NEIGHBOURHOOD_BEAM), one plan each. `--server`: the
+server backend against a Qdrant server started for the run (bin/qdrant), its index built
+before the first query.
 
     .venv/bin/python bench/search_plan.py [--records 10000] [--queries 200] [--limit 12]
-        [--neighbourhood-above 20000 --neighbourhood-above 2000]
+        [--neighbourhood-above 20000 --neighbourhood-above 2000] [--beam 200 --beam 400]
+        [--server]
 
 `--limit` is what one over-fetch round asks the store for (the reader's first round at
 an allow rate of 1: limit 10 plus its margin). A benchmark, not a test.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import statistics
@@ -30,10 +35,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sidecar.bench.corpus import DIM, asker, build, cells, put  # noqa: E402
+from sidecar.bench.processes import qdrant  # noqa: E402
 from sidecar.store import Search, planner  # noqa: E402
 from sidecar.store.edge import EdgeStore, _edge_filter  # noqa: E402
 from sidecar.store.planner import way  # noqa: E402
-from sidecar.store.scope import Scope  # noqa: E402
+from sidecar.store.scope import Scope, to_qdrant  # noqa: E402
+from sidecar.store.server import ServerStore  # noqa: E402
 
 
 async def main() -> None:
@@ -55,15 +62,25 @@ async def main() -> None:
         action="append",
         help="the neighbourhood search's beam (repeat: one plan each; default the shipped one)",
     )
+    parser.add_argument("--server", action="store_true", help="the server backend")
     args = parser.parse_args()
     aboves = args.neighbourhood_above or [Search.neighbourhood_above]
     beams = args.beam or [planner.NEIGHBOURHOOD_BEAM]
     corpus = build(args.records, args.queries)
     folder = Path(tempfile.mkdtemp(prefix="whose-plan-"))
-    store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
-    await store.open()
-    await put(store, corpus)
-    await store.optimize()
+    running = contextlib.ExitStack()
+    store: EdgeStore | ServerStore
+    if args.server:
+        server = running.enter_context(qdrant(REPO / "bin" / "qdrant", folder))
+        store = ServerStore.connect([server.base], "plan", DIM, timeout_s=120)
+        await store.open()
+        await put(store, corpus)
+        await _indexed(store, len(corpus.vectors))
+    else:
+        store = EdgeStore(folder / "store", DIM, optimize_interval_s=3600)
+        await store.open()
+        await put(store, corpus)
+        await store.optimize()
     plans: dict[str, Search] = {}
     beam_of: dict[str, int] = {}
     for above in aboves:
@@ -97,15 +114,10 @@ async def main() -> None:
                 times[name].append(time.perf_counter() - started)
                 returned = [h.payload["index"] for h in hits][:10]
                 found[name].append(corpus.recall_at_10(who, q, returned))
-            flt = _edge_filter(scope, ())
             for name in proven:
                 store.search_tuning = plans[name]
                 planner.NEIGHBOURHOOD_BEAM = beam_of[name]
-                looked = way(plans[name], args.limit, store._estimate(flt)) == "neighbourhood"
-                proven[name] += looked and (
-                    store._nearest_by_neighbourhood(vector, flt, "acme", args.limit, None, False)
-                    is not None
-                )
+                proven[name] += await _proven(store, vector, scope, args.limit)
         report[who] = {
             name: {
                 "p50_ms": round(statistics.median(times[name]) * 1e3, 3),
@@ -115,10 +127,37 @@ async def main() -> None:
         } | {"proven": {name: round(n / args.queries, 2) for name, n in proven.items()}}
         print(who, json.dumps(report[who]), flush=True)
     await store.close()
+    running.close()
     shutil.rmtree(folder, ignore_errors=True)
     out = REPO / "bench" / "results" / "search_plan.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"records": args.records, "cells": report}, indent=2) + "\n")
+
+
+async def _proven(
+    store: EdgeStore | ServerStore, vector: list[float], scope: Scope, limit: int
+) -> bool:
+    """Whether the planner looked at the neighbourhood and it proved the answer."""
+    if isinstance(store, ServerStore):
+        flt = to_qdrant(scope, ())
+        if way(store.search_tuning, limit, await store._estimate(flt)) != "neighbourhood":
+            return False
+        found = await store._nearest_by_neighbourhood(vector, flt, "acme", limit, None, False)
+        return found is not None
+    edge_flt = _edge_filter(scope, ())
+    if way(store.search_tuning, limit, store._estimate(edge_flt)) != "neighbourhood":
+        return False
+    return store._nearest_by_neighbourhood(vector, edge_flt, "acme", limit, None, False) is not None
+
+
+async def _indexed(store: ServerStore, points: int) -> None:
+    """Until the server has built HNSW over every point (its optimizer runs on its own)."""
+    for _ in range(3000):
+        info = await store._call(lambda c: c.get_collection(store.collection))
+        if (info.indexed_vectors_count or 0) >= points and info.status == "green":
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the server did not index the corpus in 10 minutes")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from sidecar.stack_paths import Stacks
 from sidecar.store import Search, Store, hybrid
 from sidecar.store.edge import EdgeStore
 from sidecar.store.measured import MeasuredStore
-from sidecar.store.server import Layout, ServerStore
+from sidecar.store.server import NEIGHBOURHOOD_ABOVE, Layout, ServerStore
 from sidecar.store.stacks import StackCollections
 from sidecar.store.vectors import IndexSpec
 from sidecar.writes.eraser import Eraser
@@ -159,6 +159,7 @@ def open_store(
         unproven_exact_below=settings.search_unproven_exact_below,
     )
     if settings.store == "server":
+        search = replace(search, neighbourhood_above=NEIGHBOURHOOD_ABOVE)
         return ServerStore.connect(
             _qdrant_urls(settings),
             settings.collection,

@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     search_exact_below: int = Field(default=20_000, ge=0, le=10_000_000)
     search_hnsw_ef: int | None = Field(default=None, ge=1, le=10_000)
     # A search whose filter admits many points first looks at the query's own
-    # neighbourhood (store/planner.py, embedded store); one it cannot prove is exact
+    # neighbourhood (store/planner.py, both backends); one it cannot prove is exact
     # up to search_unproven_exact_below points (about 40 ms at 90 000 of 384
     # dimensions on the 2-core bench machine: docs/performance.md), above it HNSW.
     search_neighbourhood: bool = True

@@ -50,6 +50,7 @@ from sidecar.store import (
     StoreUnavailable,
     Vectors,
     hybrid,
+    planner,
     probes,
     records,
     rescore,
@@ -94,6 +95,13 @@ class Layout:
     shards: int | None = None
     replication: int = 1
     write_consistency: int = 1
+
+
+# `Search.neighbourhood_above` on this backend (services.py): the neighbourhood and its
+# proof are two more round trips here, which at 100k records cost about what the
+# server's exact search of 20 000 points does (bench/search_plan.py --server;
+# docs/performance.md, round twelve), so at or below that a search is exact at once.
+NEIGHBOURHOOD_ABOVE = 20_000
 
 
 class ServerStore:
@@ -376,7 +384,12 @@ class ServerStore:
         prefetch: list[qm.Prefetch] | None = None
         if not terms:
             assert vector is not None
-            query, using, params = vector, None, await self._params(query_filter)
+            proven, params = await self._plan(
+                vector, query_filter, scope.tenant, limit, score_threshold, with_vector
+            )
+            if proven is not None:
+                return records([(p.payload, p.score, dense(p.vector)) for p in proven])
+            query, using = vector, None
         elif vector is None:
             query, using, params = hybrid.server_lexical(terms), LEXICAL, None
         else:
@@ -475,16 +488,98 @@ class ServerStore:
         mine = [r for r in found if r.payload is not None and r.payload.get(TENANT_FIELD) == tenant]
         return _found(mine, names)
 
+    async def _plan(
+        self,
+        vector: list[float],
+        query_filter: qm.Filter,
+        tenant: str,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> tuple[list[qm.ScoredPoint] | None, qm.SearchParams | None]:
+        """The way the planner says (planner.py), as the embedded store takes it
+        (edge.py `_nearest`): the `limit` nearest points the filter admits when the
+        neighbourhood proved them, else how to search for them."""
+        tuning = self.search_tuning
+        estimate = await self._estimate(query_filter) if tuning.exact_below > 0 else None
+        way = planner.way(tuning, limit, estimate)
+        if way == "neighbourhood":
+            assert estimate is not None
+            near = await self._nearest_by_neighbourhood(
+                vector, query_filter, tenant, limit, score_threshold, with_vector
+            )
+            if near is not None:
+                return near, None
+            way = planner.unproven(tuning, estimate)
+        exact = way == "exact"
+        if not exact and tuning.hnsw_ef is None:
+            return None, None
+        return None, qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+
+    async def _nearest_by_neighbourhood(
+        self,
+        vector: list[float],
+        query_filter: qm.Filter,
+        tenant: str,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> list[qm.ScoredPoint] | None:
+        """The `limit` nearest points the filter admits, scored exactly among the
+        query's own neighbourhood and proven by it (planner.py), else None: two more
+        round trips, where a scan of every admitted point would be one long one."""
+        tuning = self.search_tuning
+        size = planner.neighbourhood(limit)
+        tenants = qm.FieldCondition(key=TENANT_FIELD, match=qm.MatchValue(value=tenant))
+        beam = max(size, planner.NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+        around = await self._call(
+            lambda c: c.query_points(
+                self.collection,
+                query=vector,
+                query_filter=qm.Filter(must=[tenants]),
+                limit=size,
+                with_payload=False,
+                with_vectors=False,
+                search_params=qm.SearchParams(hnsw_ef=beam),
+            )
+        )
+        if len(around.points) < size:
+            return None
+        ids: list[qm.ExtendedPointId] = [p.id for p in around.points]
+        among = qm.Filter(must=[qm.HasIdCondition(has_id=ids), query_filter])
+        # One more than wanted: a tie at the cut is declined (planner.proven).
+        admitted = await self._call(
+            lambda c: c.query_points(
+                self.collection,
+                query=vector,
+                query_filter=among,
+                limit=limit + 1,
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vectors=with_vector,
+                search_params=qm.SearchParams(exact=True),
+            )
+        )
+        scores = [p.score for p in admitted.points]
+        neighbours = [p.score for p in around.points]
+        if planner.proven(scores, neighbours, size, limit, score_threshold):
+            return admitted.points[:limit]
+        return None
+
+    async def _estimate(self, query_filter: qm.Filter) -> int:
+        """The points the filter matches, as the payload indexes estimate them."""
+        counted = await self._call(
+            lambda c: c.count(self.collection, count_filter=query_filter, exact=False)
+        )
+        return counted.count
+
     async def _params(self, query_filter: qm.Filter) -> qm.SearchParams | None:
         """Exact search when the filter matches few enough points (Qdrant's estimate
         from the payload indexes: one more round trip, no scan): see `Search`."""
         tuning = self.search_tuning
         exact = False
         if tuning.exact_below > 0:
-            counted = await self._call(
-                lambda c: c.count(self.collection, count_filter=query_filter, exact=False)
-            )
-            exact = counted.count <= tuning.exact_below
+            exact = await self._estimate(query_filter) <= tuning.exact_below
         if not exact and tuning.hnsw_ef is None:
             return None
         return qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)

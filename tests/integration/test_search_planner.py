@@ -23,10 +23,11 @@ import numpy as np
 import pytest
 
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
-from sidecar.store import Search
+from sidecar.store import Search, Store
 from sidecar.store.edge import EdgeStore, _edge_filter
 from sidecar.store.planner import way
-from sidecar.store.scope import Scope
+from sidecar.store.scope import Scope, to_qdrant
+from sidecar.store.server import ServerStore
 
 N = 10_000
 # At 10k every asker reads at most 9 000 records, under the served bound: look around
@@ -71,7 +72,7 @@ def _proof(store: EdgeStore, corpus: Corpus, who: str, q: int, limit: int = 10) 
     return None if found is None else [p.payload["index"] for p in found]
 
 
-async def _searched(store: EdgeStore, corpus: Corpus, who: str, q: int) -> list[int]:
+async def _searched(store: Store, corpus: Corpus, who: str, q: int) -> list[int]:
     hits = await store.search(corpus.queries[q].tolist(), _scope(who), 10)
     return [h.payload["index"] for h in hits]
 
@@ -251,3 +252,75 @@ async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
         gone = [uuid.UUID(str(p["id"])) for p, _ in [*twins, *hidden]]
         await store.delete("acme", gone)
         await store.optimize()
+
+
+# The server backend plans the same way (store/server.py `_nearest`), in round trips.
+ON_THE_SERVER = 3_000
+SERVER_PLANNED = replace(PLANNED, neighbourhood_above=500)
+
+
+@pytest.fixture(scope="module")
+def server_corpus() -> Corpus:
+    return build(ON_THE_SERVER, QUERIES, seed=12)
+
+
+@pytest.fixture(scope="module")
+async def server(qdrant_server: Any, server_corpus: Corpus) -> AsyncIterator[ServerStore]:
+    opened = ServerStore.connect(
+        [qdrant_server.url], f"test_planner_{uuid.uuid4().hex[:8]}", DIM, search=SERVER_PLANNED
+    )
+    await opened.open()
+    await put(opened, server_corpus)
+    yield opened
+    await opened.close()
+
+
+async def _server_proof(server: ServerStore, corpus: Corpus, who: str, q: int) -> list[int] | None:
+    flt = to_qdrant(_scope(who), ())
+    assert way(server.search_tuning, 10, await server._estimate(flt)) == "neighbourhood"
+    found = await server._nearest_by_neighbourhood(
+        corpus.queries[q].tolist(), flt, "acme", 10, None, False
+    )
+    return None if found is None else [p.payload["index"] for p in found if p.payload]
+
+
+async def test_the_server_proves_what_lies_around_the_query(
+    server: ServerStore, server_corpus: Corpus
+) -> None:
+    for q in range(QUERIES):
+        proven = await _server_proof(server, server_corpus, NEAR, q)
+        assert proven is not None, q
+        assert server_corpus.recall_at_10(NEAR, q, proven) == 1.0, q
+        assert await _searched(server, server_corpus, NEAR, q) == proven
+        # Proven from the few of its records among the neighbours, or scanned: the true
+        # nearest either way.
+        far = await _searched(server, server_corpus, FAR, q)
+        assert server_corpus.recall_at_10(FAR, q, far) == 1.0, q
+        assert server_corpus.leaks(FAR, far) == 0
+
+
+async def test_the_server_leaves_ties_to_a_scan(server: ServerStore, server_corpus: Corpus) -> None:
+    q, first = 1, ON_THE_SERVER + 1_000
+    twins = [
+        (
+            {
+                "id": str(uuid.UUID(int=first + k + 1)),
+                "tenant": "acme",
+                "valid_at": "2026-10-01T00:00:00Z",
+                "audience": [NEAR],
+                "index": first + k,
+            },
+            {"": server_corpus.queries[q].tolist()},
+        )
+        for k in range(20)
+    ]
+    await server.put("acme", twins)
+    try:
+        assert await _server_proof(server, server_corpus, NEAR, q) is None
+        planned = await _searched(server, server_corpus, NEAR, q)
+        assert set(planned) <= {first + k for k in range(20)}
+        server.search_tuning = replace(SERVER_PLANNED, neighbourhood=False)
+        assert await _searched(server, server_corpus, NEAR, q) == planned
+    finally:
+        server.search_tuning = SERVER_PLANNED
+        await server.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in twins])

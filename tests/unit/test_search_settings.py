@@ -28,6 +28,9 @@ def test_search_settings_reach_the_store(
         lexical_weight=4.0,
         neighbourhood=True,
         unproven_exact_below=56789,
+        # On a server the neighbourhood costs two more round trips: what an exact
+        # search of 20 000 points does (store/server.py NEIGHBOURHOOD_ABOVE).
+        neighbourhood_above=20_000 if backend == "server" else 10_000,
     )
     assert store.search_tuning == expected  # type: ignore[attr-defined]
 
