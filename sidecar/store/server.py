@@ -97,6 +97,46 @@ class Layout:
     write_consistency: int = 1
 
 
+# From this many points asked, a search over several shards asks each for fewer, on the
+# chance that the nearest points are spread evenly (Qdrant's undersampling): a neighbour
+# can go missing, and the neighbourhood's proof with it.
+UNDERSAMPLED_FROM = 128
+
+
+@dataclass(frozen=True)
+class _QueryBounds:
+    """What a collection lets one query ask, where the neighbourhood's searches could
+    go beyond it: its shards (undersampling) and strict mode's limits (a query past
+    them is refused, 400)."""
+
+    shards: int = 1
+    max_limit: int | None = None
+    max_hnsw_ef: int | None = None
+    exact_allowed: bool = True
+
+    @classmethod
+    def of(cls, info: qm.CollectionInfo) -> _QueryBounds:
+        strict = info.config.strict_mode_config
+        on = strict is not None and bool(strict.enabled)
+        return cls(
+            shards=info.config.params.shard_number or 1,
+            max_limit=strict.max_query_limit if on and strict else None,
+            max_hnsw_ef=strict.search_max_hnsw_ef if on and strict else None,
+            exact_allowed=not (on and strict and strict.search_allow_exact is False),
+        )
+
+    def admit(self, size: int, beam: int) -> bool:
+        """Whether the neighbourhood (`size` points, a beam of `beam`) and the exact
+        search among it can be asked as they must be; if not, the search goes the way
+        an unproven one does."""
+        return (
+            (self.shards == 1 or size < UNDERSAMPLED_FROM)
+            and (self.max_limit is None or size <= self.max_limit)
+            and (self.max_hnsw_ef is None or beam <= self.max_hnsw_ef)
+            and self.exact_allowed
+        )
+
+
 # `Search.neighbourhood_above` on this backend (services.py): the neighbourhood and its
 # proof are two more round trips here, which at 100k records cost about what the
 # server's exact search of 20 000 points does (bench/search_plan.py --server;
@@ -140,6 +180,8 @@ class ServerStore:
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
         self.layout = layout or Layout()
+        # What the collection lets one query ask (read with the collection).
+        self._bounds = _QueryBounds()
         self.attempts = 1 + retries
         self.search_tuning = search or Search()
         self._current = 0
@@ -217,6 +259,7 @@ class ServerStore:
         # and those a collection made by an earlier version lacks (a server in strict
         # mode refuses filters on fields without one).
         await self._make_indexes([i for i in _indexes() if i[0] not in info.payload_schema])
+        self._bounds = _QueryBounds.of(info)
         self._ensured = True
 
     async def _make_indexes(self, indexes: list[tuple[str, _Index]]) -> None:
@@ -532,6 +575,8 @@ class ServerStore:
         size = planner.neighbourhood(limit)
         tenants = qm.FieldCondition(key=TENANT_FIELD, match=qm.MatchValue(value=tenant))
         beam = max(size, planner.NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+        if not self._bounds.admit(size, beam):
+            return None
         around = await self._call(
             lambda c: c.query_points(
                 self.collection,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from qdrant_client import models as qm
 
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
 from sidecar.store import Search, Store
@@ -285,13 +286,24 @@ async def _server_proof(server: ServerStore, corpus: Corpus, who: str, q: int) -
 
 
 async def test_the_server_proves_what_lies_around_the_query(
-    server: ServerStore, server_corpus: Corpus
+    server: ServerStore, server_corpus: Corpus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    proofs: list[bool] = []
+    prove = server._nearest_by_neighbourhood
+
+    async def watched(*args: Any) -> Any:
+        found = await prove(*args)
+        proofs.append(found is not None)
+        return found
+
     for q in range(QUERIES):
         proven = await _server_proof(server, server_corpus, NEAR, q)
         assert proven is not None, q
         assert server_corpus.recall_at_10(NEAR, q, proven) == 1.0, q
-        assert await _searched(server, server_corpus, NEAR, q) == proven
+        with monkeypatch.context() as patched:
+            patched.setattr(server, "_nearest_by_neighbourhood", watched)
+            assert await _searched(server, server_corpus, NEAR, q) == proven
+        assert proofs.pop() is True, q  # and a recall took the proven way
         # Proven from the few of its records among the neighbours, or scanned: the true
         # nearest either way.
         far = await _searched(server, server_corpus, FAR, q)
@@ -324,3 +336,25 @@ async def test_the_server_leaves_ties_to_a_scan(server: ServerStore, server_corp
     finally:
         server.search_tuning = SERVER_PLANNED
         await server.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in twins])
+
+
+async def test_the_server_plans_within_strict_modes_limits(
+    server: ServerStore, server_corpus: Corpus
+) -> None:
+    # A beam above strict mode's `search_max_hnsw_ef` is refused (400): the neighbourhood
+    # is not asked for then, and the search goes the way an unproven one does.
+    strict = qm.StrictModeConfig(enabled=True, search_max_hnsw_ef=256)
+    await server._call(lambda c: c.update_collection(server.collection, strict_mode_config=strict))
+    server._ensured = False  # the collection's bounds are read as it is checked
+    try:
+        await server._ensure_collection()
+        assert await _server_proof(server, server_corpus, NEAR, 0) is None
+        for q in range(QUERIES):
+            found = await _searched(server, server_corpus, NEAR, q)
+            assert server_corpus.recall_at_10(NEAR, q, found) == 1.0, q
+    finally:
+        off = qm.StrictModeConfig(enabled=False)
+        await server._call(lambda c: c.update_collection(server.collection, strict_mode_config=off))
+        server._ensured = False
+        await server._ensure_collection()
+    assert await _server_proof(server, server_corpus, NEAR, 0) is not None

@@ -71,3 +71,17 @@ def test_a_search_the_neighbourhood_cannot_prove_is_exact_within_its_bound() -> 
     # The bound is never below exact_below's: what would be exact at once stays exact.
     assert unproven(Search(exact_below=20_000, neighbourhood=True), 20_000) == "exact"
     assert unproven(Search(exact_below=20_000, neighbourhood=True), 20_001) == "graph"
+
+
+def test_the_servers_neighbourhood_stays_within_what_a_query_may_ask() -> None:
+    from sidecar.store.server import UNDERSAMPLED_FROM, _QueryBounds
+
+    assert _QueryBounds().admit(400, 800)
+    # Several shards undersample a search from 128 points on: a neighbour could go.
+    assert _QueryBounds(shards=3).admit(UNDERSAMPLED_FROM - 1, 400)
+    assert not _QueryBounds(shards=3).admit(UNDERSAMPLED_FROM, 400)
+    # Strict mode's limits would refuse the query outright.
+    assert not _QueryBounds(max_hnsw_ef=256).admit(100, 400)
+    assert not _QueryBounds(max_limit=64).admit(100, 400)
+    assert _QueryBounds(max_limit=100, max_hnsw_ef=400).admit(100, 400)
+    assert not _QueryBounds(exact_allowed=False).admit(100, 400)
