@@ -453,9 +453,7 @@ class EdgeStore:
                 limit=size,
                 query=nearest,
                 filter=qe.Filter(must=[tenants]),
-                params=qe.SearchParams(
-                    hnsw_ef=max(size, planner.NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
-                ),
+                params=qe.SearchParams(hnsw_ef=planner.beam(tuning, size)),
                 with_payload=False,
                 with_vector=False,
             )

@@ -56,6 +56,12 @@ def neighbourhood(limit: int) -> int:
     return max(LEAST_NEIGHBOURHOOD, PER_POINT * limit)
 
 
+def beam(tuning: Search, size: int) -> int:
+    """The beam of the neighbourhood's own search: never narrower than the points it
+    must return, `NEIGHBOURHOOD_BEAM`, or the configured one."""
+    return max(size, NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+
+
 def way(tuning: Search, limit: int, estimate: int | None) -> Way:
     """How a search whose filter admits about `estimate` points runs (None: not
     estimated, `exact_below` is 0 and Qdrant decides alone). The neighbourhood is

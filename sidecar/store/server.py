@@ -137,6 +137,14 @@ class _QueryBounds:
         )
 
 
+def _search_params(tuning: Search, exact: bool) -> qm.SearchParams | None:
+    """Exact, or a walk with the configured beam (None: the server's own), as the
+    embedded store asks (edge.py `_search_params`)."""
+    if not exact and tuning.hnsw_ef is None:
+        return None
+    return qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+
+
 # `Search.neighbourhood_above` on this backend (services.py): the neighbourhood and its
 # proof are two more round trips here, which at 100k records cost about what the
 # server's exact search of 20 000 points does (bench/search_plan.py --server;
@@ -554,10 +562,7 @@ class ServerStore:
             if near is not None:
                 return near, None
             way = planner.unproven(tuning, estimate)
-        exact = way == "exact"
-        if not exact and tuning.hnsw_ef is None:
-            return None, None
-        return None, qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+        return None, _search_params(tuning, exact=way == "exact")
 
     async def _nearest_by_neighbourhood(
         self,
@@ -574,7 +579,7 @@ class ServerStore:
         tuning = self.search_tuning
         size = planner.neighbourhood(limit)
         tenants = qm.FieldCondition(key=TENANT_FIELD, match=qm.MatchValue(value=tenant))
-        beam = max(size, planner.NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+        beam = planner.beam(tuning, size)
         if not self._bounds.admit(size, beam):
             return None
         around = await self._call(
@@ -625,9 +630,7 @@ class ServerStore:
         exact = False
         if tuning.exact_below > 0:
             exact = await self._estimate(query_filter) <= tuning.exact_below
-        if not exact and tuning.hnsw_ef is None:
-            return None
-        return qm.SearchParams(hnsw_ef=tuning.hnsw_ef, exact=exact)
+        return _search_params(tuning, exact)
 
     async def get(
         self, tenant: str, record_ids: list[UUID], *, with_vector: bool = False

@@ -162,7 +162,7 @@ class Membership:
         max_events: int = MAX_EVENTS,
     ) -> None:
         self.log = log
-        # A writer's events in a conversation are counted and appended under one lock.
+        # A writer's events in a conversation are counted and appended under their lock.
         self.locks = locks
         self.policy = policy
         self.max_events = max_events
@@ -216,12 +216,15 @@ class Membership:
             )
             for change in changes
         ]
-        # Counted and appended under the conversation's lock (every replica's, with
-        # Redis), and only that: the policy's calls stay outside it. The writer's own
-        # events, not the conversation's: the policy lets anyone record their own
-        # leaving, so a bound on the conversation's count told anyone naming it how many
-        # events others had recorded (and let one account fill it for everyone).
-        async with self.locks.hold([bound_key("membership", who.tenant, conversation)]) as held:
+        # Counted and appended under the writer's lock in this conversation (every
+        # replica's, with Redis), and only that: the policy's calls stay outside it, and
+        # other writers' appends, which the count does not read, do not wait on it. The
+        # writer's own events, not the conversation's: the policy lets anyone record
+        # their own leaving, so a bound on the conversation's count told anyone naming
+        # it how many events others had recorded (and let one account fill it for
+        # everyone).
+        key = bound_key("membership", who.tenant, conversation, who.id)
+        async with self.locks.hold([key]) as held:
             present = await self.log.events(who.tenant, conversation)
             theirs = sum(1 for e in present if e.writer == who.id)
             if theirs + len(changes) > self.max_events:

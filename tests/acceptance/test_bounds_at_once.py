@@ -5,7 +5,7 @@ A subject's grants (`WHOSE_GRANTS_PER_SUBJECT`), a setter's forget rules
 (`WHOSE_CONVERSATION_MAX_EVENTS`) are counted, then added. Sent at once, each request
 used to count without the others and all passed: one account, an unmodified client,
 twelve requests, and the bound of three held eight. The count and the add now share a
-lock per subject, setter or conversation (writes/locks.py): asyncio's in one process,
+lock per subject, setter or writer in a conversation (writes/locks.py): asyncio's in one process,
 Redis's across replicas. Each bound is tried on one sidecar on the embedded defaults
 and on two replicas sharing Redis, the requests spread over both.
 """
