@@ -78,6 +78,26 @@ async def _searched(store: Store, corpus: Corpus, who: str, q: int) -> list[int]
     return [h.payload["index"] for h in hits]
 
 
+def _hidden_beside_queries(corpus: Corpus, first: int) -> list[tuple[dict[str, Any], Any]]:
+    """Records no sweep asker may read, 30 right beside every query (nearer than
+    anything an asker may read), numbered from `first`."""
+    hidden = []
+    for q in range(QUERIES):
+        for copy in range(30):
+            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
+            nudged = nudged / (nudged**2).sum() ** 0.5
+            number = first + q * 30 + copy
+            payload = {
+                "id": str(uuid.UUID(int=number + 1)),
+                "tenant": "acme",
+                "valid_at": "2026-10-01T00:00:00Z",
+                "audience": ["someone-else"],
+                "index": number,
+            }
+            hidden.append((payload, {"": nudged.tolist()}))
+    return hidden
+
+
 async def test_records_around_the_query_are_proven_from_its_neighbourhood(
     store: EdgeStore, corpus: Corpus
 ) -> None:
@@ -123,20 +143,7 @@ async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
     store.search_tuning = PLANNED
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
-    hidden = []
-    for q in range(QUERIES):
-        for copy in range(30):
-            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
-            nudged = nudged / (nudged**2).sum() ** 0.5
-            number = N + q * 30 + copy
-            payload = {
-                "id": str(uuid.UUID(int=number + 1)),
-                "tenant": "acme",
-                "valid_at": "2026-10-01T00:00:00Z",
-                "audience": ["someone-else"],
-                "index": number,
-            }
-            hidden.append((payload, {"": nudged.tolist()}))
+    hidden = _hidden_beside_queries(corpus, N)
     await store.put("acme", hidden)
     await store.optimize()
     try:
@@ -358,3 +365,31 @@ async def test_the_server_plans_within_strict_modes_limits(
         server._ensured = False
         await server._ensure_collection()
     assert await _server_proof(server, server_corpus, NEAR, 0) is not None
+
+
+async def test_records_hidden_beside_the_query_change_nothing_the_server_answers(
+    server: ServerStore, server_corpus: Corpus
+) -> None:
+    # Noninterference on the server's planner path, as on the embedded engine's
+    # (test_records_the_asker_may_not_read_change_nothing_they_are_answered): hidden
+    # records nearer every query than anything the asker may read fill a third of the
+    # neighbourhood or more; the answer stays what it was, record for record.
+    before = [await _searched(server, server_corpus, NEAR, q) for q in range(QUERIES)]
+    proofs = [await _server_proof(server, server_corpus, NEAR, q) for q in range(QUERIES)]
+    assert proofs == before
+    hidden = _hidden_beside_queries(server_corpus, ON_THE_SERVER)
+    await server.put("acme", hidden)
+    try:
+        everyone = Scope(tenant="acme", current_at=datetime.now(UTC))
+        for q in range(QUERIES):
+            nearest = await server.search(server_corpus.queries[q].tolist(), everyone, 30)
+            first = ON_THE_SERVER + q * 30
+            assert {h.payload["index"] for h in nearest} == set(range(first, first + 30))
+            assert await _searched(server, server_corpus, NEAR, q) == before[q], q
+            proofs[q] = await _server_proof(server, server_corpus, NEAR, q)
+        # A proof never answers otherwise; where the hidden records of several queries
+        # crowd one neighbourhood it declines (the scan answers, as above).
+        assert all(proof in (None, before[q]) for q, proof in enumerate(proofs))
+        assert sum(proof is not None for proof in proofs) >= QUERIES // 2, proofs
+    finally:
+        await server.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in hidden])
