@@ -134,7 +134,7 @@ class Compiler:
             if m != asker.id
         ]
         try:
-            seen = await asyncio.gather(*(self._visible_to(m, revision) for m in members))
+            seen = await self._visible(members, revision)
         except Untranslatable as exc:
             # Over-fetch on the tenant alone: slower, never less checked.
             log.warning("no pushdown: %s", exc)
@@ -155,15 +155,24 @@ class Compiler:
         """The policy changed since the filters were compiled: compile afresh."""
         self.compiled.clear()
 
-    async def _visible_to(self, member: dict[str, Any], revision: str | None) -> Visible:
-        key = orjson.dumps([revision, member], option=orjson.OPT_SORT_KEYS)
-        if revision is not None and (known := self.compiled.get(key)) is not None:
-            return known
+    async def _visible(self, members: list[dict[str, Any]], revision: str | None) -> list[Visible]:
+        """Each member's filter: those kept under `revision` at once, the others
+        compiled at the same time (a task each only then: a recall's members are
+        usually all kept, and a task costs the loop a turn)."""
+        keys = [orjson.dumps([revision, m], option=orjson.OPT_SORT_KEYS) for m in members]
+        kept = [self.compiled.get(k) if revision is not None else None for k in keys]
+        missing = [i for i, known in enumerate(kept) if known is None]
+        if missing:
+            compiled = await asyncio.gather(*(self._compile(members[i]) for i in missing))
+            for i, seen in zip(missing, compiled, strict=True):
+                kept[i] = seen
+                if revision is not None:
+                    self.compiled[keys[i]] = seen
+        return [known for known in kept if known is not None]
+
+    async def _compile(self, member: dict[str, Any]) -> Visible:
         result = await self.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)
-        seen = visible(result, member["tenant"])
-        if revision is not None:
-            self.compiled[key] = seen
-        return seen
+        return visible(result, member["tenant"])
 
 
 def _granted(question: DisclosureQuestion, member: str) -> tuple[Granted, ...]:

@@ -1,9 +1,11 @@
 """How much of what the store returns the policy allows, per asker and audience.
 
-Recall's first round asks the store for about 1.5 * limit / rate candidates, so
-an asker who may read one record in ten starts wide enough to finish in one round
-most of the time, while an asker who may read almost everything does not pay for
-forty candidates to return ten. The rate is an exponentially weighted moving
+Recall's first round asks the store for about limit / rate candidates, and a margin
+of half as many again as the denials to expect among them: an asker who may read one
+record in ten starts wide enough to finish in one round most of the time (147
+candidates for ten), while an asker whose searches the policy's filter already narrows
+to what they may read (a rate of 1) pays for two spare candidates, not forty, nor the
+half again a fixed factor of 1.5 asked for. The rate is an exponentially weighted moving
 average over that asker's searches (their candidates only: never records read by
 id, which may be ones the asker may not see), kept in Redis when there is one
 (replicas learn together) and in-process otherwise. It only sizes the first round: the
@@ -31,6 +33,8 @@ ALPHA = 0.2
 # Below this the first round would be enormous; the cap and doubling handle the rest.
 FLOOR = 0.02
 _TTL_S = 24 * 3600
+# Candidates beyond the expected in every first round.
+SPARE = 2
 
 
 class AllowRates(Protocol):
@@ -52,7 +56,10 @@ def first_batch(limit: int, rate: float | None, default_factor: int, cap: int) -
     # Before anything is known about this asker, the configured factor.
     wanted = limit * default_factor
     if rate is not None:
-        wanted = math.ceil(1.5 * limit / max(rate, FLOOR))
+        expected = limit / max(rate, FLOOR)
+        # The denials to expect are expected * (1 - rate): half as many again, and
+        # SPARE more (a round's last candidate is what tells a tie at the cut).
+        wanted = math.ceil(expected + 0.5 * expected * (1 - min(rate, 1.0))) + SPARE
     return max(1, min(max(wanted, limit), cap))
 
 

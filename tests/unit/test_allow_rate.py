@@ -11,11 +11,12 @@ from sidecar.reads.allow_rate import ALPHA, LocalAllowRates, first_batch, update
     ("limit", "rate", "expected"),
     [
         (10, None, 40),  # nothing known yet: limit * the configured factor
-        (10, 1.0, 15),  # reads everything: 1.5 * limit
-        (10, 0.5, 30),
-        (10, 0.1, 150),  # one in ten: wide enough to finish in one round, usually
-        (10, 0.0, 750),  # the floor keeps a zero rate from asking for everything
-        (10, 0.001, 750),
+        (10, 1.0, 12),  # reads everything it is shown: two spare, not 1.5 * limit
+        (10, 0.98, 13),
+        (10, 0.5, 27),  # 20 expected, 10 of them denied: half as many again, and two
+        (10, 0.1, 147),  # one in ten: wide enough to finish in one round, usually
+        (10, 0.0, 752),  # the floor keeps a zero rate from asking for everything
+        (10, 0.001, 752),
         (100, 0.01, 1000),  # the candidate cap
         (10, 5.0, 10),  # never fewer than limit
     ],
