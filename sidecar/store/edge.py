@@ -168,6 +168,8 @@ class EdgeStore:
         self.path = path
         self.vectors = vectors or VectorLayout.whose(vector_size)
         self.search_tuning = search or Search()
+        # Where the planner's neighbourhood declined lately, per filter (planner.py).
+        self.proofs = planner.Proofs()
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
         self.optimize_interval_s = optimize_interval_s
@@ -311,7 +313,7 @@ class EdgeStore:
         def query() -> list[Any]:
             # The estimate, the neighbourhood and the search in one engine call.
             if vector is not None and not terms:
-                return self._nearest(vector, flt, scope.tenant, limit, score_threshold, with_vector)
+                return self._nearest(vector, flt, scope, limit, score_threshold, with_vector)
             request = qe.QueryRequest(
                 limit=limit,
                 filter=flt,
@@ -404,23 +406,26 @@ class EdgeStore:
         self,
         vector: list[float],
         flt: qe.Filter,
-        tenant: str,
+        scope: Scope,
         limit: int,
         score_threshold: float | None,
         with_vector: bool,
     ) -> list[Any]:
-        """The `limit` nearest points `flt` admits, the way the planner says
-        (planner.py): exact, proven from the neighbourhood, or a filtered walk."""
+        """The `limit` nearest points `flt` (`scope`'s) admits, the way the planner
+        says (planner.py): exact, proven from the neighbourhood, or a filtered walk."""
         tuning = self.search_tuning
         estimate = self._estimate(flt) if tuning.exact_below > 0 else None
         way = planner.way(tuning, limit, estimate)
         if way == "neighbourhood":
             assert estimate is not None
-            near = self._nearest_by_neighbourhood(
-                vector, flt, tenant, limit, score_threshold, with_vector
-            )
-            if near is not None:
-                return near
+            key = planner.filter_key(scope)
+            if self.proofs.worth_trying(key):
+                near = self._nearest_by_neighbourhood(
+                    vector, flt, scope.tenant, limit, score_threshold, with_vector
+                )
+                self.proofs.heard(key, near is not None)
+                if near is not None:
+                    return near
             way = planner.unproven(tuning, estimate)
         request = qe.QueryRequest(
             limit=limit,

@@ -22,19 +22,32 @@ misses (90 % of 100k records, all far from the query: recall@10 0.2-0.6 for any 
 measured, ACORN's too), so the search is exact up to `Search.unproven_exact_below`
 points (the scan's bound; above it, a filtered walk, approximate).
 
+Where the neighbourhood declines, it was paid for nothing, and under the same filter
+it most likely declines again: the asker's records lie where they lay (an asker who may
+read 90 % of 100k records, all far from the question, paid 2-5 ms a search for it). So
+the store remembers, per filter (`Proofs`), that it declined, and the next searches
+under that filter skip it: one after the first decline, then twice as many after each
+further one, up to `MOST_SKIPPED`; a proof forgets it. A far asker then pays for the
+neighbourhood once in 33 searches, an asker it proves for almost never skips it.
+
 The proof holds up to the unfiltered graph search's own recall, which is why that
 search has a wide beam of its own (`NEIGHBOURHOOD_BEAM`). The answer never depends on
 which way was taken beyond that, so what an asker may not read changes which way is
-taken (as the estimate always has: docs/security.md) but not what they are shown.
+taken (as the estimate always has, and as what the neighbourhood proved for the same
+filter before does: docs/security.md) but not what they are shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from itertools import pairwise
 from typing import Literal
 
+from cachetools import LRUCache
+
 from sidecar.store import Search
+from sidecar.store.scope import Scope
 
 # The neighbourhood's least size, and its size per point wanted: wide enough that an
 # asker who may read a fifth of the records near the query still finds `limit` there.
@@ -110,3 +123,53 @@ def proven(
     if len(kept) >= limit:
         return kept[limit - 1] > edge
     return score_threshold is not None and edge < score_threshold
+
+
+# At most this many searches in a row skip the neighbourhood after it declined.
+MOST_SKIPPED = 32
+# Filters whose declines are remembered (the least recently used are forgotten).
+REMEMBERED_FILTERS = 4096
+
+
+class Proofs:
+    """Per filter (`filter_key`), whether the neighbourhood declined lately, and how
+    many of the next searches skip it for that (see the module's text)."""
+
+    def __init__(self, size: int = REMEMBERED_FILTERS) -> None:
+        # A key's skips still to come, and its declines in a row.
+        self._declined: LRUCache[Hashable, tuple[int, int]] = LRUCache(maxsize=size)
+
+    def worth_trying(self, key: Hashable | None) -> bool:
+        """Whether this search looks at the neighbourhood (counting a skip if not)."""
+        if key is None or (held := self._declined.get(key)) is None:
+            return True
+        skips, declines = held
+        if skips == 0:
+            return True
+        self._declined[key] = (skips - 1, declines)
+        return False
+
+    def heard(self, key: Hashable | None, proven: bool) -> None:
+        """What the neighbourhood did for a search under `key`."""
+        if key is None:
+            return
+        if proven:
+            self._declined.pop(key, None)
+            return
+        declines = self._declined.get(key, (0, 0))[1] + 1
+        self._declined[key] = (min(2 ** (declines - 1), MOST_SKIPPED), declines)
+
+
+def filter_key(scope: Scope) -> Hashable | None:
+    """What tells one search's filter from another's, the instant asked about aside
+    (it moves with every request, not where the records lie); None when the scope
+    holds what cannot be a key, or names ids (it is then not remembered)."""
+    if scope.only is not None:
+        return None
+    caller = scope.caller.model_dump_json() if scope.caller is not None else None
+    try:
+        key = (replace(scope, current_at=None, caller=None), scope.current_at is None, caller)
+        hash(key)
+    except TypeError:
+        return None
+    return key

@@ -192,6 +192,8 @@ class ServerStore:
         self._bounds = _QueryBounds()
         self.attempts = 1 + retries
         self.search_tuning = search or Search()
+        # Where the planner's neighbourhood declined lately, per filter (planner.py).
+        self.proofs = planner.Proofs()
         self._current = 0
         self._ensured = False
 
@@ -436,7 +438,7 @@ class ServerStore:
         if not terms:
             assert vector is not None
             proven, params = await self._plan(
-                vector, query_filter, scope.tenant, limit, score_threshold, with_vector
+                vector, query_filter, scope, limit, score_threshold, with_vector
             )
             if proven is not None:
                 return records([(p.payload, p.score, dense(p.vector)) for p in proven])
@@ -543,24 +545,27 @@ class ServerStore:
         self,
         vector: list[float],
         query_filter: qm.Filter,
-        tenant: str,
+        scope: Scope,
         limit: int,
         score_threshold: float | None,
         with_vector: bool,
     ) -> tuple[list[qm.ScoredPoint] | None, qm.SearchParams | None]:
         """The way the planner says (planner.py), as the embedded store takes it
-        (edge.py `_nearest`): the `limit` nearest points the filter admits when the
-        neighbourhood proved them, else how to search for them."""
+        (edge.py `_nearest`): the `limit` nearest points the filter (`scope`'s)
+        admits when the neighbourhood proved them, else how to search for them."""
         tuning = self.search_tuning
         estimate = await self._estimate(query_filter) if tuning.exact_below > 0 else None
         way = planner.way(tuning, limit, estimate)
         if way == "neighbourhood":
             assert estimate is not None
-            near = await self._nearest_by_neighbourhood(
-                vector, query_filter, tenant, limit, score_threshold, with_vector
-            )
-            if near is not None:
-                return near, None
+            key = planner.filter_key(scope)
+            if self.proofs.worth_trying(key):
+                near = await self._nearest_by_neighbourhood(
+                    vector, query_filter, scope.tenant, limit, score_threshold, with_vector
+                )
+                self.proofs.heard(key, near is not None)
+                if near is not None:
+                    return near, None
             way = planner.unproven(tuning, estimate)
         return None, _search_params(tuning, exact=way == "exact")
 

@@ -24,7 +24,7 @@ import pytest
 from qdrant_client import models as qm
 
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
-from sidecar.store import Search, Store
+from sidecar.store import Search, Store, planner
 from sidecar.store.edge import EdgeStore, _edge_filter
 from sidecar.store.planner import way
 from sidecar.store.scope import Scope, to_qdrant
@@ -217,6 +217,35 @@ async def test_a_proven_search_costs_the_neighbourhood_and_one_small_exact_searc
         store._shard = engine
 
 
+async def test_a_filter_the_neighbourhood_declined_for_skips_it_for_a_while(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    # The far asker's neighbourhood never proves: it costs a search the neighbourhood
+    # and the admitted among it before the scan. Remembered (planner.Proofs), the
+    # next searches under the same filter skip them, a while longer after each
+    # decline; the near asker's searches, proven, never skip.
+    store.search_tuning = PLANNED
+    store.proofs = planner.Proofs()
+    engine = store._shard
+    counted = _Counted(engine)
+    store._shard = counted  # type: ignore[assignment]
+    looked: dict[str, list[int]] = {FAR: [], NEAR: []}
+    try:
+        for search in range(24):
+            for who in (FAR, NEAR):
+                counted.calls.clear()
+                found = await _searched(store, corpus, who, search % QUERIES)
+                assert corpus.recall_at_10(who, search % QUERIES, found) == 1.0, (who, search)
+                if counted.calls["query"] > 1 or who == NEAR:
+                    looked[who].append(search)
+                # Proven: two queries; declined: three (the scan after); skipped: one.
+                expected = 2 if who == NEAR else (3 if search in (0, 2, 5, 10, 19) else 1)
+                assert counted.calls["query"] == expected, (who, search, counted.calls)
+    finally:
+        store._shard = engine
+    assert looked == {FAR: [0, 2, 5, 10, 19], NEAR: list(range(24))}
+
+
 async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
     store: EdgeStore, corpus: Corpus
 ) -> None:
@@ -393,3 +422,28 @@ async def test_records_hidden_beside_the_query_change_nothing_the_server_answers
         assert sum(proof is not None for proof in proofs) >= QUERIES // 2, proofs
     finally:
         await server.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in hidden])
+
+
+async def test_the_server_skips_the_neighbourhood_where_it_declined(
+    server: ServerStore, server_corpus: Corpus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the embedded store does (test_a_filter_the_neighbourhood_declined_for_skips_it_
+    # for_a_while), for an asker who may read 600 of the 3 000 records, none near any
+    # query (the server estimates 400 of them: looked around above 300 here).
+    far = asker("far", 0.2)
+    server.proofs = planner.Proofs()
+    monkeypatch.setattr(server, "search_tuning", replace(SERVER_PLANNED, neighbourhood_above=300))
+    looked: list[int] = []
+    prove = server._nearest_by_neighbourhood
+
+    async def watched(*args: Any) -> Any:
+        found = await prove(*args)
+        assert found is None  # declined
+        looked.append(search)
+        return found
+
+    monkeypatch.setattr(server, "_nearest_by_neighbourhood", watched)
+    for search in range(12):
+        found = await _searched(server, server_corpus, far, search % QUERIES)
+        assert server_corpus.recall_at_10(far, search % QUERIES, found) == 1.0, search
+    assert looked == [0, 2, 5, 10]

@@ -3,8 +3,22 @@ the query's neighbourhood are the nearest admitted points of the whole tenant.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from qdrant_client import models as qm
+
 from sidecar.store import Search
-from sidecar.store.planner import neighbourhood, proven, unproven, way
+from sidecar.store.planner import (
+    MOST_SKIPPED,
+    Proofs,
+    filter_key,
+    neighbourhood,
+    proven,
+    unproven,
+    way,
+)
+from sidecar.store.scope import Scope
 
 AROUND = [1.0 - i / 100 for i in range(100)]  # the neighbourhood's scores, 1.00 to 0.01
 
@@ -85,3 +99,56 @@ def test_the_servers_neighbourhood_stays_within_what_a_query_may_ask() -> None:
     assert not _QueryBounds(max_limit=64).admit(100, 400)
     assert _QueryBounds(max_limit=100, max_hnsw_ef=400).admit(100, 400)
     assert not _QueryBounds(exact_allowed=False).admit(100, 400)
+
+
+def _tried(proofs: Proofs, key: object, searches: int, proves: bool = False) -> list[int]:
+    """Which of `searches` searches under `key` look at the neighbourhood, which then
+    proves or declines (`proves`)."""
+    tried = []
+    for search in range(searches):
+        if proofs.worth_trying(key):
+            tried.append(search)
+            proofs.heard(key, proves)
+    return tried
+
+
+def test_a_filter_the_neighbourhood_declined_for_skips_it_twice_as_long_each_time() -> None:
+    proofs = Proofs()
+    assert _tried(proofs, "far", 40) == [0, 2, 5, 10, 19, 36]
+    # Then once in MOST_SKIPPED + 1, for good (29 of the 32 skips were still to come).
+    assert _tried(proofs, "far", 3 * (MOST_SKIPPED + 1)) == [29, 62, 95]
+    # Each filter on its own; one the neighbourhood proves for is never skipped.
+    assert _tried(proofs, "near", 10, proves=True) == list(range(10))
+
+
+def test_a_proof_forgets_the_declines() -> None:
+    proofs = Proofs()
+    assert _tried(proofs, "k", 11) == [0, 2, 5, 10]
+    skipped = [proofs.worth_trying("k") for _ in range(8)]
+    assert skipped == [False] * 8
+    assert proofs.worth_trying("k")
+    proofs.heard("k", True)
+    assert all(proofs.worth_trying("k") for _ in range(5))
+
+
+def test_only_so_many_filters_are_remembered() -> None:
+    proofs = Proofs(size=2)
+    for key in ("a", "b", "c"):
+        proofs.heard(key, False)
+    assert proofs.worth_trying("a")  # forgotten: tried again
+    assert not proofs.worth_trying("c")
+
+
+def test_the_key_leaves_out_the_instant_asked_about_and_ids() -> None:
+    now = datetime.now(UTC)
+    asker = Scope(tenant="acme", current_at=now, audience_any_of=(("bob",),))
+    later = replace(asker, current_at=now + timedelta(seconds=3))
+    assert filter_key(asker) == filter_key(later)
+    assert filter_key(asker) != filter_key(replace(asker, audience_any_of=(("carol",),)))
+    # A search of every version (no instant) admits other points than a current one.
+    assert filter_key(asker) != filter_key(replace(asker, current_at=None))
+    caller = qm.Filter(must=[qm.FieldCondition(key="n", match=qm.MatchValue(value=1))])
+    other = qm.Filter(must=[qm.FieldCondition(key="n", match=qm.MatchValue(value=2))])
+    assert filter_key(replace(asker, caller=caller)) == filter_key(replace(later, caller=caller))
+    assert filter_key(replace(asker, caller=caller)) != filter_key(replace(asker, caller=other))
+    assert filter_key(replace(asker, only=("r1",))) is None
