@@ -27,6 +27,7 @@ from functools import cached_property
 from typing import Any
 
 import orjson
+from cachetools import LRUCache
 
 from sidecar.policy.readset import STAR, Path, ReadSet
 
@@ -147,8 +148,18 @@ def _merge(a: _Trie, b: _Trie) -> _Trie:
     return out
 
 
+# Shapes a Shaper keeps, by view and sides (least recently used forgotten first).
+SHAPES_KEPT = 4096
+
+
 class Shaper:
-    """Shapes under one read set (made once per policy revision)."""
+    """Shapes under one read set (made once per policy revision).
+
+    A shape is a function of the record's view and of the sides its times take of the
+    instants asked about, nothing else: it is kept under exactly those (the view's
+    JSON and the sides, in the order `_sided` visits them), so a record seen again,
+    in another request at another `now`, is not projected, sided and digested again
+    while its times keep their sides (docs/performance.md, round thirteen)."""
 
     def __init__(self, read_set: ReadSet) -> None:
         self.read_set = read_set
@@ -156,9 +167,25 @@ class Shaper:
         for path in (*read_set.reads, *read_set.instants):
             self._kept.add(path)
         self._instants = read_set.instants
+        self._known: LRUCache[tuple[bytes, tuple[str | None, ...]], Shape | None] = LRUCache(
+            maxsize=SHAPES_KEPT
+        )
 
     def shape_of(self, view: dict[str, Any], instants: Instants) -> Shape | None:
         """The record's shape, or None when it must be decided alone."""
+        sides: list[str | None] = []
+        for path in self._instants:
+            _sides(view, path, instants, sides)
+        key = (orjson.dumps(view), tuple(sides))
+        try:
+            return self._known[key]
+        except KeyError:
+            pass
+        found = self._shape_of(view, instants)
+        self._known[key] = found
+        return found
+
+    def _shape_of(self, view: dict[str, Any], instants: Instants) -> Shape | None:
         representative = _project(view, self._kept)
         sided: Any = representative
         for path in self._instants:
@@ -200,6 +227,26 @@ def _project(node: Any, kept: _Trie) -> Any:
     if isinstance(node, list) and kept.star is not None:
         return [_project(item, kept.star) for item in node]
     return node
+
+
+def _sides(node: Any, path: Path, instants: Instants, out: list[str | None]) -> None:
+    """The side of each time `_sided` replaces at `path`, in the order it visits them,
+    appended to `out` (without copying anything). It follows `_sided` branch for branch:
+    what the shape is kept under must hold every side the shape depends on."""
+    if not path:
+        out.append(instants.side(node))
+        return
+    head, rest = path[0], path[1:]
+    if head == STAR:
+        if isinstance(node, list):
+            for item in node:
+                _sides(item, rest, instants, out)
+        elif isinstance(node, dict):
+            for value in node.values():
+                _sides(value, rest, instants, out)
+        return
+    if isinstance(node, dict) and head in node:
+        _sides(node[head], rest, instants, out)
 
 
 def _sided(node: Any, path: Path, instants: Instants) -> Any:

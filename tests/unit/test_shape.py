@@ -208,6 +208,53 @@ def test_what_a_shape_keeps_of_a_record_is_what_the_read_paths_reach(
     assert got.id == got.representative["id"] == str(uuid.UUID(bytes=got.digest[:16]))
 
 
+def test_a_record_seen_again_keeps_its_shape_only_while_its_times_keep_their_sides() -> None:
+    # The shaper keeps shapes by view and sides (policy/shape.py): one record asked
+    # about at instants on either side of its valid_at, in turn, is shaped by each.
+    shaper = Shaper(READS)
+    record = view(valid_at="2026-06-01T00:00:00Z")
+    earlier = Instants(now_ns=ns(NOW), as_of_ns=ns(AS_OF - timedelta(days=1)))
+    later = Instants(now_ns=ns(NOW), as_of_ns=ns(AS_OF + timedelta(days=1)))
+    fresh = {i: Shaper(READS).shape_of(record, i) for i in (earlier, ASKED, later)}
+    assert len({s.digest for s in fresh.values() if s is not None}) == 3
+    for _ in range(3):
+        for instants, expected in fresh.items():
+            assert shaper.shape_of(record, instants) == expected
+    # A time that moves to another instant on the same side keeps the shape.
+    moved = Instants(now_ns=ns(NOW + timedelta(hours=1)), as_of_ns=ns(AS_OF + timedelta(days=2)))
+    assert shaper.shape_of(record, moved) == fresh[later]
+
+
+TIMES = st.sampled_from(
+    [None, "soon", 5, "2026-05-31T00:00:00Z", "2026-06-01T00:00:00Z", "2026-06-01T00:00:00+01:00"]
+)
+# Instants that put the times above on different sides of them.
+INSTANTS = (ASKED, NOW_ONLY, Instants(now_ns=ns(AS_OF), as_of_ns=ns(AS_OF - timedelta(hours=1))))
+EVIDENCE = st.fixed_dictionaries({"kind": st.just("a"), "at": TIMES})
+KEPT_SHAPER = Shaper(READS)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    valid_at=TIMES,
+    invalid_at=TIMES,
+    # A list as written, or (an unusual record) an object: `*` goes through either.
+    evidence=st.lists(EVIDENCE, max_size=3) | st.dictionaries(st.sampled_from("xyz"), EVIDENCE),
+    audience=st.lists(st.sampled_from(["alice", "bob"]), max_size=2),
+)
+def test_a_kept_shape_is_the_shape_made_afresh(
+    valid_at: Any, invalid_at: Any, evidence: Any, audience: Any
+) -> None:
+    # One shaper for every example (as a revision's is for every request): what it
+    # answers from what it kept, for one record asked about at several instants, is
+    # what a new one makes.
+    record = view(valid_at=valid_at, invalid_at=invalid_at, evidence=evidence, audience=audience)
+    for _ in range(2):
+        for instants in INSTANTS:
+            fresh = Shaper(READS).shape_of(record, instants)
+            assert KEPT_SHAPER.shape_of(record, instants) == fresh
+
+
 def test_a_malformed_read_set_is_refused() -> None:
     malformed: list[Any] = [
         None,
