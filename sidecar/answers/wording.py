@@ -20,6 +20,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import orjson
+from cachetools import LRUCache
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.answers.derived import speaker_at
@@ -239,23 +241,63 @@ def disclosed_item(
     """An allowed record as the agent receives it: attributed, with its obligations.
 
     `at` is the instant asked about: the status says whether the version still
-    applied then."""
+    applied then. The rest of the item is a function of the record's payload, the
+    decision's use, obligations and reasons, and the vocabulary alone: it is kept per
+    vocabulary under exactly those (`_kept_by`), so a record shown again is not worded
+    and validated again (docs/performance.md, round thirteen)."""
     payload = record.payload
-    sentence = vocabulary.sentence(payload, decision.usable_as)
-    fields = {k: v for k, v in payload.items() if k in _ITEM_FIELDS}
-    return Item.model_validate(
-        fields
-        | {
-            "content": sentence,
-            "as_written": payload.get("content"),
-            "attribution": sentence,
-            "usable_as": decision.usable_as,
-            "obligations": sorted(decision.obligations),
-            "notes": sorted(decision.reasons),
-            "status": record.status_at(at),
-            "score": record.score,
-        }
-    )
+    obligations, notes = sorted(decision.obligations), sorted(decision.reasons)
+    try:
+        key: _Worded | None = (
+            orjson.dumps(payload),
+            decision.usable_as,
+            tuple(obligations),
+            tuple(notes),
+        )
+    except TypeError:  # not JSON (a payload made in process): worded each time
+        key = None
+    kept = _kept_by(vocabulary)
+    worded = kept.get(key) if key is not None else None
+    if worded is None:
+        sentence = vocabulary.sentence(payload, decision.usable_as)
+        fields = {k: v for k, v in payload.items() if k in _ITEM_FIELDS}
+        worded = Item.model_validate(
+            fields
+            | {
+                "content": sentence,
+                "as_written": payload.get("content"),
+                "attribution": sentence,
+                "usable_as": decision.usable_as,
+                "obligations": obligations,
+                "notes": notes,
+                "status": "current",
+            }
+        )
+        if key is not None:
+            kept[key] = worded
+    # Items are never changed in place (a change is a copy), so one may be shared.
+    return worded.model_copy(update={"status": record.status_at(at), "score": record.score})
+
+
+# What an item is kept under: the payload's JSON, the use, the obligations, the reasons.
+_Worded = tuple[bytes, str, tuple[str, ...], tuple[str, ...]]
+# Items kept per vocabulary (least recently used forgotten first), and the vocabularies
+# kept (one a policy revision: a rolling update hears two or three).
+WORDED_KEPT = 4096
+_VOCABULARIES_KEPT = 8
+# By the vocabulary's id, with the vocabulary itself: held here, it stays alive, so its
+# id names no other while it is kept (a model's own private attribute costs 3 µs a read).
+_WORDED: LRUCache[int, tuple[Vocabulary, LRUCache[_Worded, Item]]] = LRUCache(
+    maxsize=_VOCABULARIES_KEPT
+)
+
+
+def _kept_by(vocabulary: Vocabulary) -> LRUCache[_Worded, Item]:
+    """The items worded under `vocabulary`."""
+    held = _WORDED.get(id(vocabulary))
+    if held is None or held[0] is not vocabulary:
+        held = _WORDED[id(vocabulary)] = (vocabulary, LRUCache(maxsize=WORDED_KEPT))
+    return held[1]
 
 
 _ITEM_FIELDS = set(Item.model_fields) - {

@@ -176,7 +176,10 @@ class Shaper:
         sides: list[str | None] = []
         for path in self._instants:
             _sides(view, path, instants, sides)
-        key = (orjson.dumps(view), tuple(sides))
+        try:
+            key = (orjson.dumps(view), tuple(sides))
+        except TypeError:  # not JSON orjson writes: shaped each time, as before
+            return self._shape_of(view, instants)
         try:
             return self._known[key]
         except KeyError:

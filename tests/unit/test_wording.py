@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from sidecar.answers.wording import PLACEHOLDERS, Vocabulary
+from sidecar.answers.wording import PLACEHOLDERS, Vocabulary, disclosed_item
+from sidecar.messages import Item
+from sidecar.policy.contract import Decision
+from sidecar.record import Stored
 from tests.unit.vocabulary import VOCABULARY
 
 P = {"text": "the launch is October 17", "key": "launch.date", "value": "2026-10-17"}
@@ -164,3 +168,68 @@ def test_what_someone_heard_names_the_hearer_the_speaker_and_the_inner_minds() -
     assert worded(["bob", "dave", "erin", "carol"]) == (
         f"alice believes that bob believes that dave heard erin say that carol knows that {claim}"
     )
+
+
+STORED = {
+    "id": "5d34f37d-5222-434a-bdea-be11a6c6a56c",
+    "tenant": "acme",
+    "content": "Alice believes the launch is October 17",
+    "proposition": P,
+    "observer_id": "alice",
+    "source_id": "s-1",
+    "source": {"kind": "conversation", "speaker": "alice", "participants": []},
+    "modality": "reported_belief",
+    "evidence": [],
+    "confidence": 0.78,
+    "audience": ["alice", "bob"],
+    "valid_at": "2026-10-01T00:00:00Z",
+    "invalid_at": "2026-11-01T00:00:00Z",
+    "recorded_at": "2026-10-01T00:00:00Z",
+    "provenance": {"writer": "alice", "derived_from": []},
+}
+BEFORE, AFTER = datetime(2026, 10, 15, tzinfo=UTC), datetime(2026, 11, 15, tzinfo=UTC)
+
+
+def stored(score: float | None = None, **fields: Any) -> Stored:
+    found = Stored.from_payload(STORED | fields, score)
+    assert found is not None
+    return found
+
+
+def afresh(record: Stored, decision: Decision, at: datetime) -> Item:
+    """The item as a vocabulary that has worded nothing yet words it."""
+    return disclosed_item(record, decision, Vocabulary.parse(VOCABULARY.model_dump()), at)
+
+
+def test_an_item_shown_again_is_worded_as_afresh_for_its_instant_score_and_decision() -> None:
+    # The vocabulary keeps what it worded (answers/wording.py): what changes between two
+    # showings of one record (the instant, the score, the decision) is still theirs.
+    belief = Decision(allow=True, usable_as="belief", obligations=["attribute"])
+    other = Decision(allow=True, usable_as="fact", obligations=["cite"], reasons=["why"])
+    # The same obligations, another use.
+    plain = Decision(allow=True, usable_as="fact", obligations=["attribute"])
+    vocabulary = Vocabulary.parse(VOCABULARY.model_dump())
+    shown = []
+    for _ in range(2):
+        for record, decision, at in (
+            (stored(0.9), belief, BEFORE),
+            (stored(0.4), belief, AFTER),
+            (stored(None), other, BEFORE),
+            (stored(0.9, confidence=0.5), belief, BEFORE),
+            (stored(0.9), plain, BEFORE),
+        ):
+            item = disclosed_item(record, decision, vocabulary, at)
+            assert item == afresh(record, decision, at)
+            shown.append(item)
+    first = shown[:5]
+    statuses = [i.status for i in first]
+    assert statuses == ["current", "superseded", "current", "current", "current"]
+    assert [i.score for i in first] == [0.9, 0.4, None, 0.9, 0.9]
+    assert first[4].usable_as == "fact"
+    assert first[4].content != first[0].content
+    assert first[2].usable_as == "fact"
+    assert first[2].notes == ["why"]
+    assert first[0].content != first[3].content  # the confidence is in the sentence
+    # Another vocabulary words the same record its own way.
+    louder = Vocabulary.parse(VOCABULARY.model_dump() | {"source": " (source {source}, LOUD)"})
+    assert disclosed_item(stored(0.9), belief, louder, BEFORE).content.endswith("LOUD)")
