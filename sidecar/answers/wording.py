@@ -15,6 +15,7 @@ apart in `as_written`.
 
 from __future__ import annotations
 
+import hashlib
 import string
 from collections.abc import Callable
 from datetime import datetime
@@ -247,15 +248,15 @@ def disclosed_item(
     and validated again (docs/performance.md, round thirteen)."""
     payload = record.payload
     obligations, notes = sorted(decision.obligations), sorted(decision.reasons)
+    key: _Worded | None = None
     try:
-        key: _Worded | None = (
-            orjson.dumps(payload),
-            decision.usable_as,
-            tuple(obligations),
-            tuple(notes),
-        )
+        raw = orjson.dumps(payload)
     except TypeError:  # not JSON (a payload made in process): worded each time
-        key = None
+        raw = None
+    # A large record is worded each time: what is kept is bounded by count, and an item
+    # holds its payload's text about three times over.
+    if raw is not None and len(raw) <= WORDED_PAYLOAD_BYTES:
+        key = (_digest(raw), decision.usable_as, tuple(obligations), tuple(notes))
     kept = _kept_by(vocabulary)
     worded = kept.get(key) if key is not None else None
     if worded is None:
@@ -279,8 +280,12 @@ def disclosed_item(
     return worded.model_copy(update={"status": record.status_at(at), "score": record.score})
 
 
-# What an item is kept under: the payload's JSON, the use, the obligations, the reasons.
+# What an item is kept under: the digest of the payload's JSON, the use, the
+# obligations, the reasons.
 _Worded = tuple[bytes, str, tuple[str, ...], tuple[str, ...]]
+# The largest payload (its JSON) whose item is kept: 4 096 items of a vocabulary then
+# hold at most about 100 MiB, and most records are far smaller.
+WORDED_PAYLOAD_BYTES = 8192
 # Items kept per vocabulary (least recently used forgotten first), and the vocabularies
 # kept (one a policy revision: a rolling update hears two or three).
 WORDED_KEPT = 4096
@@ -290,6 +295,12 @@ _VOCABULARIES_KEPT = 8
 _WORDED: LRUCache[int, tuple[Vocabulary, LRUCache[_Worded, Item]]] = LRUCache(
     maxsize=_VOCABULARIES_KEPT
 )
+
+
+def _digest(raw: bytes) -> bytes:
+    """A key for JSON of any size: 32 bytes, collision-resistant (two payloads an
+    attacker made to collide would share an item)."""
+    return hashlib.blake2b(raw, digest_size=32).digest()
 
 
 def _kept_by(vocabulary: Vocabulary) -> LRUCache[_Worded, Item]:

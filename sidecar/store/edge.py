@@ -313,7 +313,9 @@ class EdgeStore:
         def query() -> list[Any]:
             # The estimate, the neighbourhood and the search in one engine call.
             if vector is not None and not terms:
-                return self._nearest(vector, flt, scope, limit, score_threshold, with_vector)
+                return self._nearest(
+                    vector, flt, scope, limit, score_threshold, with_vector, bool(exclude)
+                )
             request = qe.QueryRequest(
                 limit=limit,
                 filter=flt,
@@ -410,15 +412,17 @@ class EdgeStore:
         limit: int,
         score_threshold: float | None,
         with_vector: bool,
+        excluding: bool = False,
     ) -> list[Any]:
-        """The `limit` nearest points `flt` (`scope`'s) admits, the way the planner
-        says (planner.py): exact, proven from the neighbourhood, or a filtered walk."""
+        """The `limit` nearest points `flt` (`scope`'s, leaving some out when
+        `excluding`) admits, the way the planner says (planner.py): exact, proven from
+        the neighbourhood, or a filtered walk."""
         tuning = self.search_tuning
         estimate = self._estimate(flt) if tuning.exact_below > 0 else None
         way = planner.way(tuning, limit, estimate)
         if way == "neighbourhood":
             assert estimate is not None
-            key = planner.filter_key(scope)
+            key = planner.remembered(tuning, estimate, scope, excluding)
             if self.proofs.worth_trying(key):
                 near = self._nearest_by_neighbourhood(
                     vector, flt, scope.tenant, limit, score_threshold, with_vector

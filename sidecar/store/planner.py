@@ -28,7 +28,9 @@ read 90 % of 100k records, all far from the question, paid 2-5 ms a search for i
 the store remembers, per filter (`Proofs`), that it declined, and the next searches
 under that filter skip it: one after the first decline, then twice as many after each
 further one, up to `MOST_SKIPPED`; a proof forgets it. A far asker then pays for the
-neighbourhood once in 33 searches, an asker it proves for almost never skips it.
+neighbourhood once in 33 searches, an asker it proves for almost never skips it. Only
+where a skipped search is exact anyway, and never from a later round of an over-fetch
+(`remembered`), so what was remembered changes a search's time, never its answer.
 
 The proof holds up to the unfiltered graph search's own recall, which is why that
 search has a wide beam of its own (`NEIGHBOURHOOD_BEAM`). The answer never depends on
@@ -158,6 +160,19 @@ class Proofs:
             return
         declines = self._declined.get(key, (0, 0))[1] + 1
         self._declined[key] = (min(2 ** (declines - 1), MOST_SKIPPED), declines)
+
+
+def remembered(tuning: Search, estimate: int, scope: Scope, excluding: bool) -> Hashable | None:
+    """What the neighbourhood's declines are remembered under for this search, or None
+    (not remembered: it always looks). Only where a search it skips is exact anyway
+    (within `unproven_exact_below`): above it, a skipped search would walk the graph,
+    approximately, where the neighbourhood might have proven the exact answer, and
+    earlier searches would choose the answer, not only its time. And not from a later
+    over-fetch round, which leaves the nearest records out and so declines where the
+    request's first round would not."""
+    if excluding or unproven(tuning, estimate) != "exact":
+        return None
+    return filter_key(scope)
 
 
 def filter_key(scope: Scope) -> Hashable | None:

@@ -438,7 +438,7 @@ class ServerStore:
         if not terms:
             assert vector is not None
             proven, params = await self._plan(
-                vector, query_filter, scope, limit, score_threshold, with_vector
+                vector, query_filter, scope, limit, score_threshold, with_vector, bool(exclude)
             )
             if proven is not None:
                 return records([(p.payload, p.score, dense(p.vector)) for p in proven])
@@ -549,6 +549,7 @@ class ServerStore:
         limit: int,
         score_threshold: float | None,
         with_vector: bool,
+        excluding: bool = False,
     ) -> tuple[list[qm.ScoredPoint] | None, qm.SearchParams | None]:
         """The way the planner says (planner.py), as the embedded store takes it
         (edge.py `_nearest`): the `limit` nearest points the filter (`scope`'s)
@@ -558,7 +559,7 @@ class ServerStore:
         way = planner.way(tuning, limit, estimate)
         if way == "neighbourhood":
             assert estimate is not None
-            key = planner.filter_key(scope)
+            key = planner.remembered(tuning, estimate, scope, excluding)
             if self.proofs.worth_trying(key):
                 near = await self._nearest_by_neighbourhood(
                     vector, query_filter, scope.tenant, limit, score_threshold, with_vector

@@ -15,6 +15,7 @@ from sidecar.store.planner import (
     filter_key,
     neighbourhood,
     proven,
+    remembered,
     unproven,
     way,
 )
@@ -152,3 +153,13 @@ def test_the_key_leaves_out_the_instant_asked_about_and_ids() -> None:
     assert filter_key(replace(asker, caller=caller)) == filter_key(replace(later, caller=caller))
     assert filter_key(replace(asker, caller=caller)) != filter_key(replace(asker, caller=other))
     assert filter_key(replace(asker, only=("r1",))) is None
+
+
+def test_declines_are_remembered_only_where_a_skipped_search_is_exact_and_unexcluded() -> None:
+    tuning = Search(exact_below=20_000, neighbourhood=True, unproven_exact_below=200_000)
+    asker = Scope(tenant="acme", current_at=datetime.now(UTC), audience_any_of=(("bob",),))
+    assert remembered(tuning, 150_000, asker, excluding=False) == filter_key(asker)
+    # Above the scan's bound a skipped search would walk the graph: never skipped.
+    assert remembered(tuning, 250_000, asker, excluding=False) is None
+    # A later over-fetch round leaves the nearest out: what it finds is not remembered.
+    assert remembered(tuning, 150_000, asker, excluding=True) is None

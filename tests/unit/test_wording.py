@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.answers.wording import PLACEHOLDERS, Vocabulary, disclosed_item
+from sidecar.answers.wording import PLACEHOLDERS, Vocabulary, _kept_by, disclosed_item
 from sidecar.messages import Item
 from sidecar.policy.contract import Decision
 from sidecar.record import Stored
@@ -233,3 +233,14 @@ def test_an_item_shown_again_is_worded_as_afresh_for_its_instant_score_and_decis
     # Another vocabulary words the same record its own way.
     louder = Vocabulary.parse(VOCABULARY.model_dump() | {"source": " (source {source}, LOUD)"})
     assert disclosed_item(stored(0.9), belief, louder, BEFORE).content.endswith("LOUD)")
+
+
+def test_a_large_record_is_worded_each_time_not_kept() -> None:
+    # What a vocabulary keeps is bounded by count: a record of many kilobytes (a
+    # document) would hold its text in memory about three times over.
+    vocabulary = Vocabulary.parse(VOCABULARY.model_dump())
+    belief = Decision(allow=True, usable_as="belief", obligations=["attribute"])
+    small, large = stored(0.5), stored(0.5, content="x" * 20_000)
+    for record in (small, large):
+        assert disclosed_item(record, belief, vocabulary, BEFORE) == afresh(record, belief, BEFORE)
+    assert len(_kept_by(vocabulary)) == 1
