@@ -160,15 +160,17 @@ class Compiler:
         compiled at the same time (a task each only then: a recall's members are
         usually all kept, and a task costs the loop a turn)."""
         keys = [orjson.dumps([revision, m], option=orjson.OPT_SORT_KEYS) for m in members]
-        kept = [self.compiled.get(k) if revision is not None else None for k in keys]
-        missing = [i for i, known in enumerate(kept) if known is None]
+        found: dict[int, Visible] = {}
+        if revision is not None:
+            found = {i: v for i, k in enumerate(keys) if (v := self.compiled.get(k)) is not None}
+        missing = [i for i in range(len(members)) if i not in found]
         if missing:
             compiled = await asyncio.gather(*(self._compile(members[i]) for i in missing))
             for i, seen in zip(missing, compiled, strict=True):
-                kept[i] = seen
+                found[i] = seen
                 if revision is not None:
                     self.compiled[keys[i]] = seen
-        return [known for known in kept if known is not None]
+        return [found[i] for i in range(len(members))]
 
     async def _compile(self, member: dict[str, Any]) -> Visible:
         result = await self.policy.compile(COMPILE_QUERY, {"member": member}, UNKNOWNS)

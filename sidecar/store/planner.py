@@ -30,7 +30,8 @@ under that filter skip it: one after the first decline, then twice as many after
 further one, up to `MOST_SKIPPED`; a proof forgets it. A far asker then pays for the
 neighbourhood once in 33 searches, an asker it proves for almost never skips it. Only
 where a skipped search is exact anyway, and never from a later round of an over-fetch
-(`remembered`), so what was remembered changes a search's time, never its answer.
+(`remembered`), so what was remembered changes a search's time, and its answer no more
+than any choice of way does (the proof's own recall, below).
 
 The proof holds up to the unfiltered graph search's own recall, which is why that
 search has a wide beam of its own (`NEIGHBOURHOOD_BEAM`). The answer never depends on
@@ -167,7 +168,8 @@ def remembered(tuning: Search, estimate: int, scope: Scope, excluding: bool) -> 
     (not remembered: it always looks). Only where a search it skips is exact anyway
     (within `unproven_exact_below`): above it, a skipped search would walk the graph,
     approximately, where the neighbourhood might have proven the exact answer, and
-    earlier searches would choose the answer, not only its time. And not from a later
+    earlier searches would choose the answer, not only its time (below it, only as far
+    as the proof's own recall). And not from a later
     over-fetch round, which leaves the nearest records out and so declines where the
     request's first round would not."""
     if excluding or unproven(tuning, estimate) != "exact":
