@@ -14,7 +14,9 @@ Time: a decision may depend on `now` (validity, authority of a world-state
 record). Within one bucket it is reused only for records with no time inside that
 bucket (valid_at, invalid_at, evidence times, and every time the policy sets against
 the instant asked about, policy/readset.py), so the comparisons the policy makes
-cannot flip while the entry lives. A policy that uses the instant otherwise (an age:
+cannot flip while the entry lives; except, under a shape's key, the times the shape
+holds by their side of `now` (the policy's instants): the key turns when a side does,
+so a record written a moment ago is cached like any other. A policy that uses the instant otherwise (an age:
 arithmetic on it), or reads the clock itself (`time.now_ns()`), gets no cache at all
 (policy/decider.py); the shipped policy reads the time from `input.now` only.
 
@@ -123,6 +125,7 @@ class Keys:
         revision: str,
         bucket_s: float,
         times: tuple[Path, ...] = KNOWN_TIMES,
+        sided: tuple[Path, ...] = (),
     ) -> None:
         self.bucket_s = bucket_s
         self.instants = question_instants(question)
@@ -132,6 +135,10 @@ class Keys:
         self.bucket_start = now - now % bucket_ns
         self.bucket_end = self.bucket_start + bucket_ns
         self.times = tuple(dict.fromkeys((*KNOWN_TIMES, *times)))
+        # A shape holds each of `sided` (the policy's instants, policy/shape.py) as its
+        # side of `now`, to the nanosecond: where that side may turn inside the bucket,
+        # the shape's key turns with it, so those times need no boundary check there.
+        self.shaped_times = tuple(path for path in self.times if path not in sided)
         # Everything the policy sees of the asker (id, tenant, groups, roles, scopes).
         asker = {
             k: sorted(v) if isinstance(v, list) else v
@@ -152,11 +159,12 @@ class Keys:
         # Every key of the question starts from this state: copied, not rebuilt.
         self._hashed_prefix = hashlib.sha256(prefix)
 
-    def cacheable(self, view: dict[str, Any]) -> bool:
+    def cacheable(self, view: dict[str, Any], shaped: bool = False) -> bool:
         """Whether the record's decision stays the same for the whole bucket: none of its
         times falls inside it (a comparison with `now` could flip while the entry
-        lives), and each is readable."""
-        for path in self.times:
+        lives), and each is readable. Keyed by its shape (`shaped`), the times the shape
+        holds by their side are not checked: the key says which side they are on."""
+        for path in self.shaped_times if shaped else self.times:
             for value in _at(view, path):
                 if value is None:
                     continue

@@ -192,12 +192,13 @@ class Consultation:
         uncacheable: set[str] = set()
         for record in records:
             view = self._view(record)
-            cacheable = plan.caches and keys is not None and keys.cacheable(view)
             shape = (
                 plan.shaper.shape_of(view, keys.instants)
                 if plan.shaper is not None and keys is not None
                 else None
             )
+            shaped = shape is not None
+            cacheable = plan.caches and keys is not None and keys.cacheable(view, shaped)
             if shape is not None and keys is not None:
                 key = keys.key_of_shape(shape.digest) if cacheable else None
                 units[record.id] = _Unit(shape.id, shape.representative, revision, key, True)
@@ -297,7 +298,10 @@ class Consultation:
 
     def _keys_under(self, revision: str, plan: Plan) -> Keys:
         if revision not in self._keys:
-            self._keys[revision] = Keys(self.question, revision, self.decider.bucket_s, plan.times)
+            sided = plan.shaper.read_set.instants if plan.shaper is not None else ()
+            self._keys[revision] = Keys(
+                self.question, revision, self.decider.bucket_s, plan.times, sided
+            )
         return self._keys[revision]
 
     def _view(self, record: Stored) -> dict[str, Any]:

@@ -389,6 +389,42 @@ async def test_a_time_kept_exact_keeps_its_bucket_boundary_check(
         await linked.close()
 
 
+async def test_a_time_set_only_against_the_instant_is_cached_by_its_side(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    # A record written a moment ago has its valid_at inside the bucket. The shipped
+    # policy only sets valid_at against the instant asked about, so a shape holds its
+    # side of `now`, not its value: the key changes exactly when the decision may. The
+    # decision is kept while the side holds (a recall of what was just written is not
+    # asked of OPA again and again for a bucket), and asked afresh once it turns.
+    linked = LinkedOpa(OPA_LIBRARY, policy_with(tmp_path, {}), tmp_path / "bundle", 5.0)
+    await linked.start()
+    try:
+        gate = Gate(linked, LocalCache(1000, ttl_s=600), audit, bucket_s=60)
+        start = NOW.replace(second=0)
+        # The revision heard first, so that these are decided by shape.
+        await decide(gate, start, [stored(valid_at="2026-01-01T00:00:00Z")])
+        asked: list[int] = []
+        real = linked.disclosure
+
+        async def counting(question: Any, records: Any, **kw: Any) -> Any:
+            asked.append(len(records))
+            return await real(question, records, **kw)
+
+        linked.disclosure = counting  # type: ignore[method-assign]
+        begins = (start + timedelta(seconds=30)).isoformat()
+        seen = []
+        for second in (10, 20, 40, 50):
+            asked.clear()
+            twins = [stored(valid_at=begins) for _ in range(3)]
+            decided = await decide(gate, start + timedelta(seconds=second), twins)
+            seen.append((sum(asked), set(decided.values())))
+        # Not yet what applies, then current: each side asked once, then served.
+        assert seen == [(1, {False}), (0, {False}), (1, {True}), (0, {True})]
+    finally:
+        await linked.close()
+
+
 async def test_the_local_opa_servers_bundle_is_analysed_and_shared_on(
     tmp_path: Path, audit: AuditLog
 ) -> None:

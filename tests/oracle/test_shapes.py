@@ -13,6 +13,7 @@ same over edited policies.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import uuid
@@ -214,6 +215,69 @@ def test_per_shape_decisions_are_per_record_decisions(
     keys = Keys(question, gate.decider.last_revision or "", BUCKET_S)
     shapes = [plan.shaper.shape_of(policy_view(r), keys.instants) for r in records]
     assert len({s.id for s in shapes if s is not None}) < len(records)
+
+
+# One bucket (BUCKET_S from the world's second time): instants inside it, and times a
+# record may hold there, each on either side of some of the instants.
+BUCKET_START = datetime.fromisoformat(TIMES[1])
+INSIDE_ONE_BUCKET = [
+    BUCKET_START + timedelta(milliseconds=ms) for ms in (0, 1, 500, 999, 1000, 1001, 2500, 4999)
+]
+TIMES_IN_THE_BUCKET = [
+    (BUCKET_START + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")
+    for ms in (0, 1, 1000, 2500)
+]
+
+
+@st.composite
+def batches_inside_one_bucket(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """`batches`, where some records begin to apply inside the bucket."""
+    records = draw(batches())
+    for record in records:
+        if draw(st.booleans()):
+            record["valid_at"] = draw(st.sampled_from(TIMES_IN_THE_BUCKET))
+    return records
+
+
+@st.composite
+def questions_inside_one_bucket(draw: st.DrawFn) -> list[DisclosureQuestion]:
+    """One question asked at two or three instants of the bucket (mostly about `now`)."""
+    question = draw(questions())
+    as_of = question.as_of if draw(st.integers(0, 3)) == 0 else None
+    nows = draw(st.lists(st.sampled_from(INSIDE_ONE_BUCKET), min_size=2, max_size=3))
+    return [dataclasses.replace(question, now=now, as_of=as_of) for now in nows]
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["shapes", "records"])
+def bucket_gate(engine: Engine, request: pytest.FixtureRequest) -> Gate:
+    """A gate whose cache carries decisions between instants of one bucket."""
+    return Gate(
+        engine.linked,
+        LocalCache(100_000, ttl_s=600),
+        engine.audit,
+        bucket_s=BUCKET_S,
+        shapes=request.param,
+    )
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(records=batches_inside_one_bucket(), asked=questions_inside_one_bucket())
+def test_decisions_kept_inside_a_bucket_are_each_instants_own(
+    engine: Engine,
+    bucket_gate: Gate,
+    records: list[dict[str, Any]],
+    asked: list[DisclosureQuestion],
+) -> None:
+    # The same records, their times inside the bucket, asked about at instants on
+    # either side of them: a decision kept at one instant (a shape holds its times by
+    # their side, policy/cache.py) must be what OPA decides about each record at another.
+    for question in asked:
+        alone = decide_alone(engine, question, records)
+        assert decide_by_gate(engine, bucket_gate, question, records) == alone
 
 
 def test_what_the_shipped_policy_reads(engine: Engine, tmp_path: Path) -> None:

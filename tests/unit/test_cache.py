@@ -102,6 +102,19 @@ def test_every_time_the_policy_sets_against_now_keeps_its_boundary_check() -> No
     assert Keys(QUESTION, "whose@r1", bucket_s=5, times=(("expires_at",),)).key(valid) is None
 
 
+def test_a_time_a_shape_holds_by_its_side_is_no_boundary_for_the_shapes_key() -> None:
+    # policy/shape.py replaces each of the policy's instants by its side of `now`, so a
+    # shape's key turns when such a time's side does; a time kept exact (or a record
+    # keyed by its whole view) keeps the check.
+    inside = (NOW + timedelta(seconds=2)).isoformat()
+    keys = Keys(QUESTION, "whose@r1", bucket_s=5, sided=(("valid_at",),))
+    valid = RECORD | {"valid_at": inside}
+    assert keys.cacheable(valid, shaped=True)
+    assert not keys.cacheable(valid)
+    assert not keys.cacheable(RECORD | {"invalid_at": inside}, shaped=True)
+    assert not keys.cacheable(RECORD | {"valid_at": "soon"}, shaped=False)
+
+
 def test_an_unreadable_time_is_never_cached() -> None:
     assert key(record=RECORD | {"valid_at": "soon"}) is None
 
