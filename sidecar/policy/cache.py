@@ -16,9 +16,10 @@ bucket (valid_at, invalid_at, evidence times, and every time the policy sets aga
 the instant asked about, policy/readset.py), so the comparisons the policy makes
 cannot flip while the entry lives; except, under a shape's key, the times the shape
 holds by their side of `now` (the policy's instants): the key turns when a side does,
-so a record written a moment ago is cached like any other. A policy that uses the instant otherwise (an age:
-arithmetic on it), or reads the clock itself (`time.now_ns()`), gets no cache at all
-(policy/decider.py); the shipped policy reads the time from `input.now` only.
+so a record written a moment ago is cached like any other. A policy that uses the
+instant otherwise (an age: arithmetic on it), or reads the clock itself
+(`time.now_ns()`), gets no cache at all (policy/decider.py); the shipped policy reads
+the time from `input.now` only.
 
 Redis when configured (shared by replicas); otherwise a bounded in-process map.
 Either way a cache failure is a miss, never an error: OPA is asked instead.

@@ -23,6 +23,7 @@ away and every record is decided again, alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -348,9 +349,16 @@ class _Cached(BaseModel):
 def _load(value: bytes | None) -> Ruling | None:
     if value is None:
         return None
+    entry = _entry(value)
+    return None if entry is None else Ruling(entry.d, entry.o, cached=True)
+
+
+# A handful of entries serve every recall of a steady state (one a shape): each is
+# parsed once, by its bytes. Decisions are values here: nothing changes one in place.
+@functools.lru_cache(maxsize=4096)
+def _entry(value: bytes) -> _Cached | None:
     try:
         # Parsed and checked in one pass (no dict of the JSON in between).
-        entry = _Cached.model_validate_json(value)
+        return _Cached.model_validate_json(value)
     except ValidationError:
         return None  # An unreadable entry is a miss.
-    return Ruling(entry.d, entry.o, cached=True)
