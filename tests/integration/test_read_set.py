@@ -356,6 +356,19 @@ async def decide(gate: Gate, now: datetime, records: list[Stored]) -> dict[str, 
     return {i: d.allow for i, d in decided.items()}
 
 
+def count_asked(engine: Any) -> list[int]:
+    """How many records each call to `engine`'s disclosure asked about, from now on."""
+    asked: list[int] = []
+    real = engine.disclosure
+
+    async def counting(question: Any, records: Any, **kw: Any) -> Any:
+        asked.append(len(records))
+        return await real(question, records, **kw)
+
+    engine.disclosure = counting
+    return asked
+
+
 @pytest.fixture
 async def audit(tmp_path: Path) -> AsyncIterator[AuditLog]:
     log = AuditLog(SqliteSink(tmp_path / "audit.sqlite3"), None, queue_size=1000)
@@ -404,14 +417,7 @@ async def test_a_time_set_only_against_the_instant_is_cached_by_its_side(
         start = NOW.replace(second=0)
         # The revision heard first, so that these are decided by shape.
         await decide(gate, start, [stored(valid_at="2026-01-01T00:00:00Z")])
-        asked: list[int] = []
-        real = linked.disclosure
-
-        async def counting(question: Any, records: Any, **kw: Any) -> Any:
-            asked.append(len(records))
-            return await real(question, records, **kw)
-
-        linked.disclosure = counting  # type: ignore[method-assign]
+        asked = count_asked(linked)
         begins = (start + timedelta(seconds=30)).isoformat()
         seen = []
         for second in (10, 20, 40, 50):
@@ -442,14 +448,7 @@ async def test_the_local_opa_servers_bundle_is_analysed_and_shared_on(
             alike = [stored(valid_at="2026-01-01T00:00:00Z") for _ in range(10)]
             await decide(gate, NOW, alike)  # the revision heard
             assert gate.decider.plan(gate.decider.last_revision).mode == "shape"
-            asked: list[int] = []
-            real = client.disclosure
-
-            async def counting(question: Any, records: Any, **kw: Any) -> Any:
-                asked.append(len(records))
-                return await real(question, records, **kw)
-
-            client.disclosure = counting  # type: ignore[method-assign]
+            asked = count_asked(client)
             for _ in range(2):
                 await decide(
                     gate, NOW, [stored(valid_at="2026-01-01T00:00:00Z") for _ in range(10)]
