@@ -396,9 +396,23 @@ func (a *analysis) answer() *ReadSet {
 		if _, ok := a.otherwise[k]; ok {
 			a.reads[k] = p
 		}
-		for _, r := range a.reads {
-			if len(r) > len(p) && equalPath(r[:len(p)], p) {
-				a.reads[k] = p
+	}
+	// A time is kept exact where any read reaches it or below it, a "*" on either side
+	// matching any key: beside `meta.x` read as it is, `meta.*` set against the instant
+	// cannot be held by its side (meta.x is one of its values). Until nothing changes,
+	// since a time made exact is a read too.
+	for changed := true; changed; {
+		changed = false
+		for k, p := range a.parsed {
+			if _, exact := a.reads[k]; exact {
+				continue
+			}
+			for _, r := range a.reads {
+				if overlaps(r, p) {
+					a.reads[k] = p
+					changed = true
+					break
+				}
 			}
 		}
 	}
@@ -439,6 +453,21 @@ func minimal(paths map[string]path) [][]string {
 		}
 	}
 	return nonNil(kept)
+}
+
+// overlaps: whether `a` and `b` may name one value or one within the other: they agree
+// on every key they both have, a "*" on either side matching any key.
+func overlaps(a, b []string) bool {
+	n := len(a)
+	if len(b) < n {
+		n = len(b)
+	}
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] && a[i] != star && b[i] != star {
+			return false
+		}
+	}
+	return true
 }
 
 // covered: whether `p` lies at or under one of `paths` (a "*" covers any key).

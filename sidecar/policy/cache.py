@@ -152,7 +152,9 @@ class Keys:
             "purpose": question.purpose,
             # An explicit as-of is part of the question; without one it is `now`.
             "as_of": iso(question.as_of) if question.as_of else None,
-            "bucket": self.bucket_start,
+            # Its length too: replicas sharing Redis with different buckets would each
+            # trust the other's boundary check.
+            "bucket": [self.bucket_start, bucket_ns],
             # The grants in force at `now` that may reach a hearer: consent's revision.
             "grants": list(question.grants),
         }

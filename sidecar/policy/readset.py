@@ -46,7 +46,19 @@ class ReadSet:
     @property
     def shares(self) -> bool:
         """Whether records alike in what is read may share one decision."""
-        return not self.unbounded and not self.uncacheable
+        return not self.unbounded and not self.uncacheable and not self.overlapping
+
+    @property
+    def overlapping(self) -> tuple[str, ...]:
+        """Instants that may name a value also read as it is (`meta.*` beside `meta.x`):
+        a shape would hold that value by its side alone. The analysis keeps such a time
+        exact; were it ever not to, records are decided alone rather than shared."""
+        return tuple(
+            f"the time {'.'.join(i)} is also read as it is at {'.'.join(r)}"
+            for i in self.instants
+            for r in self.reads
+            if _overlap(i, r)
+        )
 
     @property
     def caches(self) -> bool:
@@ -85,8 +97,15 @@ class ReadSet:
         """One line for the log: what decisions are shared on, or why they are not."""
         if self.uncacheable:
             return "not shared and not cached: " + "; ".join(self.uncacheable)
-        if self.unbounded:
-            return "each record decided alone (cached per record): " + "; ".join(self.unbounded)
+        if self.unbounded or self.overlapping:
+            why = (*self.unbounded, *self.overlapping)
+            return "each record decided alone (cached per record): " + "; ".join(why)
         exact = ", ".join(".".join(p) for p in self.reads) or "nothing"
         sided = ", ".join(".".join(p) for p in self.instants) or "none"
         return f"shared on {exact}; by their side of the instant asked about: {sided}"
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` may name one value, or one within the other: they agree on
+    every key they both have, `*` matching any key."""
+    return all(x == y or STAR in (x, y) for x, y in zip(a, b, strict=False))

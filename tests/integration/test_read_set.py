@@ -255,6 +255,25 @@ def test_a_new_time_compared_with_now_is_sided_and_compared(analyse: Any) -> Non
     assert ("recorded_at",) in found.compared
 
 
+# A time set against the instant under a wildcard (`meta.*`), and one of its values read
+# as it is (`meta.x`): found by a review of round fourteen.
+WILDCARD_BESIDE_EXACT: Edits = {
+    **denial('record.meta.x == "2026-12-03T12:00:01Z"'),
+    "whose/disclosure/future.rego": denial(
+        "some v in record.meta\ntime.parse_rfc3339_ns(v) > disclosure.as_of_ns"
+    )["whose/disclosure/edited.rego"].replace("edited", "future"),
+}
+
+
+def test_a_time_under_a_wildcard_beside_one_read_as_it_is_is_kept_exact(analyse: Any) -> None:
+    # meta.x is one of meta.*'s values: a shape holding meta.* by its side would lose
+    # the value the other rule reads, so meta.* is read as it is.
+    found = analyse(WILDCARD_BESIDE_EXACT)
+    assert found.shares, found.describe()
+    assert "meta.*" in read(found)
+    assert "meta.*" not in sided(found)
+
+
 UNBOUNDED = [
     ("walk", 'walk(record, [_, v])\nv == "x"', "walk"),
     ("json.marshal", 'contains(json.marshal(record), "x")', "json.marshal"),
@@ -427,6 +446,27 @@ async def test_a_time_set_only_against_the_instant_is_cached_by_its_side(
             seen.append((sum(asked), set(decided.values())))
         # Not yet what applies, then current: each side asked once, then served.
         assert seen == [(1, {False}), (0, {False}), (1, {True}), (0, {True})]
+    finally:
+        await linked.close()
+
+
+async def test_twins_written_a_moment_ago_differing_in_a_time_read_as_it_is(
+    tmp_path: Path, audit: AuditLog
+) -> None:
+    # Two records differing only in meta.x, both inside the bucket: the one allowed at
+    # one instant must not lend its cached decision to the one denied at the next (a
+    # stale allow, found by a review of round fourteen).
+    linked = LinkedOpa(
+        OPA_LIBRARY, policy_with(tmp_path, WILDCARD_BESIDE_EXACT), tmp_path / "bundle", 5.0
+    )
+    await linked.start()
+    try:
+        gate = Gate(linked, LocalCache(1000, ttl_s=600), audit, bucket_s=5)
+        await decide(gate, NOW, [stored(valid_at="2026-01-01T00:00:00Z")])  # revision heard
+        allowed = stored(valid_at="2026-01-01T00:00:00Z", meta={"x": "2026-12-03T12:00:02Z"})
+        denied = stored(valid_at="2026-01-01T00:00:00Z", meta={"x": "2026-12-03T12:00:01Z"})
+        assert await decide(gate, NOW.replace(second=3), [allowed]) == {allowed.id: True}
+        assert await decide(gate, NOW.replace(second=4), [denied]) == {denied.id: False}
     finally:
         await linked.close()
 

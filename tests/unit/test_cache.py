@@ -115,6 +115,17 @@ def test_a_time_a_shape_holds_by_its_side_is_no_boundary_for_the_shapes_key() ->
     assert not keys.cacheable(RECORD | {"valid_at": "soon"}, shaped=False)
 
 
+def test_buckets_of_another_length_starting_alike_are_other_keys() -> None:
+    # Replicas sharing Redis with different WHOSE_CACHE_BUCKET_S: a 10 s bucket's entry
+    # was checked against its own edges, not a 5 s one's (found by a review).
+    assert Keys(QUESTION, "whose@r1", bucket_s=5).bucket_start == (
+        Keys(QUESTION, "whose@r1", bucket_s=10).bucket_start
+    )
+    assert Keys(QUESTION, "whose@r1", bucket_s=5).key(RECORD) != (
+        Keys(QUESTION, "whose@r1", bucket_s=10).key(RECORD)
+    )
+
+
 def test_an_unreadable_time_is_never_cached() -> None:
     assert key(record=RECORD | {"valid_at": "soon"}) is None
 

@@ -313,6 +313,28 @@ def test_a_policy_that_cannot_be_bounded_says_so_once_and_shares_nothing(
         assert decider.plan("r1").shaper is None
 
 
+@pytest.mark.parametrize(
+    ("instant", "read"),
+    [
+        (("meta", STAR), ("meta", "x")),
+        (("meta", "x"), ("meta", STAR)),
+        (("e", STAR, "at"), ("e", "0")),
+    ],
+)
+def test_a_time_held_by_its_side_and_read_as_it_is_shares_nothing(
+    instant: tuple[str, ...], read: tuple[str, ...]
+) -> None:
+    # Were the analysis to list a time among the instants while a read reaches one of
+    # its values, a shape would hold that value by its side alone: decided alone.
+    overlapping = ReadSet(reads=(read,), instants=(instant,), compared=(instant,))
+    assert not overlapping.shares
+    assert "also read as it is" in overlapping.describe()
+    decider = Decider(Loaded(overlapping), None, bucket_s=5)  # type: ignore[arg-type]
+    assert decider.plan("r1").mode == "record"
+    apart = ReadSet(reads=(("meta", "y"),), instants=(("meta", "x"),), compared=())
+    assert apart.shares
+
+
 def test_an_opa_of_its_own_decides_each_record_alone() -> None:
     decider = Decider(Unread(), None, bucket_s=5)  # type: ignore[arg-type]
     plan = decider.plan("their-revision")
