@@ -225,7 +225,9 @@ class LabelDecision(BaseModel):
 class Decision(BaseModel):
     """What the disclosure policy says about one record."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Frozen: one decision serves every record of a shape and every request its cached
+    # entry reaches (policy/decider.py `_entry`).
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     allow: StrictBool
     # Checked against the policy's vocabulary (see answers/wording.py): a use the policy

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from sidecar.auth.identity import Identity
 from sidecar.policy.cache import Keys, LocalCache
-from sidecar.policy.contract import DisclosureQuestion
+from sidecar.policy.contract import Decision, DisclosureQuestion
 
 NOW = datetime(2026, 11, 30, 12, 0, 1, tzinfo=UTC)
 QUESTION = DisclosureQuestion(Identity("bob", "acme", groups=("g",)), ["carol"], "recall", NOW)
@@ -147,3 +148,11 @@ def test_policies_read_time_from_input_only() -> None:
     rego = Path(__file__).resolve().parents[2] / "rego"
     offenders = [p for p in rego.rglob("*.rego") if "time.now_ns" in p.read_text()]
     assert offenders == []
+
+
+def test_a_decision_is_a_value() -> None:
+    # One cached decision is shared by every record of a shape and every request that
+    # reads its entry (policy/decider.py `_entry`): nothing may change it in place.
+    decision = Decision(allow=True, usable_as="belief")
+    with pytest.raises(ValidationError):
+        decision.allow = False  # type: ignore[misc]
