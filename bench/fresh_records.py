@@ -30,13 +30,13 @@ import time
 from pathlib import Path
 
 import httpx
-import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sidecar.bench.corpus import WRITER, asker, build, headers  # noqa: E402
-from sidecar.bench.processes import Proc, sidecar  # noqa: E402
+from bench.cache_misses import lookups  # noqa: E402
+from sidecar.bench.corpus import asker, build, headers, write  # noqa: E402
+from sidecar.bench.processes import sidecar  # noqa: E402
 from sidecar.bench.sweep import parse_variants, sources  # noqa: E402
 
 WRITTEN_A_ROUND = 10
@@ -46,23 +46,8 @@ LOAD_BATCH = 500
 def counters(ops: str) -> dict[str, float]:
     """The policy calls and cache lookups the sidecar has counted so far."""
     text = httpx.get(f"{ops}/metrics").text
-    found = {"policy_calls": 0.0, "hit": 0.0, "miss": 0.0, "bypass": 0.0}
-    for call in re.finditer(r"^whose_policy_call_seconds_count\{[^}]*\} ([0-9.e+]+)$", text, re.M):
-        found["policy_calls"] += float(call.group(1))
-    for result in ("hit", "miss", "bypass"):
-        found_at = re.search(
-            rf'^whose_decision_cache_total\{{result="{result}"\}} ([0-9.e+]+)$', text, re.M
-        )
-        found[result] = float(found_at.group(1)) if found_at else 0.0
-    return found
-
-
-def write(http: httpx.Client, served: Proc, bodies: list[dict[str, object]]) -> None:
-    http.post(
-        f"{served.base}/v1/memories",
-        content=orjson.dumps(bodies, option=orjson.OPT_SERIALIZE_NUMPY),
-        headers=headers(WRITER) | {"Content-Type": "application/json"},
-    ).raise_for_status()
+    calls = re.finditer(r"^whose_policy_call_seconds_count\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    return {"policy_calls": sum(float(c.group(1)) for c in calls)} | lookups(ops)
 
 
 def main() -> None:
@@ -95,12 +80,12 @@ def main() -> None:
             }
             for proc in served.values():
                 for start in range(0, args.records, LOAD_BATCH):
-                    write(http, proc, bodies[start : min(args.records, start + LOAD_BATCH)])
+                    write(http, proc.base, bodies[start : min(args.records, start + LOAD_BATCH)])
             start_counts = {name: counters(proc.ops) for name, proc in served.items()}
             for r in range(args.rounds):
                 fresh = bodies[args.records + r * WRITTEN_A_ROUND :][:WRITTEN_A_ROUND]
                 for name, proc in served.items():
-                    write(http, proc, fresh)
+                    write(http, proc.base, fresh)
                     for q in range(args.per_round):
                         query = corpus.queries[r * args.per_round + q].tolist()
                         began = time.perf_counter()

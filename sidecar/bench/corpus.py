@@ -195,18 +195,10 @@ def load(base: str, corpus: Corpus) -> list[str]:
     Returns the record ids in order."""
     ids: list[str] = []
     batch: list[dict[str, Any]] = []
-    with httpx.Client(base_url=base, timeout=600) as http:
+    with httpx.Client(timeout=600) as http:
 
         def flush() -> None:
-            body = orjson.dumps(batch, option=orjson.OPT_SERIALIZE_NUMPY)
-            response = http.post(
-                "/v1/memories",
-                content=body,
-                headers=headers(WRITER) | {"Content-Type": "application/json"},
-            )
-            if response.status_code != 201:
-                raise RuntimeError(f"load refused: {response.status_code} {response.text[:500]}")
-            ids.extend(r["id"] for r in response.json()["records"])
+            ids.extend(write(http, base, batch))
             batch.clear()
 
         for body in corpus.bodies():
@@ -216,6 +208,19 @@ def load(base: str, corpus: Corpus) -> list[str]:
         if batch:
             flush()
     return ids
+
+
+def write(http: httpx.Client, base: str, bodies: list[dict[str, Any]]) -> list[str]:
+    """One `POST /v1/memories` of `bodies` as WRITER (JSON by orjson, vectors as numpy
+    arrays); the ids written, in order."""
+    response = http.post(
+        f"{base}/v1/memories",
+        content=orjson.dumps(bodies, option=orjson.OPT_SERIALIZE_NUMPY),
+        headers=headers(WRITER) | {"Content-Type": "application/json"},
+    )
+    if response.status_code != 201:
+        raise RuntimeError(f"load refused: {response.status_code} {response.text[:500]}")
+    return [r["id"] for r in response.json()["records"]]
 
 
 def timed_load(base: str, corpus: Corpus) -> tuple[list[str], float]:
