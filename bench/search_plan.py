@@ -3,15 +3,17 @@ search of each sweep cell as served (the planner on: the neighbourhood first abo
 `Search.neighbourhood_above` admitted points, an unproven search exact up to 200 000)
 and without it (exact up to WHOSE_SEARCH_EXACT_BELOW, HNSW above), interleaved query by
 query, so load on the machine falls on both alike; medians, recall@10 and how often the
-neighbourhood proved the answer. `--neighbourhood-above N` (repeat) measures the planner
-with that threshold instead, one plan each; `--beam N` (repeat) with that beam for the
+neighbourhood proved the answer. `--sieve`: each plan also with the sieve (an exact
+search scanned under the audience alone first: planner.py `sifted`).
+`--neighbourhood-above N` (repeat) measures the planner with that threshold instead,
+one plan each; `--beam N` (repeat) with that beam for the
 neighbourhood's own search (planner.NEIGHBOURHOOD_BEAM), one plan each. `--server`: the
 server backend against a Qdrant server started for the run (bin/qdrant), its index built
 before the first query.
 
     .venv/bin/python bench/search_plan.py [--records 10000] [--queries 200] [--limit 12]
         [--neighbourhood-above 20000 --neighbourhood-above 2000] [--beam 200 --beam 400]
-        [--server]
+        [--sieve] [--server]
 
 `--limit` is what one over-fetch round asks the store for (the reader's first round at
 an allow rate of 1: limit 10 plus its margin). A benchmark, not a test.
@@ -28,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,6 +65,11 @@ async def main() -> None:
         action="append",
         help="the neighbourhood search's beam (repeat: one plan each; default the shipped one)",
     )
+    parser.add_argument(
+        "--sieve",
+        action="store_true",
+        help="each plan also with the sieve (Search.sieve: the embedded store's default)",
+    )
     parser.add_argument("--server", action="store_true", help="the server backend")
     args = parser.parse_args()
     aboves = args.neighbourhood_above or [Search.neighbourhood_above]
@@ -93,6 +101,9 @@ async def main() -> None:
                 neighbourhood_above=above,
             )
             beam_of[name] = beam
+            if args.sieve:
+                plans[name + "+sieve"] = replace(plans[name], sieve=True)
+                beam_of[name + "+sieve"] = beam
     plans["exact_below_only"] = Search(exact_below=args.exact_below)
     report: dict[str, dict[str, object]] = {}
     for layout, fraction in cells():

@@ -157,9 +157,12 @@ def open_store(
         neighbourhood=settings.search_neighbourhood,
         threads=settings.search_threads,
         unproven_exact_below=settings.search_unproven_exact_below,
+        sieve=settings.search_sieve,
     )
     if settings.store == "server":
-        search = replace(search, neighbourhood_above=NEIGHBOURHOOD_ABOVE)
+        # The sieve saves the engine's checks of each point, which a server makes on
+        # its own side of a round trip that costs more than they do (planner.py).
+        search = replace(search, neighbourhood_above=NEIGHBOURHOOD_ABOVE, sieve=False)
         return ServerStore.connect(
             _qdrant_urls(settings),
             settings.collection,
@@ -208,6 +211,7 @@ def open_stacks(
         neighbourhood=settings.search_neighbourhood,
         threads=settings.search_threads,
         unproven_exact_below=settings.search_unproven_exact_below,
+        sieve=settings.search_sieve,
     )
     reserved = [settings.collection]
     if settings.store == "server":

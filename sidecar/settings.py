@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     # dimensions on the 2-core bench machine: docs/performance.md), above it HNSW.
     search_neighbourhood: bool = True
     search_unproven_exact_below: int = Field(default=200_000, ge=0, le=10_000_000)
+    # An exact search of many points on the embedded engine first scans under the
+    # asker's audience alone, one indexed condition, and proves its answer from the
+    # nearest of those (store/planner.py, "the sieve"); false: the whole filter at once.
+    search_sieve: bool = True
     # The embedded engine's search threads. 1: a search runs on the thread that asks,
     # which holds the GIL for the whole call anyway (bench/edge_gil.py); a pool split
     # each search across threads that only the engine could use, and cost 0.5-1.5 ms

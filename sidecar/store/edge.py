@@ -170,6 +170,8 @@ class EdgeStore:
         self.search_tuning = search or Search()
         # Where the planner's neighbourhood declined lately, per filter (planner.py).
         self.proofs = planner.Proofs()
+        # Where the sieve declined lately, per filter (planner.py), remembered alike.
+        self.sieves = planner.Proofs()
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
         self.optimize_interval_s = optimize_interval_s
@@ -431,6 +433,16 @@ class EdgeStore:
                 if near is not None:
                     return near
             way = planner.unproven(tuning, estimate)
+        wider = None if excluding else scope.wider()
+        if way == "exact" and wider is not None and planner.sifts(tuning, estimate):
+            key = planner.filter_key(scope)
+            if self.sieves.worth_trying(key):
+                near = self._nearest_by_sieve(
+                    vector, flt, wider, limit, score_threshold, with_vector
+                )
+                self.sieves.heard(key, near is not None)
+                if near is not None:
+                    return near
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector),
@@ -486,6 +498,50 @@ class EdgeStore:
         )
         scores = [p.score for p in admitted]
         if planner.proven(scores, [p.score for p in around], size, limit, score_threshold):
+            return list(admitted)[:limit]
+        return None
+
+    def _nearest_by_sieve(
+        self,
+        vector: list[float],
+        flt: qe.Filter,
+        wider: Condition,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> list[Any] | None:
+        """The `limit` nearest points `flt` admits, found among the nearest that
+        `wider` alone admits and proven by them (planner.py, the sieve), else None."""
+        nearest = qe.Query.Nearest(vector)
+        size = planner.sieve(limit)
+        wide = self.shard.query(
+            qe.QueryRequest(
+                limit=size,
+                query=nearest,
+                filter=qe.Filter(must=[_edge_condition(wider)]),
+                params=qe.SearchParams(exact=True),
+                score_threshold=score_threshold,
+                with_payload=False,
+                with_vector=False,
+            )
+        )
+        if not wide:
+            return []
+        among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in wide}), flt])
+        # One more than wanted: a tie at the cut is declined (planner.sifted).
+        admitted = self.shard.query(
+            qe.QueryRequest(
+                limit=limit + 1,
+                query=nearest,
+                filter=among,
+                params=qe.SearchParams(exact=True),
+                score_threshold=score_threshold,
+                with_payload=True,
+                with_vector=with_vector,
+            )
+        )
+        scores = [p.score for p in admitted]
+        if planner.sifted(scores, [p.score for p in wide], size, limit):
             return list(admitted)[:limit]
         return None
 

@@ -177,6 +177,17 @@ class Scope:
             conditions.append(AbsentOrAnyOf("access_scope", self.scopes))
         return conditions
 
+    def wider(self) -> Condition | None:
+        """One condition on one indexed field that every point the scope admits meets:
+        the audience entries admitting its first audience member (the asker), where no
+        grant may admit them besides; None where there is none, or the scope holds a
+        caller's filter or names ids (store/planner.py, the sieve)."""
+        if self.caller is not None or self.only is not None or not self.audience_any_of:
+            return None
+        if self.granted and self.granted[0]:
+            return None
+        return AnyOf("audience", self.audience_any_of[0])
+
 
 def to_qdrant(scope: Scope, exclude: Collection[str] = ()) -> qm.Filter:
     """The one filter a store query runs: every condition of the scope, and the

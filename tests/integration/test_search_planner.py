@@ -291,6 +291,131 @@ async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
         await store.optimize()
 
 
+# The sieve (planner.py): an exact search of many points scans under the asker's
+# audience alone first. Above 1 000 points here, the neighbourhood off: every search
+# below is exact.
+SIEVED = Search(exact_below=N, sieve=True, sieve_above=1_000)
+SOME = asker("random", 0.20)
+
+
+async def test_the_sieve_answers_what_the_whole_scan_answers(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    store.sieves = planner.Proofs()
+    engine = store._shard
+    counted = _Counted(engine)
+    store._shard = counted  # type: ignore[assignment]
+    try:
+        for who in (NEAR, FAR, SOME):
+            for q in range(QUERIES):
+                store.search_tuning = replace(SIEVED, sieve=False)
+                whole = await _searched(store, corpus, who, q)
+                store.search_tuning = SIEVED
+                counted.calls.clear()
+                assert await _searched(store, corpus, who, q) == whole, (who, q)
+                assert corpus.recall_at_10(who, q, whole) == 1.0, (who, q)
+                # The estimate, the scan under the audience, the filter among its points.
+                assert counted.calls == {"count": 1, "query": 2}, (who, q, counted.calls)
+    finally:
+        store._shard = engine
+
+
+def _audience_admits_filter_refuses(corpus: Corpus, first: int, each: int) -> list[Any]:
+    """`each` records beside every query, nearer than anything the asker may read and
+    naming the asker in their audience, that the rest of the filter refuses: another
+    tenant's, a superseded version's (invalid since yesterday), one not valid yet."""
+    refused = []
+    for q in range(QUERIES):
+        for copy in range(each):
+            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
+            nudged = nudged / (nudged**2).sum() ** 0.5
+            number = first + q * each + copy
+            payload: dict[str, Any] = {
+                "id": str(uuid.UUID(int=number + 1)),
+                "tenant": "acme",
+                "valid_at": "2026-10-01T00:00:00Z",
+                "audience": [NEAR],
+                "index": number,
+            }
+            match copy % 3:
+                case 0:
+                    payload["tenant"] = "globex"
+                case 1:
+                    payload["invalid_at"] = "2026-11-01T00:00:00Z"
+                case _:
+                    payload["valid_at"] = "2999-01-01T00:00:00Z"
+            refused.append((payload["tenant"], (payload, {"": nudged.tolist()})))
+    return refused
+
+
+@pytest.mark.parametrize("each", [5, 25], ids=["a-few-sifted", "most-of-the-sieve"])
+async def test_what_the_audience_admits_and_the_filter_refuses_changes_no_answer(
+    store: EdgeStore, corpus: Corpus, each: int
+) -> None:
+    # Noninterference through the sieve: the points it scans first are the audience's,
+    # whatever else the filter says of them. A few beside the query leave the sieve
+    # enough of the asker's own to prove the answer; 25 of its 30 leave too few, and
+    # the whole scan answers. Either way, record for record what it answered before.
+    store.search_tuning = SIEVED
+    store.sieves = planner.Proofs()
+    before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
+    refused = _audience_admits_filter_refuses(corpus, 2 * N + 1_000 * each, each)
+    for tenant in ("acme", "globex"):
+        await store.put(tenant, [item for owner, item in refused if owner == tenant])
+    await store.optimize()
+    proofs: list[bool] = []
+    sift = store._nearest_by_sieve
+
+    def watched(*args: Any) -> Any:
+        found = sift(*args)
+        proofs.append(found is not None)
+        return found
+
+    try:
+        store._nearest_by_sieve = watched  # type: ignore[method-assign,assignment]
+        for q in range(QUERIES):
+            store.sieves = planner.Proofs()
+            assert await _searched(store, corpus, NEAR, q) == before[q], q
+        assert proofs == [each < 10] * QUERIES
+    finally:
+        del store._nearest_by_sieve
+        for tenant in ("acme", "globex"):
+            gone = [uuid.UUID(str(p["id"])) for owner, (p, _) in refused if owner == tenant]
+            await store.delete(tenant, gone)
+        await store.optimize()
+
+
+async def test_the_sieve_shows_equal_records_as_the_whole_scan_does(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    q, first = 2, 3 * N
+    twins = [
+        (
+            {
+                "id": str(uuid.UUID(int=first + k + 1)),
+                "tenant": "acme",
+                "valid_at": "2026-10-01T00:00:00Z",
+                "audience": [NEAR],
+                "index": first + k,
+            },
+            {"": corpus.queries[q].tolist()},
+        )
+        for k in range(20)
+    ]
+    await store.put("acme", twins)
+    await store.optimize()
+    try:
+        store.search_tuning = replace(SIEVED, sieve=False)
+        whole = await _searched(store, corpus, NEAR, q)
+        assert set(whole) <= {first + k for k in range(20)}
+        store.search_tuning = SIEVED
+        store.sieves = planner.Proofs()
+        assert await _searched(store, corpus, NEAR, q) == whole
+    finally:
+        await store.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in twins])
+        await store.optimize()
+
+
 # The server backend plans the same way (store/server.py `_nearest`), in round trips.
 ON_THE_SERVER = 3_000
 SERVER_PLANNED = replace(PLANNED, neighbourhood_above=500)

@@ -1,5 +1,6 @@
-"""The planner's proof (store/planner.py `proven`): when the nearest admitted points of
-the query's neighbourhood are the nearest admitted points of the whole tenant."""
+"""The planner's proofs (store/planner.py): when the nearest admitted points of the
+query's neighbourhood are the nearest admitted points of the whole tenant (`proven`),
+and when those of the sieve's scan are the whole filter's (`sifted`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from sidecar.store.planner import (
     neighbourhood,
     proven,
     remembered,
+    sieve,
+    sifted,
+    sifts,
     unproven,
     way,
 )
@@ -163,3 +167,38 @@ def test_declines_are_remembered_only_where_a_skipped_search_is_exact_and_unexcl
     assert remembered(tuning, 250_000, asker, excluding=False) is None
     # A later over-fetch round leaves the nearest out: what it finds is not remembered.
     assert remembered(tuning, 150_000, asker, excluding=True) is None
+
+
+WIDE = [1.0 - i / 100 for i in range(30)]  # the sieve's scan: 1.00 to 0.71, 30 points
+
+
+def test_the_sieves_answer_is_proven_inside_its_farthest_point() -> None:
+    assert sieve(10) == len(WIDE)
+    assert sifted(WIDE[5:16], WIDE, 30, 10)
+    # Ten admitted, the last as far as the scan reached: a point beyond may tie it.
+    assert not sifted(WIDE[20:], WIDE, 30, 10)
+    # Too few of the scan's points admitted: the rest of the answer lies beyond it.
+    assert not sifted(WIDE[:9], WIDE, 30, 10)
+    assert not sifted([], WIDE, 30, 10)
+
+
+def test_a_scan_that_found_everything_the_audience_admits_proves_any_answer() -> None:
+    # Fewer than asked for: nothing lies beyond them, however few the filter kept.
+    assert sifted(WIDE[20:25], WIDE[:25], 30, 10)
+    assert sifted([], WIDE[:3], 30, 10)
+
+
+def test_the_sieve_leaves_ties_to_the_whole_scan() -> None:
+    tied = [0.9, 0.8, 0.8, *WIDE[25:]]
+    assert not sifted(tied, WIDE, 30, 3)
+    # The last kept ties the next admitted one: which of them is shown is the scan's.
+    assert not sifted([0.95, 0.9, 0.85, 0.85], WIDE, 30, 3)
+    assert not sifted([0.9, 0.9], WIDE[:2], 30, 10)
+
+
+def test_only_an_exact_search_of_many_points_goes_through_the_sieve() -> None:
+    on = Search(exact_below=20_000, sieve=True, sieve_above=4_000)
+    assert sifts(on, 4_001)
+    assert not sifts(on, 4_000)
+    assert not sifts(on, None)
+    assert not sifts(replace(on, sieve=False), 9_000)

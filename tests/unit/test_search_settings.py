@@ -31,8 +31,13 @@ def test_search_settings_reach_the_store(
         # On a server the neighbourhood costs two more round trips: what an exact
         # search of 20 000 points does (store/server.py NEIGHBOURHOOD_ABOVE).
         neighbourhood_above=20_000 if backend == "server" else 10_000,
+        # The sieve is the embedded engine's (store/planner.py).
+        sieve=backend == "edge",
     )
     assert store.search_tuning == expected  # type: ignore[attr-defined]
+    monkeypatch.setenv("WHOSE_SEARCH_SIEVE", "false")
+    unsifted = Settings(store=backend, data_dir=tmp_path, qdrant_url="http://127.0.0.1:1")
+    assert open_store(unsifted).search_tuning.sieve is False  # type: ignore[attr-defined]
 
 
 def test_the_lexical_weight_follows_the_embedder_unless_set(
