@@ -421,13 +421,14 @@ class EdgeStore:
         the neighbourhood, or a filtered walk."""
         tuning = self.search_tuning
         estimate = self._estimate(flt) if tuning.exact_below > 0 else None
-        way = planner.way(tuning, limit, estimate)
+        points = self._points(scope.tenant) if planner.sized(tuning, limit, estimate) else None
+        way = planner.way(tuning, limit, estimate, points)
         if way == "neighbourhood":
             assert estimate is not None
             key = planner.remembered(tuning, estimate, scope, excluding)
             if self.proofs.worth_trying(key):
                 near = self._nearest_by_neighbourhood(
-                    vector, flt, scope.tenant, limit, score_threshold, with_vector
+                    vector, flt, scope.tenant, limit, score_threshold, with_vector, points
                 )
                 self.proofs.heard(key, near is not None)
                 if near is not None:
@@ -462,9 +463,11 @@ class EdgeStore:
         limit: int,
         score_threshold: float | None,
         with_vector: bool,
+        points: int | None = None,
     ) -> list[Any] | None:
         """The `limit` nearest points `flt` admits, scored exactly among the query's
-        own neighbourhood and proven by it (planner.py), else None."""
+        own neighbourhood and proven by it (planner.py), else None. `points`: the
+        tenant's, where counted (a smaller tenant's beam is narrower)."""
         tuning = self.search_tuning
         nearest = qe.Query.Nearest(vector)
         size = planner.neighbourhood(limit)
@@ -474,7 +477,7 @@ class EdgeStore:
                 limit=size,
                 query=nearest,
                 filter=qe.Filter(must=[tenants]),
-                params=qe.SearchParams(hnsw_ef=planner.beam(tuning, size)),
+                params=qe.SearchParams(hnsw_ef=planner.beam(tuning, size, points)),
                 with_payload=False,
                 with_vector=False,
             )
@@ -544,6 +547,11 @@ class EdgeStore:
         if planner.sifted(scores, [p.score for p in wide], size, limit):
             return list(admitted)[:limit]
         return None
+
+    def _points(self, tenant: str) -> int:
+        """The tenant's points, as its index counts them (a few microseconds)."""
+        tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
+        return self._estimate(qe.Filter(must=[tenants]))
 
     def _estimate(self, flt: qe.Filter) -> int:
         """The points `flt` matches, as the payload indexes estimate them (no scan)."""

@@ -7,7 +7,8 @@ for an asker who may read 90 %), although where the admitted points lie around t
 query the nearest of them are among the query's nearest points anyway: the cost of a
 recall grew with what the asker may read, and the answer was no better (issue 42).
 
-So above `Search.neighbourhood_above` admitted points the search reads the query's own
+So above `Search.neighbourhood_above` admitted points (or a third of the tenant's
+points, where the embedded store counts fewer: `looked_above`) the search reads the query's own
 neighbourhood first: the tenant's `neighbourhood(limit)` nearest points, unfiltered (the
 graph's best case), ids only. It then scores exactly, under the filter, just those
 points (a search restricted to their ids). Every point outside the neighbourhood is at
@@ -83,25 +84,60 @@ NEIGHBOURHOOD_BEAM = 400
 Way = Literal["exact", "neighbourhood", "graph"]
 
 
+# A smaller tenant's graph is searched as well with a narrower beam, and its
+# neighbourhood is worth reading for a smaller share of its points: at 10k records, in
+# process, a beam of 200 found every proven answer that 400 did (recall@10 1.000 at 20 %
+# and 90 % `random`), and the neighbourhood with it cost what an exact search of about
+# 3 000 points does (90 % `random`: 1.07 ms against 1.65 exact; bench/search_plan.py
+# --neighbourhood-above 3500 --beam 200 --sieve, docs/performance.md round fifteen).
+# So where the embedded store knows the tenant's points, the beam is a fiftieth of
+# them (never more than NEIGHBOURHOOD_BEAM) and the neighbourhood is looked at above a
+# third of them (never above `Search.neighbourhood_above`).
+POINTS_PER_BEAM = 50
+LOOKED_ABOVE_SHARE = 3
+
+
 def neighbourhood(limit: int) -> int:
     """How many of the tenant's nearest points the neighbourhood holds."""
     return max(LEAST_NEIGHBOURHOOD, PER_POINT * limit)
 
 
-def beam(tuning: Search, size: int) -> int:
+def beam(tuning: Search, size: int, points: int | None = None) -> int:
     """The beam of the neighbourhood's own search: never narrower than the points it
-    must return, `NEIGHBOURHOOD_BEAM`, or the configured one."""
-    return max(size, NEIGHBOURHOOD_BEAM, tuning.hnsw_ef or 0)
+    must return, `NEIGHBOURHOOD_BEAM` (a fiftieth of the tenant's `points` where
+    fewer, when known), or the configured one."""
+    wide = (
+        NEIGHBOURHOOD_BEAM if points is None else min(NEIGHBOURHOOD_BEAM, points // POINTS_PER_BEAM)
+    )
+    return max(size, wide, tuning.hnsw_ef or 0)
 
 
-def way(tuning: Search, limit: int, estimate: int | None) -> Way:
-    """How a search whose filter admits about `estimate` points runs (None: not
-    estimated, `exact_below` is 0 and Qdrant decides alone). The neighbourhood is
-    looked at when the planner is on and the filter admits more points than an exact
-    search scores cheaply."""
+def looked_above(tuning: Search, points: int | None = None) -> int:
+    """Above how many admitted points the neighbourhood is looked at: the configured
+    bound, or a third of the tenant's `points` where fewer, when known."""
+    if points is None:
+        return tuning.neighbourhood_above
+    return min(tuning.neighbourhood_above, points // LOOKED_ABOVE_SHARE)
+
+
+def sized(tuning: Search, limit: int, estimate: int | None) -> bool:
+    """Whether the tenant's size may change the way a search of about `estimate`
+    points takes (`way`'s `points`), so that it is worth counting."""
+    return (
+        tuning.neighbourhood
+        and estimate is not None
+        and neighbourhood(limit) < estimate <= tuning.neighbourhood_above
+    )
+
+
+def way(tuning: Search, limit: int, estimate: int | None, points: int | None = None) -> Way:
+    """How a search whose filter admits about `estimate` points of the tenant's `points`
+    (None: not counted) runs (`estimate` None: not estimated, `exact_below` is 0 and
+    Qdrant decides alone). The neighbourhood is looked at when the planner is on and
+    the filter admits more points than an exact search scores cheaply."""
     if estimate is None:
         return "graph"
-    if tuning.neighbourhood and estimate > max(tuning.neighbourhood_above, neighbourhood(limit)):
+    if tuning.neighbourhood and estimate > max(looked_above(tuning, points), neighbourhood(limit)):
         return "neighbourhood"
     return "exact" if estimate <= tuning.exact_below else "graph"
 

@@ -34,6 +34,8 @@ N = 10_000
 # At 10k every asker reads at most 9 000 records, under the served bound: look around
 # above 2 000 here.
 PLANNED = Search(exact_below=N, neighbourhood=True, neighbourhood_above=2_000)
+# As served: the neighbourhood above a third of the tenant's 10k points, beam 200.
+SHIPPED = Search(exact_below=20_000, neighbourhood=True, unproven_exact_below=200_000)
 QUERIES = 20
 NEAR, FAR, FEW = asker("random", 0.90), asker("far", 0.90), asker("random", 0.05)
 
@@ -65,10 +67,11 @@ def _proof(store: EdgeStore, corpus: Corpus, who: str, q: int, limit: int = 10) 
     flt = _edge_filter(_scope(who), ())
     tuning = store.search_tuning
     estimate = store._estimate(flt) if tuning.exact_below > 0 else None
-    if way(tuning, limit, estimate) != "neighbourhood":
+    points = store._points("acme") if planner.sized(tuning, limit, estimate) else None
+    if way(tuning, limit, estimate, points) != "neighbourhood":
         return None
     found = store._nearest_by_neighbourhood(
-        corpus.queries[q].tolist(), flt, "acme", limit, None, False
+        corpus.queries[q].tolist(), flt, "acme", limit, None, False, points
     )
     return None if found is None else [p.payload["index"] for p in found]
 
@@ -133,14 +136,16 @@ async def test_the_planner_is_off_when_the_choice_is_left_to_qdrant(
         assert _proof(store, corpus, NEAR, 0) is None, tuning
 
 
+@pytest.mark.parametrize("tuning", [PLANNED, SHIPPED], ids=["beam-400", "shipped-beam-200"])
 async def test_records_the_asker_may_not_read_change_nothing_they_are_answered(
-    store: EdgeStore, corpus: Corpus
+    store: EdgeStore, corpus: Corpus, tuning: Search
 ) -> None:
     # Noninterference on the planner's path: records hidden from the asker, written
     # right beside every query (nearer than anything the asker may read), fill the
     # neighbourhood the proof reads; the answer must stay the true nearest of what
     # the asker may read, record for record.
-    store.search_tuning = PLANNED
+    store.search_tuning = tuning
+    store.proofs = planner.Proofs()
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     assert [_proof(store, corpus, NEAR, q) for q in range(QUERIES)] == before
     hidden = _hidden_beside_queries(corpus, N)
@@ -289,6 +294,34 @@ async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
         gone = [uuid.UUID(str(p["id"])) for p, _ in [*twins, *hidden]]
         await store.delete("acme", gone)
         await store.optimize()
+
+
+async def test_a_smaller_tenants_neighbourhood_is_read_below_the_configured_bound(
+    store: EdgeStore, corpus: Corpus
+) -> None:
+    # As shipped (neighbourhood above 10 000 admitted points), 10k points: the tenant's
+    # size is counted and the 9 000-point asker's neighbourhood read (a third of the
+    # tenant's points, with a beam of 200: planner.looked_above, planner.beam). Proven,
+    # and the exact answer; the 500-point asker's, below a third, is searched exactly.
+    assert SHIPPED.neighbourhood_above > 9_000
+    store.search_tuning = SHIPPED
+    store.proofs = planner.Proofs()
+    engine = store._shard
+    counted = _Counted(engine)
+    store._shard = counted  # type: ignore[assignment]
+    try:
+        for q in range(QUERIES):
+            counted.calls.clear()
+            found = await _searched(store, corpus, NEAR, q)
+            assert corpus.recall_at_10(NEAR, q, found) == 1.0, q
+            # The estimate, the tenant's points; the neighbourhood, the admitted among it.
+            assert counted.calls == {"count": 2, "query": 2}, (q, counted.calls)
+            counted.calls.clear()
+            few = await _searched(store, corpus, FEW, q)
+            assert corpus.recall_at_10(FEW, q, few) == 1.0, q
+            assert counted.calls == {"count": 2, "query": 1}, (q, counted.calls)
+    finally:
+        store._shard = engine
 
 
 # The sieve (planner.py): an exact search of many points scans under the asker's

@@ -13,13 +13,16 @@ from sidecar.store import Search
 from sidecar.store.planner import (
     MOST_SKIPPED,
     Proofs,
+    beam,
     filter_key,
+    looked_above,
     neighbourhood,
     proven,
     remembered,
     sieve,
     sifted,
     sifts,
+    sized,
     unproven,
     way,
 )
@@ -80,6 +83,28 @@ def test_the_neighbourhood_is_looked_at_only_above_the_scan_bound_and_when_on() 
     off = Search(exact_below=20_000)
     assert (way(off, 12, 20_000), way(off, 12, 20_001)) == ("exact", "graph")
     assert way(Search(exact_below=0, neighbourhood=True), 12, None) == "graph"
+
+
+def test_a_smaller_tenants_neighbourhood_is_looked_at_sooner_with_a_narrower_beam() -> None:
+    on = Search(exact_below=20_000, neighbourhood=True, unproven_exact_below=200_000)
+    # 10k points: above a third of them, with a beam of 200.
+    assert looked_above(on, 10_000) == 3_333
+    assert way(on, 12, 3_334, 10_000) == "neighbourhood"
+    assert way(on, 12, 3_333, 10_000) == "exact"
+    assert way(on, 12, 9_000) == "exact"  # not counted: the configured bound
+    assert beam(on, 100, 10_000) == 200
+    # Never above the configured bound or beam, never below what the neighbourhood holds.
+    assert looked_above(on, 10**6) == on.neighbourhood_above
+    assert beam(on, 100, 10**6) == beam(on, 100) == 400
+    assert beam(on, 100, 1_000) == 100
+    assert beam(replace(on, hnsw_ef=300), 100, 10_000) == 300
+    assert way(on, 12, 100, 150) == "exact"
+    # Counted only where it can change the way.
+    assert sized(on, 12, 9_000)
+    assert not sized(on, 12, 100)
+    assert not sized(on, 12, on.neighbourhood_above + 1)
+    assert not sized(on, 12, None)
+    assert not sized(replace(on, neighbourhood=False), 12, 9_000)
 
 
 def test_a_search_the_neighbourhood_cannot_prove_is_exact_within_its_bound() -> None:
