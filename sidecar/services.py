@@ -211,7 +211,6 @@ def open_stacks(
         neighbourhood=settings.search_neighbourhood,
         threads=settings.search_threads,
         unproven_exact_below=settings.search_unproven_exact_below,
-        sieve=settings.search_sieve,
     )
     reserved = [settings.collection]
     if settings.store == "server":

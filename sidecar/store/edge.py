@@ -172,6 +172,9 @@ class EdgeStore:
         self.proofs = planner.Proofs()
         # Where the sieve declined lately, per filter (planner.py), remembered alike.
         self.sieves = planner.Proofs()
+        # Writes begun and done (`_unwritten`): a search in two engine calls declines
+        # if any ran between them.
+        self._writes_begun = self._writes_done = 0
         self.vector_size = vector_size
         self.index = index or IndexSpec.hashing(vector_size)
         self.optimize_interval_s = optimize_interval_s
@@ -435,7 +438,11 @@ class EdgeStore:
                     return near
             way = planner.unproven(tuning, estimate)
         wider = None if excluding else scope.wider()
-        if way == "exact" and wider is not None and planner.sifts(tuning, estimate):
+        sifting = way == "exact" and wider is not None and planner.sifts(tuning, limit, estimate)
+        if sifting and self._alone(scope.tenant):
+            assert wider is not None
+            # Not `planner.remembered`: the sieve only ever stands before an exact scan
+            # of the same filter, so a skip changes the time alone, in any round.
             key = planner.filter_key(scope)
             if self.sieves.worth_trying(key):
                 near = self._nearest_by_sieve(
@@ -472,6 +479,7 @@ class EdgeStore:
         nearest = qe.Query.Nearest(vector)
         size = planner.neighbourhood(limit)
         tenants = qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(tenant))
+        writes = self._writes()
         around = self.shard.query(
             qe.QueryRequest(
                 limit=size,
@@ -484,23 +492,10 @@ class EdgeStore:
         )
         if len(around) < size:
             return None
-        # The ids first: Qdrant then scores only those points, whatever else the filter
-        # admits.
-        among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in around}), flt])
-        # One more than wanted: a tie at the cut is declined (planner.proven).
-        admitted = self.shard.query(
-            qe.QueryRequest(
-                limit=limit + 1,
-                query=nearest,
-                filter=among,
-                params=qe.SearchParams(exact=True),
-                score_threshold=score_threshold,
-                with_payload=True,
-                with_vector=with_vector,
-            )
-        )
+        admitted = self._admitted_among(around, nearest, flt, limit, score_threshold, with_vector)
         scores = [p.score for p in admitted]
-        if planner.proven(scores, [p.score for p in around], size, limit, score_threshold):
+        proof = planner.proven(scores, [p.score for p in around], size, limit, score_threshold)
+        if proof and self._unwritten(writes):
             return list(admitted)[:limit]
         return None
 
@@ -517,6 +512,7 @@ class EdgeStore:
         `wider` alone admits and proven by them (planner.py, the sieve), else None."""
         nearest = qe.Query.Nearest(vector)
         size = planner.sieve(limit)
+        writes = self._writes()
         wide = self.shard.query(
             qe.QueryRequest(
                 limit=size,
@@ -529,24 +525,61 @@ class EdgeStore:
             )
         )
         if not wide:
-            return []
-        among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in wide}), flt])
-        # One more than wanted: a tie at the cut is declined (planner.sifted).
-        admitted = self.shard.query(
-            qe.QueryRequest(
-                limit=limit + 1,
-                query=nearest,
-                filter=among,
-                params=qe.SearchParams(exact=True),
-                score_threshold=score_threshold,
-                with_payload=True,
-                with_vector=with_vector,
-            )
-        )
+            return [] if self._unwritten(writes) else None
+        admitted = self._admitted_among(wide, nearest, flt, limit, score_threshold, with_vector)
         scores = [p.score for p in admitted]
-        if planner.sifted(scores, [p.score for p in wide], size, limit):
+        if planner.sifted(scores, [p.score for p in wide], size, limit) and self._unwritten(writes):
             return list(admitted)[:limit]
         return None
+
+    def _admitted_among(
+        self,
+        found: list[Any],
+        nearest: qe.Query,
+        flt: qe.Filter,
+        limit: int,
+        score_threshold: float | None,
+        with_vector: bool,
+    ) -> list[Any]:
+        """The nearest of the `found` points `flt` admits, scored exactly: one more than
+        `limit`, so that a tie at the cut is seen (planner.proven, planner.sifted)."""
+        # The ids first: Qdrant then scores only those points, whatever else the filter
+        # admits.
+        among = qe.Filter(must=[qe.HasIdCondition({str(p.id) for p in found}), flt])
+        return list(
+            self.shard.query(
+                qe.QueryRequest(
+                    limit=limit + 1,
+                    query=nearest,
+                    filter=among,
+                    params=qe.SearchParams(exact=True),
+                    score_threshold=score_threshold,
+                    with_payload=True,
+                    with_vector=with_vector,
+                )
+            )
+        )
+
+    def _alone(self, tenant: str) -> bool:
+        """Whether every point of the store is the tenant's. The sieve scans under an
+        audience condition alone, and audience entries are names other tenants use
+        too: their points would be scored in the scan (its time growing with theirs)
+        and would decide whether it proves (its time telling where theirs lie), so it
+        runs only where there are none (docs/security.md, "Approximate search")."""
+        return self._points(tenant) == self._estimate(qe.Filter())
+
+    def _writes(self) -> tuple[int, int]:
+        """The writes begun and done so far (`_unwritten`)."""
+        return self._writes_begun, self._writes_done
+
+    def _unwritten(self, before: tuple[int, int]) -> bool:
+        """Whether no write was in flight at `before` (`_writes()`) or began since. A
+        search in two engine calls (the sieve, the neighbourhood) runs on the event
+        loop's thread while writes run in workers, which may take the GIL between the
+        calls: the second would then judge the first's points by a later state, an
+        answer no single scan gives. Such a search declines, and the scan answers."""
+        begun, done = before
+        return begun == done and self._writes() == before
 
     def _points(self, tenant: str) -> int:
         """The tenant's points, as its index counts them (a few microseconds)."""
@@ -713,8 +746,17 @@ class EdgeStore:
         return 0.0 if self._calls_in_flight else time.monotonic() - self._last_call
 
     async def _run(self, fn: Any, *args: Any) -> Any:
-        """`fn(*args)` in a worker thread; engine errors become StoreUnavailable."""
-        return await self._engine(fn, args, in_thread=True)
+        """`fn(*args)` in a worker thread, counted as a write (`_unwritten`); engine
+        errors become StoreUnavailable."""
+        return await self._engine(self._write, (fn, *args), in_thread=True)
+
+    def _write(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)`, counted where it begins and where it ends, on its own thread."""
+        self._writes_begun += 1
+        try:
+            return fn(*args)
+        finally:
+            self._writes_done += 1
 
     async def _read(self, fn: Any, *args: Any) -> Any:
         """`fn(*args)` on the event loop's own thread: a read. The engine holds the GIL

@@ -169,7 +169,7 @@ def proven(
     visits them, which differs between a search of the neighbourhood and a scan, so
     records the asker may not read, by deciding which way is taken, would decide which
     of them the asker is shown (identical texts embed identically). A scan decides."""
-    if len(neighbours) < size or not neighbours:
+    if len(neighbours) < size or not neighbours or limit < 1:
         return False
     edge = min(neighbours)
     kept = list(admitted[: limit + 1])
@@ -190,9 +190,10 @@ def sieve(limit: int) -> int:
     return 2 * limit + SIEVE_SLACK
 
 
-def sifts(tuning: Search, estimate: int | None) -> bool:
-    """Whether an exact search of about `estimate` points goes through the sieve."""
-    return tuning.sieve and estimate is not None and estimate > tuning.sieve_above
+def sifts(tuning: Search, limit: int, estimate: int | None) -> bool:
+    """Whether an exact search for `limit` of about `estimate` points goes through the
+    sieve."""
+    return tuning.sieve and limit > 0 and estimate is not None and estimate > tuning.sieve_above
 
 
 def sifted(admitted: Sequence[float], wide: Sequence[float], size: int, limit: int) -> bool:
@@ -207,7 +208,7 @@ def sifted(admitted: Sequence[float], wide: Sequence[float], size: int, limit: i
     nearer than the scan's farthest: a point beyond it may tie that one. Ties among
     `admitted` are declined for the reason `proven` gives."""
     kept = list(admitted[: limit + 1])
-    if any(nearer == farther for nearer, farther in pairwise(kept)):
+    if limit < 1 or any(nearer == farther for nearer, farther in pairwise(kept)):
         return False
     if len(wide) < size:
         return True
@@ -221,8 +222,9 @@ REMEMBERED_FILTERS = 4096
 
 
 class Proofs:
-    """Per filter (`filter_key`), whether the neighbourhood declined lately, and how
-    many of the next searches skip it for that (see the module's text)."""
+    """Per filter (`filter_key`), whether the neighbourhood (or, in a store's second
+    memory, the sieve) declined lately, and how many of the next searches skip it for
+    that (see the module's text)."""
 
     def __init__(self, size: int = REMEMBERED_FILTERS) -> None:
         # A key's skips still to come, and its declines in a row.

@@ -179,14 +179,15 @@ class Scope:
 
     def wider(self) -> Condition | None:
         """One condition on one indexed field that every point the scope admits meets:
-        the audience entries admitting its first audience member (the asker), where no
-        grant may admit them besides; None where there is none, or the scope holds a
-        caller's filter or names ids (store/planner.py, the sieve)."""
-        if self.caller is not None or self.only is not None or not self.audience_any_of:
+        the first of its own top-level conditions on the audience (the entries admitting
+        one audience member no grant may admit besides); None where there is none, or
+        the scope holds a caller's filter or names ids (store/planner.py, the sieve)."""
+        if self.caller is not None or self.only is not None:
             return None
-        if self.granted and self.granted[0]:
-            return None
-        return AnyOf("audience", self.audience_any_of[0])
+        for condition in self.conditions():
+            if isinstance(condition, AnyOf) and condition.key == "audience":
+                return condition
+        return None
 
 
 def to_qdrant(scope: Scope, exclude: Collection[str] = ()) -> qm.Filter:

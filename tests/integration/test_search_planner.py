@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 from qdrant_client import models as qm
 
 from sidecar.bench.corpus import DIM, Corpus, asker, build, put
 from sidecar.store import Search, Store, planner
 from sidecar.store.edge import EdgeStore, _edge_filter
 from sidecar.store.planner import way
+from sidecar.store.schema import point_id
 from sidecar.store.scope import Scope, to_qdrant
 from sidecar.store.server import ServerStore
 
@@ -347,16 +349,20 @@ async def test_the_sieve_answers_what_the_whole_scan_answers(
                 counted.calls.clear()
                 assert await _searched(store, corpus, who, q) == whole, (who, q)
                 assert corpus.recall_at_10(who, q, whole) == 1.0, (who, q)
-                # The estimate, the scan under the audience, the filter among its points.
-                assert counted.calls == {"count": 1, "query": 2}, (who, q, counted.calls)
+                # The estimate, the tenant's points and the store's (the tenant is alone),
+                # the scan under the audience, the filter among its points.
+                assert counted.calls == {"count": 3, "query": 2}, (who, q, counted.calls)
     finally:
         store._shard = engine
 
 
-def _audience_admits_filter_refuses(corpus: Corpus, first: int, each: int) -> list[Any]:
+def _audience_admits_filter_refuses(
+    corpus: Corpus, first: int, each: int, tenant: str = "acme"
+) -> list[tuple[dict[str, Any], Any]]:
     """`each` records beside every query, nearer than anything the asker may read and
-    naming the asker in their audience, that the rest of the filter refuses: another
-    tenant's, a superseded version's (invalid since yesterday), one not valid yet."""
+    naming the asker in their audience, that the rest of the filter refuses: of acme,
+    superseded versions (invalid since November) and records not valid yet; of another
+    tenant, records valid now."""
     refused = []
     for q in range(QUERIES):
         for copy in range(each):
@@ -365,20 +371,31 @@ def _audience_admits_filter_refuses(corpus: Corpus, first: int, each: int) -> li
             number = first + q * each + copy
             payload: dict[str, Any] = {
                 "id": str(uuid.UUID(int=number + 1)),
-                "tenant": "acme",
+                "tenant": tenant,
                 "valid_at": "2026-10-01T00:00:00Z",
                 "audience": [NEAR],
                 "index": number,
             }
-            match copy % 3:
-                case 0:
-                    payload["tenant"] = "globex"
-                case 1:
-                    payload["invalid_at"] = "2026-11-01T00:00:00Z"
-                case _:
-                    payload["valid_at"] = "2999-01-01T00:00:00Z"
-            refused.append((payload["tenant"], (payload, {"": nudged.tolist()})))
+            if tenant == "acme" and copy % 2:
+                payload["valid_at"] = "2999-01-01T00:00:00Z"
+            elif tenant == "acme":
+                payload["invalid_at"] = "2026-11-01T00:00:00Z"
+            refused.append((payload, {"": nudged.tolist()}))
     return refused
+
+
+def _watch_the_sieve(store: EdgeStore) -> list[bool]:
+    """Whether each search the sieve stood before proved its answer (in order)."""
+    proofs: list[bool] = []
+    sift = store._nearest_by_sieve
+
+    def watched(*args: Any) -> Any:
+        found = sift(*args)
+        proofs.append(found is not None)
+        return found
+
+    store._nearest_by_sieve = watched  # type: ignore[method-assign,assignment]
+    return proofs
 
 
 @pytest.mark.parametrize("each", [5, 25], ids=["a-few-sifted", "most-of-the-sieve"])
@@ -393,28 +410,103 @@ async def test_what_the_audience_admits_and_the_filter_refuses_changes_no_answer
     store.sieves = planner.Proofs()
     before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
     refused = _audience_admits_filter_refuses(corpus, 2 * N + 1_000 * each, each)
-    for tenant in ("acme", "globex"):
-        await store.put(tenant, [item for owner, item in refused if owner == tenant])
+    await store.put("acme", refused)
     await store.optimize()
-    proofs: list[bool] = []
-    sift = store._nearest_by_sieve
-
-    def watched(*args: Any) -> Any:
-        found = sift(*args)
-        proofs.append(found is not None)
-        return found
-
+    proofs = _watch_the_sieve(store)
     try:
-        store._nearest_by_sieve = watched  # type: ignore[method-assign,assignment]
         for q in range(QUERIES):
             store.sieves = planner.Proofs()
             assert await _searched(store, corpus, NEAR, q) == before[q], q
         assert proofs == [each < 10] * QUERIES
     finally:
         del store._nearest_by_sieve
-        for tenant in ("acme", "globex"):
-            gone = [uuid.UUID(str(p["id"])) for owner, (p, _) in refused if owner == tenant]
-            await store.delete(tenant, gone)
+        await store.delete("acme", [uuid.UUID(str(p["id"])) for p, _ in refused])
+        await store.optimize()
+
+
+async def test_another_tenants_records_keep_the_sieve_out(store: EdgeStore, corpus: Corpus) -> None:
+    # Audience entries are names another tenant may use too. Its records would be
+    # scored in the sieve's scan, however many, and would decide whether it proves, so
+    # that its time would tell where they lie: where the store holds another tenant's
+    # points the sieve is not used at all, and the whole scan answers as before.
+    store.search_tuning = SIEVED
+    store.sieves = planner.Proofs()
+    before = [await _searched(store, corpus, NEAR, q) for q in range(QUERIES)]
+    theirs = _audience_admits_filter_refuses(corpus, 4 * N, 5, tenant="globex")
+    await store.put("globex", theirs)
+    await store.optimize()
+    proofs = _watch_the_sieve(store)
+    try:
+        for q in range(QUERIES):
+            assert await _searched(store, corpus, NEAR, q) == before[q], q
+        assert proofs == []
+    finally:
+        del store._nearest_by_sieve
+        await store.delete("globex", [uuid.UUID(str(p["id"])) for p, _ in theirs])
+        await store.optimize()
+    # The store is acme's alone again: the sieve is back.
+    await _searched(store, corpus, NEAR, 0)
+    assert store.sieves._declined.get(planner.filter_key(_scope(NEAR))) is None
+
+
+class _WritesBetween(_Counted):
+    """The shard, with `write` made (as a write is, counted: EdgeStore._write) right
+    after the first query of the next search: a write from another request, taking the
+    GIL between the two engine calls of a sieve or a neighbourhood."""
+
+    def __init__(self, store: EdgeStore, write: Any) -> None:
+        super().__init__(store._shard)
+        self.store, self.write = store, write
+
+    def query(self, request: Any) -> Any:
+        found = super().query(request)
+        if self.write is not None:
+            write, self.write = self.write, None
+            self.store._write(self.shard.update, write)
+        return found
+
+
+@pytest.mark.parametrize("tuning", [SIEVED, SHIPPED], ids=["sieve", "neighbourhood"])
+async def test_a_write_between_a_searchs_two_engine_calls_is_not_half_seen(
+    store: EdgeStore, corpus: Corpus, tuning: Search
+) -> None:
+    # The nearest record is superseded and a nearer one written between the two calls:
+    # the first call saw the old state, the second would judge its points by the new
+    # one (the old record refused, the new one never among them). The search declines
+    # and the scan answers: what a scan after the write answers.
+    q = 3
+    store.search_tuning = tuning
+    store.sieves, store.proofs = planner.Proofs(), planner.Proofs()
+    hits = await store.search(corpus.queries[q].tolist(), _scope(NEAR), 10)
+    nearest = hits[0].payload
+    newer: dict[str, Any] = {
+        "id": str(uuid.UUID(int=5 * N + 1)),
+        "tenant": "acme",
+        "valid_at": "2026-10-01T00:00:00Z",
+        "audience": [NEAR],
+        "index": 5 * N,
+    }
+    engine = store._shard
+    point = qe.Point(point_id("acme", newer["id"]), {"": corpus.queries[q].tolist()}, newer)
+    store._shard = _WritesBetween(store, qe.UpdateOperation.upsert_points([point]))  # type: ignore[assignment]
+    try:
+        first = await _searched(store, corpus, NEAR, q)
+        store._shard = _WritesBetween(store, None)  # type: ignore[assignment]
+        record = point_id("acme", str(nearest["id"]))
+        supersede = qe.UpdateOperation.set_payload([record], {"invalid_at": "2026-11-01T00:00:00Z"})
+        store._shard = _WritesBetween(store, supersede)  # type: ignore[assignment]
+        # The first search's decline is remembered: forgotten, so this one takes two calls.
+        store.sieves, store.proofs = planner.Proofs(), planner.Proofs()
+        second = await _searched(store, corpus, NEAR, q)
+        store._shard = engine
+        assert first[0] == 5 * N
+        assert second == await _searched(store, corpus, NEAR, q)
+        assert nearest["index"] not in second
+        assert 5 * N in second
+    finally:
+        store._shard = engine
+        await store.delete("acme", [uuid.UUID(newer["id"])])
+        await store.clear("acme", uuid.UUID(str(nearest["id"])), ["invalid_at"])
         await store.optimize()
 
 

@@ -44,6 +44,9 @@ def test_no_wider_condition_where_something_else_may_admit_a_point() -> None:
     caller = qm.Filter(must=[qm.FieldCondition(key="a", match=qm.MatchValue(value="b"))])
     assert Scope(tenant="acme", audience_any_of=(("bob",),), caller=caller).wider() is None
     assert Scope(tenant="acme", audience_any_of=(("bob",),), only=("x",)).wider() is None
-    # A grant for another member only: the asker's own entries still bound the scope.
+    # A grant for one member only: another's entries still bound the scope.
     others = Scope(tenant="acme", audience_any_of=(("bob",), ("carol",)), granted=((), (grant,)))
     assert others.wider() == AnyOf("audience", ("bob",))
+    firsts = Scope(tenant="acme", audience_any_of=(("bob",), ("carol",)), granted=((grant,),))
+    assert firsts.wider() == AnyOf("audience", ("carol",))
+    assert firsts.wider() in firsts.conditions()

@@ -223,7 +223,11 @@ def test_the_sieve_leaves_ties_to_the_whole_scan() -> None:
 
 def test_only_an_exact_search_of_many_points_goes_through_the_sieve() -> None:
     on = Search(exact_below=20_000, sieve=True, sieve_above=4_000)
-    assert sifts(on, 4_001)
-    assert not sifts(on, 4_000)
-    assert not sifts(on, None)
-    assert not sifts(replace(on, sieve=False), 9_000)
+    assert sifts(on, 10, 4_001)
+    assert not sifts(on, 10, 4_000)
+    assert not sifts(on, 10, None)
+    assert not sifts(replace(on, sieve=False), 10, 9_000)
+    # Nothing wanted: the scan answers (nothing), not a proof of nothing.
+    assert not sifts(on, 0, 9_000)
+    assert not sifted([], WIDE, 30, 0)
+    assert not proven([], AROUND, 100, 0)
