@@ -47,8 +47,12 @@ filter admits is one the audience admits, in the same order by score, so when `l
 of the sieve's points pass and the last of them is strictly nearer than the sieve's
 farthest (or the sieve held all the audience admits), they are the answer the whole
 scan gives (`sifted`, ties declined as above). Where it declines (most of the
-audience's nearest records are superseded versions, another tenant's, or not yet
-valid), the whole scan follows, and declines are remembered as the neighbourhood's are.
+audience's nearest records are superseded versions or not yet valid), the whole scan
+follows, and declines are remembered as the neighbourhood's are. The audience condition
+alone does not name the tenant, and other tenants use the same names, so the store runs
+the sieve only where it holds the tenant's points alone (`EdgeStore._alone`): another
+tenant's records must neither be scanned for it nor decide, by where they lie, how long
+it takes.
 
 The proof holds up to the unfiltered graph search's own recall, which is why that
 search has a wide beam of its own (`NEIGHBOURHOOD_BEAM`). The answer never depends on
@@ -181,7 +185,7 @@ def proven(
 
 
 # The sieve's points beyond twice those wanted: room for records the audience admits
-# and the rest of the filter refuses (old versions, another tenant's).
+# and the rest of the filter refuses (old versions, records not valid yet).
 SIEVE_SLACK = 10
 
 
