@@ -11,9 +11,10 @@ tests/integration/test_search_tuning.py).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,24 +84,40 @@ async def _searched(store: Store, corpus: Corpus, who: str, q: int) -> list[int]
     return [h.payload["index"] for h in hits]
 
 
-def _hidden_beside_queries(corpus: Corpus, first: int) -> list[tuple[dict[str, Any], Any]]:
+Item = tuple[dict[str, Any], Any]
+
+
+def _record(number: int, vector: Any, audience: list[str], tenant: str = "acme", **at: str) -> Item:
+    """A record as the corpus's are stored (corpus.put), numbered `number`; `at`: its
+    times beside the default `valid_at`."""
+    payload: dict[str, Any] = {
+        "id": str(uuid.UUID(int=number + 1)),
+        "tenant": tenant,
+        "valid_at": "2026-10-01T00:00:00Z",
+        "audience": audience,
+        "index": number,
+    }
+    return payload | at, {"": np.asarray(vector).tolist()}
+
+
+def _twins(vector: Any, first: int) -> list[Item]:
+    """Twenty records of the near asker's holding one vector, numbered from `first`."""
+    return [_record(first + k, vector, [NEAR]) for k in range(20)]
+
+
+def _beside_queries(corpus: Corpus, first: int, each: int) -> Iterator[tuple[int, int, Any]]:
+    """`each` vectors right beside every query, nearer than anything in the corpus:
+    (their number, counted from `first`; which of the `each`; the vector)."""
+    for q in range(QUERIES):
+        for copy in range(each):
+            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
+            yield first + q * each + copy, copy, nudged / (nudged**2).sum() ** 0.5
+
+
+def _hidden_beside_queries(corpus: Corpus, first: int) -> list[Item]:
     """Records no sweep asker may read, 30 right beside every query (nearer than
     anything an asker may read), numbered from `first`."""
-    hidden = []
-    for q in range(QUERIES):
-        for copy in range(30):
-            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
-            nudged = nudged / (nudged**2).sum() ** 0.5
-            number = first + q * 30 + copy
-            payload = {
-                "id": str(uuid.UUID(int=number + 1)),
-                "tenant": "acme",
-                "valid_at": "2026-10-01T00:00:00Z",
-                "audience": ["someone-else"],
-                "index": number,
-            }
-            hidden.append((payload, {"": nudged.tolist()}))
-    return hidden
+    return [_record(n, v, ["someone-else"]) for n, _, v in _beside_queries(corpus, first, 30)]
 
 
 async def test_records_around_the_query_are_proven_from_its_neighbourhood(
@@ -204,6 +221,18 @@ class _Counted:
         return getattr(self.shard, name)
 
 
+@contextlib.contextmanager
+def _counting(store: EdgeStore) -> Iterator[_Counted]:
+    """The store's engine calls counted while inside."""
+    engine = store._shard
+    counted = _Counted(engine)
+    store._shard = counted  # type: ignore[assignment]
+    try:
+        yield counted
+    finally:
+        store._shard = engine
+
+
 async def test_a_proven_search_costs_the_neighbourhood_and_one_small_exact_search(
     store: EdgeStore, corpus: Corpus
 ) -> None:
@@ -211,17 +240,12 @@ async def test_a_proven_search_costs_the_neighbourhood_and_one_small_exact_searc
     # the engine twice (the neighbourhood, then the admitted among it, scored exactly),
     # besides the estimate; no walk of the graph under the filter and no count.
     store.search_tuning = PLANNED
-    engine = store._shard
-    counted = _Counted(engine)
-    store._shard = counted  # type: ignore[assignment]
-    try:
+    with _counting(store) as counted:
         for q in range(QUERIES):
             counted.calls.clear()
             found = await _searched(store, corpus, NEAR, q)
             assert corpus.recall_at_10(NEAR, q, found) == 1.0, q
             assert counted.calls == {"count": 1, "query": 2}, (q, counted.calls)
-    finally:
-        store._shard = engine
 
 
 async def test_a_filter_the_neighbourhood_declined_for_skips_it_for_a_while(
@@ -233,11 +257,8 @@ async def test_a_filter_the_neighbourhood_declined_for_skips_it_for_a_while(
     # decline; the near asker's searches, proven, never skip.
     store.search_tuning = PLANNED
     store.proofs = planner.Proofs()
-    engine = store._shard
-    counted = _Counted(engine)
-    store._shard = counted  # type: ignore[assignment]
     looked: dict[str, list[int]] = {FAR: [], NEAR: []}
-    try:
+    with _counting(store) as counted:
         for search in range(24):
             for who in (FAR, NEAR):
                 counted.calls.clear()
@@ -248,8 +269,6 @@ async def test_a_filter_the_neighbourhood_declined_for_skips_it_for_a_while(
                 # Proven: two queries; declined: three (the scan after); skipped: one.
                 expected = 2 if who == NEAR else (3 if search in (0, 2, 5, 10, 19) else 1)
                 assert counted.calls["query"] == expected, (who, search, counted.calls)
-    finally:
-        store._shard = engine
     assert looked == {FAR: [0, 2, 5, 10, 19], NEAR: list(range(24))}
 
 
@@ -261,24 +280,14 @@ async def test_equal_records_are_shown_alike_whichever_way_the_search_takes(
     not depend on the way the search takes, which records hidden from them decide."""
     q, first = 0, N + 5_000
     hidden_from = first + 100
-
-    def at(number: int, vector: Any, audience: list[str]) -> tuple[dict[str, Any], Any]:
-        payload = {
-            "id": str(uuid.UUID(int=number + 1)),
-            "tenant": "acme",
-            "valid_at": "2026-10-01T00:00:00Z",
-            "audience": audience,
-            "index": number,
-        }
-        return payload, {"": vector.tolist()}
-
-    twins = [at(first + k, corpus.queries[q], [NEAR]) for k in range(20)]
+    twins = _twins(corpus.queries[q], first)
     # Nearer than anything else but the twins, and hidden: enough of them fill the
     # neighbourhood that no proof holds, and the search scans.
     rng = np.random.default_rng(5)
     nudged = corpus.queries[q] + 0.02 * rng.standard_normal((95, DIM))
     hidden = [
-        at(hidden_from + k, v / np.linalg.norm(v), ["someone-else"]) for k, v in enumerate(nudged)
+        _record(hidden_from + k, v / np.linalg.norm(v), ["someone-else"])
+        for k, v in enumerate(nudged)
     ]
     await store.put("acme", twins)
     await store.optimize()
@@ -308,10 +317,7 @@ async def test_a_smaller_tenants_neighbourhood_is_read_below_the_configured_boun
     assert SHIPPED.neighbourhood_above > 9_000
     store.search_tuning = SHIPPED
     store.proofs = planner.Proofs()
-    engine = store._shard
-    counted = _Counted(engine)
-    store._shard = counted  # type: ignore[assignment]
-    try:
+    with _counting(store) as counted:
         for q in range(QUERIES):
             counted.calls.clear()
             found = await _searched(store, corpus, NEAR, q)
@@ -322,8 +328,6 @@ async def test_a_smaller_tenants_neighbourhood_is_read_below_the_configured_boun
             few = await _searched(store, corpus, FEW, q)
             assert corpus.recall_at_10(FEW, q, few) == 1.0, q
             assert counted.calls == {"count": 2, "query": 1}, (q, counted.calls)
-    finally:
-        store._shard = engine
 
 
 # The sieve (planner.py): an exact search of many points scans under the asker's
@@ -337,10 +341,7 @@ async def test_the_sieve_answers_what_the_whole_scan_answers(
     store: EdgeStore, corpus: Corpus
 ) -> None:
     store.sieves = planner.Proofs()
-    engine = store._shard
-    counted = _Counted(engine)
-    store._shard = counted  # type: ignore[assignment]
-    try:
+    with _counting(store) as counted:
         for who in (NEAR, FAR, SOME):
             for q in range(QUERIES):
                 store.search_tuning = replace(SIEVED, sieve=False)
@@ -352,35 +353,25 @@ async def test_the_sieve_answers_what_the_whole_scan_answers(
                 # The estimate, the tenant's points and the store's (the tenant is alone),
                 # the scan under the audience, the filter among its points.
                 assert counted.calls == {"count": 3, "query": 2}, (who, q, counted.calls)
-    finally:
-        store._shard = engine
 
 
 def _audience_admits_filter_refuses(
     corpus: Corpus, first: int, each: int, tenant: str = "acme"
-) -> list[tuple[dict[str, Any], Any]]:
+) -> list[Item]:
     """`each` records beside every query, nearer than anything the asker may read and
     naming the asker in their audience, that the rest of the filter refuses: of acme,
     superseded versions (invalid since November) and records not valid yet; of another
     tenant, records valid now."""
     refused = []
-    for q in range(QUERIES):
-        for copy in range(each):
-            nudged = corpus.queries[q] + 0.01 * (copy + 1) * corpus.vectors[copy]
-            nudged = nudged / (nudged**2).sum() ** 0.5
-            number = first + q * each + copy
-            payload: dict[str, Any] = {
-                "id": str(uuid.UUID(int=number + 1)),
-                "tenant": tenant,
-                "valid_at": "2026-10-01T00:00:00Z",
-                "audience": [NEAR],
-                "index": number,
-            }
-            if tenant == "acme" and copy % 2:
-                payload["valid_at"] = "2999-01-01T00:00:00Z"
-            elif tenant == "acme":
-                payload["invalid_at"] = "2026-11-01T00:00:00Z"
-            refused.append((payload, {"": nudged.tolist()}))
+    for number, copy, vector in _beside_queries(corpus, first, each):
+        at = {}
+        if tenant == "acme":
+            at = (
+                {"valid_at": "2999-01-01T00:00:00Z"}
+                if copy % 2
+                else {"invalid_at": "2026-11-01T00:00:00Z"}
+            )
+        refused.append(_record(number, vector, [NEAR], tenant, **at))
     return refused
 
 
@@ -479,15 +470,9 @@ async def test_a_write_between_a_searchs_two_engine_calls_is_not_half_seen(
     store.sieves, store.proofs = planner.Proofs(), planner.Proofs()
     hits = await store.search(corpus.queries[q].tolist(), _scope(NEAR), 10)
     nearest = hits[0].payload
-    newer: dict[str, Any] = {
-        "id": str(uuid.UUID(int=5 * N + 1)),
-        "tenant": "acme",
-        "valid_at": "2026-10-01T00:00:00Z",
-        "audience": [NEAR],
-        "index": 5 * N,
-    }
+    newer, vectors = _record(5 * N, corpus.queries[q], [NEAR])
     engine = store._shard
-    point = qe.Point(point_id("acme", newer["id"]), {"": corpus.queries[q].tolist()}, newer)
+    point = qe.Point(point_id("acme", newer["id"]), vectors, newer)
     store._shard = _WritesBetween(store, qe.UpdateOperation.upsert_points([point]))  # type: ignore[assignment]
     try:
         first = await _searched(store, corpus, NEAR, q)
@@ -514,19 +499,7 @@ async def test_the_sieve_shows_equal_records_as_the_whole_scan_does(
     store: EdgeStore, corpus: Corpus
 ) -> None:
     q, first = 2, 3 * N
-    twins = [
-        (
-            {
-                "id": str(uuid.UUID(int=first + k + 1)),
-                "tenant": "acme",
-                "valid_at": "2026-10-01T00:00:00Z",
-                "audience": [NEAR],
-                "index": first + k,
-            },
-            {"": corpus.queries[q].tolist()},
-        )
-        for k in range(20)
-    ]
+    twins = _twins(corpus.queries[q], first)
     await store.put("acme", twins)
     await store.optimize()
     try:
@@ -599,19 +572,7 @@ async def test_the_server_proves_what_lies_around_the_query(
 
 async def test_the_server_leaves_ties_to_a_scan(server: ServerStore, server_corpus: Corpus) -> None:
     q, first = 1, ON_THE_SERVER + 1_000
-    twins = [
-        (
-            {
-                "id": str(uuid.UUID(int=first + k + 1)),
-                "tenant": "acme",
-                "valid_at": "2026-10-01T00:00:00Z",
-                "audience": [NEAR],
-                "index": first + k,
-            },
-            {"": server_corpus.queries[q].tolist()},
-        )
-        for k in range(20)
-    ]
+    twins = _twins(server_corpus.queries[q], first)
     await server.put("acme", twins)
     try:
         assert await _server_proof(server, server_corpus, NEAR, q) is None
