@@ -156,9 +156,11 @@ async def _proven(
         found = await store._nearest_by_neighbourhood(vector, flt, "acme", limit, None, False)
         return found is not None
     edge_flt = _edge_filter(scope, ())
-    if way(store.search_tuning, limit, store._estimate(edge_flt)) != "neighbourhood":
+    chosen, _, points = store._plan(edge_flt, "acme", limit)
+    if chosen != "neighbourhood":
         return False
-    return store._nearest_by_neighbourhood(vector, edge_flt, "acme", limit, None, False) is not None
+    found = store._nearest_by_neighbourhood(vector, edge_flt, "acme", limit, None, False, points)
+    return found is not None
 
 
 async def _indexed(store: ServerStore, points: int) -> None:

@@ -423,9 +423,7 @@ class EdgeStore:
         `excluding`) admits, the way the planner says (planner.py): exact, proven from
         the neighbourhood, or a filtered walk."""
         tuning = self.search_tuning
-        estimate = self._estimate(flt) if tuning.exact_below > 0 else None
-        points = self._points(scope.tenant) if planner.sized(tuning, limit, estimate) else None
-        way = planner.way(tuning, limit, estimate, points)
+        way, estimate, points = self._plan(flt, scope.tenant, limit)
         if way == "neighbourhood":
             assert estimate is not None
             key = planner.remembered(tuning, estimate, scope, excluding)
@@ -438,9 +436,12 @@ class EdgeStore:
                     return near
             way = planner.unproven(tuning, estimate)
         wider = None if excluding else scope.wider()
-        sifting = way == "exact" and wider is not None and planner.sifts(tuning, limit, estimate)
-        if sifting and self._alone(scope.tenant):
-            assert wider is not None
+        if (
+            way == "exact"
+            and wider is not None
+            and planner.sifts(tuning, limit, estimate)
+            and self._alone(scope.tenant, points)
+        ):
             # Not `planner.remembered`: the sieve only ever stands before an exact scan
             # of the same filter, so a skip changes the time alone, in any round.
             key = planner.filter_key(scope)
@@ -461,6 +462,16 @@ class EdgeStore:
             params=_search_params(tuning, exact=way == "exact"),
         )
         return list(self.shard.query(request))
+
+    def _plan(
+        self, flt: qe.Filter, tenant: str, limit: int
+    ) -> tuple[planner.Way, int | None, int | None]:
+        """The way a search of `flt` for `limit` points takes (planner.py), with the
+        estimate and the tenant's points (where counted) it was chosen by."""
+        tuning = self.search_tuning
+        estimate = self._estimate(flt) if tuning.exact_below > 0 else None
+        points = self._points(tenant) if planner.sized(tuning, limit, estimate) else None
+        return planner.way(tuning, limit, estimate, points), estimate, points
 
     def _nearest_by_neighbourhood(
         self,
@@ -560,13 +571,15 @@ class EdgeStore:
             )
         )
 
-    def _alone(self, tenant: str) -> bool:
-        """Whether every point of the store is the tenant's. The sieve scans under an
+    def _alone(self, tenant: str, points: int | None = None) -> bool:
+        """Whether every point of the store is the tenant's (`points`: theirs, where
+        already counted). The sieve scans under an
         audience condition alone, and audience entries are names other tenants use
         too: their points would be scored in the scan (its time growing with theirs)
         and would decide whether it proves (its time telling where theirs lie), so it
         runs only where there are none (docs/security.md, "Approximate search")."""
-        return self._points(tenant) == self._estimate(qe.Filter())
+        theirs = self._points(tenant) if points is None else points
+        return theirs == self._estimate(qe.Filter())
 
     def _writes(self) -> tuple[int, int]:
         """The writes begun and done so far (`_unwritten`)."""

@@ -68,10 +68,8 @@ def _scope(who: str) -> Scope:
 def _proof(store: EdgeStore, corpus: Corpus, who: str, q: int, limit: int = 10) -> list[int] | None:
     """What the neighbourhood proved, when the planner looks at it at all."""
     flt = _edge_filter(_scope(who), ())
-    tuning = store.search_tuning
-    estimate = store._estimate(flt) if tuning.exact_below > 0 else None
-    points = store._points("acme") if planner.sized(tuning, limit, estimate) else None
-    if way(tuning, limit, estimate, points) != "neighbourhood":
+    chosen, _, points = store._plan(flt, "acme", limit)
+    if chosen != "neighbourhood":
         return None
     found = store._nearest_by_neighbourhood(
         corpus.queries[q].tolist(), flt, "acme", limit, None, False, points
