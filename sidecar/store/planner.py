@@ -176,8 +176,8 @@ def proven(
     if len(neighbours) < size or not neighbours or limit < 1:
         return False
     edge = min(neighbours)
-    kept = list(admitted[: limit + 1])
-    if any(nearer == farther for nearer, farther in pairwise(kept)):
+    kept = _untied(admitted, limit)
+    if kept is None:
         return False
     if len(kept) >= limit:
         return kept[limit - 1] > edge
@@ -211,12 +211,21 @@ def sifted(admitted: Sequence[float], wide: Sequence[float], size: int, limit: i
     admits, so `admitted` is the whole answer. Otherwise only `limit` of them strictly
     nearer than the scan's farthest: a point beyond it may tie that one. Ties among
     `admitted` are declined for the reason `proven` gives."""
-    kept = list(admitted[: limit + 1])
-    if limit < 1 or any(nearer == farther for nearer, farther in pairwise(kept)):
+    kept = _untied(admitted, limit)
+    if limit < 1 or kept is None:
         return False
     if len(wide) < size:
         return True
     return len(kept) >= limit and kept[limit - 1] > wide[-1]
+
+
+def _untied(admitted: Sequence[float], limit: int) -> list[float] | None:
+    """The first `limit + 1` of `admitted`, or None where two of them tie: which of equal
+    points a search shows is left to a scan (`proven`)."""
+    kept = list(admitted[: limit + 1])
+    if any(nearer == farther for nearer, farther in pairwise(kept)):
+        return None
+    return kept
 
 
 # At most this many searches in a row skip the neighbourhood after it declined.
